@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+# The two commands of the README:
+#   make run    build napkin and run its main job on examples/attention.napkin
+#   make test   build and run every test this machine can run (fuzzing the parser included)
+# Each installs what it needs first (tools/install_deps.sh: Debian packages and PyPI only).
+
+BUILD     := build/release
+NAPKIN    := $(BUILD)/bin/napkin
+FUZZ_SECONDS ?= 60
+JOBS      ?= $(shell nproc)
+
+.PHONY: all deps build run test fuzz golden bench clean
+all: build
+
+deps:
+	@tools/install_deps.sh
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+
+run: build
+	$(NAPKIN) check examples/attention.napkin
+	$(NAPKIN) print examples/attention.napkin
+	$(NAPKIN) eval examples/attention.napkin --set b=1 --set h=2 --set q=256 --set k=256 -o out/attention
+
+# Fuzz first (bounded), then the test suite, so ctest's summary is the last thing printed.
+test: build fuzz
+	@ctest --preset release -j $(JOBS)
+
+fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@tools/run_fuzz.sh build/fuzz/bin/fuzz_parser $(FUZZ_SECONDS)
+
+# Rewrites golden files from the current output; review the diff before committing.
+golden: build
+	@NAPKIN_UPDATE_GOLDEN=1 ctest --preset release -R golden -j $(JOBS) >/dev/null || true
+	@git status --short tests/golden
+
+clean:
+	rm -rf build out

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver/driver.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "reference/interpreter.h"
+#include "support/npy.h"
+
+namespace napkin::driver {
+
+using nlohmann::json;
+
+namespace {
+
+json diagnostic_json(const Diagnostic& d) {
+  json j{{"severity", d.severity == Severity::error ? "error" : "warning"},
+         {"message", d.message}};
+  if (!d.file.empty()) j["file"] = d.file;
+  if (d.loc.line) {
+    j["line"] = d.loc.line;
+    j["column"] = d.loc.column;
+  }
+  if (!d.note.empty()) j["note"] = d.note;
+  return j;
+}
+
+std::string warnings_text(const std::vector<Diagnostic>& ws) {
+  std::string s;
+  for (const Diagnostic& w : ws) s += w.format() + "\n";
+  return s;
+}
+
+json axes_json(const ir::Diagram& d, const std::vector<ir::AxisId>& axes) {
+  json j = json::array();
+  for (ir::AxisId a : axes) j.push_back(d.axis(a).name);
+  return j;
+}
+
+json diagram_json(const ir::Diagram& d) {
+  json axes = json::array();
+  for (const ir::Axis& a : d.axes) axes.push_back({{"name", a.name}, {"size", a.size}});
+  json nodes = json::array();
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const ir::Node& n = d.nodes[i];
+    json j{{"id", i}, {"op", ir::op_name(n.op)}, {"axes", axes_json(d, n.axes)},
+           {"dtype", dtype_name(n.dtype)}, {"operands", n.operands}};
+    if (!n.name.empty()) j["name"] = n.name;
+    if (!n.over.empty()) j["over"] = axes_json(d, n.over);
+    if (n.op == ir::OpKind::iota) j["axis"] = d.axis(n.axis).name;
+    if (n.op == ir::OpKind::constant || n.op == ir::OpKind::scale || n.op == ir::OpKind::softcap ||
+        n.op == ir::OpKind::rmsnorm || n.op == ir::OpKind::layernorm)
+      j["scalar"] = std::isfinite(n.scalar) ? json(n.scalar) : json(ir::format_number(n.scalar));
+    nodes.push_back(j);
+  }
+  json outputs = json::array();
+  for (const ir::Output& o : d.outputs)
+    outputs.push_back({{"name", d.node(o.node).name}, {"axes", axes_json(d, o.axes)}});
+  return {{"file", d.source_name}, {"key", ir::diagram_key(d)}, {"axes", axes},
+          {"nodes", nodes}, {"outputs", outputs}};
+}
+
+// Scalar steps the interpreter takes for d: the size of each node's loop space.
+double interpreter_work(const ir::Diagram& d) {
+  double work = 0;
+  for (const ir::Node& n : d.nodes) {
+    double space = static_cast<double>(d.elements(n.axes));
+    for (ir::AxisId a : n.over) space *= static_cast<double>(d.axis(a).size);
+    work += space * (ir::op_class(n.op) == ir::OpClass::composite ? 4.0 : 1.0);
+  }
+  return work;
+}
+
+}  // namespace
+
+Result<ir::ParsedDiagram> load(const DiagramArgs& args) {
+  std::vector<ir::Binding> bindings;
+  for (const std::string& s : args.sets) {
+    auto b = ir::parse_binding(s);
+    if (!b) return b.error();
+    bindings.push_back(b.value());
+  }
+  return ir::load_diagram(args.file, bindings);
+}
+
+CommandOutput failure(const Diagnostic& d, bool json_out) {
+  CommandOutput r;
+  r.exit_code = 1;
+  if (json_out) r.out = json{{"ok", false}, {"error", diagnostic_json(d)}}.dump(2) + "\n";
+  r.err = d.format() + "\n";
+  return r;
+}
+
+CommandOutput check(const DiagramArgs& args, bool json_out) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), json_out);
+  const ir::Diagram& d = parsed->diagram;
+  CommandOutput r;
+  r.err = warnings_text(parsed->warnings);
+  int ops = 0;
+  for (const ir::Node& n : d.nodes) ops += ir::op_class(n.op) != ir::OpClass::leaf;
+  if (json_out) {
+    json inputs = json::array(), outputs = json::array(), warnings = json::array();
+    for (ir::NodeId id : d.inputs())
+      inputs.push_back({{"name", d.node(id).name}, {"axes", axes_json(d, d.node(id).axes)},
+                        {"dtype", dtype_name(d.node(id).dtype)}});
+    for (const ir::Output& o : d.outputs)
+      outputs.push_back({{"name", d.node(o.node).name}, {"axes", axes_json(d, o.axes)},
+                         {"dtype", dtype_name(d.node(o.node).dtype)}});
+    for (const Diagnostic& w : parsed->warnings) warnings.push_back(diagnostic_json(w));
+    json axes = json::object();
+    for (const ir::Axis& a : d.axes) axes[a.name] = a.size;
+    r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)}, {"axes", axes},
+                 {"inputs", inputs}, {"outputs", outputs}, {"ops", ops}, {"warnings", warnings}}
+                .dump(2) + "\n";
+    return r;
+  }
+  std::string sizes;
+  for (const ir::Axis& a : d.axes) sizes += fmt::format(" {}={}", a.name, a.size);
+  r.out = fmt::format("ok: {}: {} axes ({}), {} inputs, {} outputs, {} ops, {} warning{}\n",
+                      args.file, d.axes.size(), sizes.empty() ? "" : sizes.substr(1),
+                      d.inputs().size(), d.outputs.size(), ops, parsed->warnings.size(),
+                      parsed->warnings.size() == 1 ? "" : "s");
+  return r;
+}
+
+CommandOutput print(const DiagramArgs& args, bool json_out) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), json_out);
+  CommandOutput r;
+  r.err = warnings_text(parsed->warnings);
+  r.out = json_out ? diagram_json(parsed->diagram).dump(2) + "\n" : ir::print_diagram(parsed->diagram);
+  return r;
+}
+
+CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), options.json);
+  const ir::Diagram& d = parsed->diagram;
+  if (options.output_dir.empty())
+    return failure(plain_error("--output-dir: expected a directory to write the outputs to"), options.json);
+  const double work = interpreter_work(d);
+  if (work > options.max_work)
+    return failure(plain_error(fmt::format(
+                       "{}: evaluating needs about {:.3g} f64 steps, more than --max-work {:.3g}; "
+                       "bind smaller sizes with --set (e.g. --set q=256), or raise --max-work",
+                       args.file, work, options.max_work)),
+                   options.json);
+  reference::TensorMap inputs = reference::random_inputs(d, options.seed);
+  for (const std::string& spec : options.inputs) {
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return failure(plain_error(fmt::format("--input {}: expected NAME=PATH.npy", spec)), options.json);
+    const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    const auto id = d.find_node(name);
+    if (!id || d.node(*id).op != ir::OpKind::input) {
+      std::string known;
+      for (ir::NodeId i : d.inputs()) known += " " + d.node(i).name;
+      return failure(plain_error(fmt::format("--input {}: {} has no input named '{}' (inputs:{})",
+                                             spec, args.file, name, known)),
+                     options.json);
+    }
+    auto arr = read_npy(path);
+    if (!arr) return failure(arr.error(), options.json);
+    const ir::Node& n = d.node(*id);
+    reference::Tensor t = reference::Tensor::zeros(d, n.axes);
+    if (arr->shape != t.sizes)
+      return failure(plain_error(fmt::format(
+                         "--input {}: {} has shape ({}), but input '{}' is {} = ({})", spec, path,
+                         fmt::join(arr->shape, ", "), name, ir::axes_text(d, n.axes),
+                         fmt::join(t.sizes, ", "))),
+                     options.json);
+    t.data = std::move(arr->data);
+    inputs[name] = std::move(t);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.output_dir, ec);
+  if (ec)
+    return failure(plain_error(fmt::format("--output-dir {}: cannot create the directory: {}",
+                                           options.output_dir, ec.message())),
+                   options.json);
+  const auto start = std::chrono::steady_clock::now();
+  auto outputs = reference::evaluate(d, inputs);
+  if (!outputs) return failure(outputs.error(), options.json);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CommandOutput r;
+  r.err = warnings_text(parsed->warnings);
+  json written = json::array();
+  std::string table;
+  for (const ir::Output& o : d.outputs) {
+    const std::string& name = d.node(o.node).name;
+    const reference::Tensor& t = outputs->at(name);
+    const std::string path = (std::filesystem::path(options.output_dir) / (name + ".npy")).string();
+    auto ok = write_npy(path, {t.sizes, t.data});
+    if (!ok) return failure(ok.error(), options.json);
+    double sum = 0, sq = 0;
+    int non_finite = 0;
+    for (double v : t.data) {
+      if (!std::isfinite(v)) { ++non_finite; continue; }
+      sum += v;
+      sq += v * v;
+    }
+    const double n = static_cast<double>(t.data.size());
+    const double mean = n ? sum / n : 0, rms = n ? std::sqrt(sq / n) : 0;
+    written.push_back({{"name", name}, {"path", path}, {"axes", axes_json(d, o.axes)},
+                       {"shape", t.sizes}, {"mean", mean}, {"rms", rms}, {"non_finite", non_finite}});
+    table += fmt::format("  {:<8} {:<24} ({})  mean {:+.6f}  rms {:.6f}{}\n", name, path,
+                         fmt::join(t.sizes, ", "), mean, rms,
+                         non_finite ? fmt::format("  non-finite {}", non_finite) : "");
+  }
+  if (options.json) {
+    r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)},
+                 {"seed", options.seed}, {"seconds", seconds}, {"outputs", written}}
+                .dump(2) + "\n";
+  } else {
+    r.out = fmt::format("evaluated {} in f64 ({:.3f} s, seed {}):\n{}", args.file, seconds,
+                        options.seed, table);
+  }
+  return r;
+}
+
+}  // namespace napkin::driver

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// The driver: each napkin subcommand as a function from options to text. The CLI (tools/napkin)
+// only parses arguments and prints what these return; tests call them directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/parser.h"
+
+namespace napkin::driver {
+
+// What a command produced: text for stdout and stderr, and the process exit code.
+struct CommandOutput {
+  int exit_code = 0;
+  std::string out;
+  std::string err;
+};
+
+// The diagram a command works on: a .napkin path and `--set NAME=VALUE` bindings.
+struct DiagramArgs {
+  std::string file;
+  std::vector<std::string> sets;
+};
+
+// Parses the bindings and the file; warnings are returned alongside the diagram.
+Result<ir::ParsedDiagram> load(const DiagramArgs& args);
+
+// The failure of a command: the diagnostic on stderr (or as JSON on stdout), exit code 1.
+CommandOutput failure(const Diagnostic& d, bool json);
+
+CommandOutput check(const DiagramArgs& args, bool json);
+CommandOutput print(const DiagramArgs& args, bool json);
+
+struct EvalOptions {
+  std::uint64_t seed = 0;
+  std::vector<std::string> inputs;  // NAME=PATH.npy
+  std::string output_dir;
+  double max_work = 1e10;           // refuse evaluations needing more scalar steps than this
+  bool json = false;
+};
+CommandOutput eval(const DiagramArgs& args, const EvalOptions& options);
+
+}  // namespace napkin::driver

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ir/ir.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace napkin::ir {
+
+OpClass op_class(OpKind k) {
+  switch (k) {
+    case OpKind::input: case OpKind::constant: case OpKind::iota: return OpClass::leaf;
+    case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::neg: case OpKind::tanh:
+    case OpKind::abs: case OpKind::logical_not: case OpKind::cast: case OpKind::scale:
+    case OpKind::softcap: return OpClass::unary;
+    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::max:
+    case OpKind::min: case OpKind::lt: case OpKind::le: case OpKind::gt: case OpKind::ge:
+    case OpKind::eq: case OpKind::ne: case OpKind::logical_and: case OpKind::logical_or:
+      return OpClass::binary;
+    case OpKind::select: return OpClass::ternary;
+    case OpKind::reduce_sum: case OpKind::reduce_max: return OpClass::reduction;
+    case OpKind::contract: return OpClass::contraction;
+    case OpKind::softmax: case OpKind::logsumexp: case OpKind::rmsnorm: case OpKind::layernorm:
+      return OpClass::composite;
+  }
+  return OpClass::leaf;
+}
+
+std::string_view op_name(OpKind k) {
+  switch (k) {
+    case OpKind::input: return "in";
+    case OpKind::constant: return "constant";
+    case OpKind::iota: return "iota";
+    case OpKind::exp: return "exp";
+    case OpKind::exp2: return "exp2";
+    case OpKind::log: return "log";
+    case OpKind::neg: return "neg";
+    case OpKind::tanh: return "tanh";
+    case OpKind::abs: return "abs";
+    case OpKind::logical_not: return "not";
+    case OpKind::cast: return "cast";
+    case OpKind::scale: return "scale";
+    case OpKind::softcap: return "softcap";
+    case OpKind::add: return "add";
+    case OpKind::sub: return "sub";
+    case OpKind::mul: return "mul";
+    case OpKind::div: return "div";
+    case OpKind::max: return "max";
+    case OpKind::min: return "min";
+    case OpKind::lt: return "lt";
+    case OpKind::le: return "le";
+    case OpKind::gt: return "gt";
+    case OpKind::ge: return "ge";
+    case OpKind::eq: return "eq";
+    case OpKind::ne: return "ne";
+    case OpKind::logical_and: return "and";
+    case OpKind::logical_or: return "or";
+    case OpKind::select: return "select";
+    case OpKind::reduce_sum: return "sum";
+    case OpKind::reduce_max: return "max";
+    case OpKind::contract: return "contract";
+    case OpKind::softmax: return "softmax";
+    case OpKind::logsumexp: return "logsumexp";
+    case OpKind::rmsnorm: return "rmsnorm";
+    case OpKind::layernorm: return "layernorm";
+  }
+  return "?";
+}
+
+bool is_elementwise(OpKind k) {
+  const OpClass c = op_class(k);
+  return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;
+}
+
+bool Node::operator==(const Node& o) const {
+  const bool same_scalar =
+      scalar == o.scalar || (std::isnan(scalar) && std::isnan(o.scalar));
+  return op == o.op && operands == o.operands && axes == o.axes && over == o.over &&
+         dtype == o.dtype && same_scalar && axis == o.axis && name == o.name;
+}
+
+std::optional<AxisId> Diagram::find_axis(std::string_view name) const {
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    if (axes[i].name == name) return static_cast<AxisId>(i);
+  return std::nullopt;
+}
+
+std::optional<NodeId> Diagram::find_node(std::string_view name) const {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!name.empty() && nodes[i].name == name) return static_cast<NodeId>(i);
+  return std::nullopt;
+}
+
+std::vector<NodeId> Diagram::inputs() const {
+  std::vector<NodeId> out;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].op == OpKind::input) out.push_back(static_cast<NodeId>(i));
+  return out;
+}
+
+std::int64_t Diagram::elements(const std::vector<AxisId>& ids) const {
+  std::int64_t n = 1;
+  for (AxisId a : ids) n *= axis(a).size;
+  return n;
+}
+
+std::vector<NodeId> Diagram::users(NodeId n) const {
+  std::vector<NodeId> out;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    for (NodeId o : nodes[i].operands)
+      if (o == n) {
+        out.push_back(static_cast<NodeId>(i));
+        break;
+      }
+  return out;
+}
+
+std::string Diagram::label(NodeId n) const {
+  const Node& nd = node(n);
+  if (!nd.name.empty()) return "'" + nd.name + "'";
+  if (nd.loc.line > 0) return fmt::format("{} at {}:{}", op_name(nd.op), nd.loc.line, nd.loc.column);
+  return fmt::format("{} #{}", op_name(nd.op), n);
+}
+
+}  // namespace napkin::ir

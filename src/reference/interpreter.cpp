@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "reference/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "reference/strided_loop.h"
+
+namespace napkin::reference {
+
+using ir::AxisId;
+using ir::Diagram;
+using ir::Node;
+using ir::OpKind;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// splitmix64: a tiny, well-mixed generator whose output is the same on every platform.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  double normal() {  // Box-Muller
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+};
+
+std::vector<std::int64_t> strides_over(const Tensor& t, const std::vector<AxisId>& loop) {
+  std::vector<std::int64_t> s;
+  for (AxisId a : loop) s.push_back(t.stride_of(a));
+  return s;
+}
+
+std::vector<std::int64_t> sizes_of(const Diagram& d, const std::vector<AxisId>& loop) {
+  std::vector<std::int64_t> s;
+  for (AxisId a : loop) s.push_back(d.axis(a).size);
+  return s;
+}
+
+// out[i] = fn(operand values at i), woven over out_axes.
+template <class Fn>
+Tensor map(const Diagram& d, const std::vector<AxisId>& out_axes,
+           const std::vector<const Tensor*>& xs, Fn fn) {
+  Tensor out = Tensor::zeros(d, out_axes);
+  std::vector<std::vector<std::int64_t>> strides;
+  for (const Tensor* x : xs) strides.push_back(strides_over(*x, out_axes));
+  std::vector<double> vals(xs.size());
+  std::size_t o = 0;
+  strided_loop(sizes_of(d, out_axes), strides, [&](const std::int64_t* off) {
+    for (std::size_t j = 0; j < xs.size(); ++j) vals[j] = xs[j]->data[static_cast<std::size_t>(off[j])];
+    out.data[o++] = fn(vals.data());
+  });
+  return out;
+}
+
+// Reduces x over `over` with `combine`, starting from `init`.
+template <class Combine>
+Tensor reduce(const Diagram& d, const Tensor& x, const std::vector<AxisId>& over, double init,
+              Combine combine) {
+  std::vector<AxisId> kept;
+  for (AxisId a : x.axes)
+    if (std::find(over.begin(), over.end(), a) == over.end()) kept.push_back(a);
+  std::sort(kept.begin(), kept.end());
+  Tensor out = Tensor::zeros(d, kept, init);
+  std::vector<AxisId> loop = kept;
+  loop.insert(loop.end(), over.begin(), over.end());
+  strided_loop(sizes_of(d, loop), {strides_over(out, loop), strides_over(x, loop)},
+               [&](const std::int64_t* off) {
+                 double& acc = out.data[static_cast<std::size_t>(off[0])];
+                 acc = combine(acc, x.data[static_cast<std::size_t>(off[1])]);
+               });
+  return out;
+}
+
+Tensor contract(const Diagram& d, const Node& n, const std::vector<const Tensor*>& xs) {
+  Tensor out = Tensor::zeros(d, n.axes);
+  std::vector<AxisId> loop = n.axes;
+  loop.insert(loop.end(), n.over.begin(), n.over.end());
+  std::vector<std::vector<std::int64_t>> strides{strides_over(out, loop)};
+  for (const Tensor* x : xs) strides.push_back(strides_over(*x, loop));
+  strided_loop(sizes_of(d, loop), strides, [&](const std::int64_t* off) {
+    double p = xs[0]->data[static_cast<std::size_t>(off[1])];
+    for (std::size_t j = 1; j < xs.size(); ++j) p *= xs[j]->data[static_cast<std::size_t>(off[j + 1])];
+    out.data[static_cast<std::size_t>(off[0])] += p;
+  });
+  return out;
+}
+
+double count_over(const Diagram& d, const std::vector<AxisId>& over) {
+  return static_cast<double>(d.elements(over));
+}
+
+Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
+  const auto max2 = [](double a, double b) { return std::max(a, b); };
+  const auto add2 = [](double a, double b) { return a + b; };
+  switch (n.op) {
+    case OpKind::softmax:
+    case OpKind::logsumexp: {
+      const Tensor m = reduce(d, x, n.over, -kInf, max2);
+      // A slice that is entirely -inf (fully masked) has m = -inf: softmax gives 0 there.
+      const Tensor e = map(d, x.axes, {&x, &m}, [](const double* v) {
+        return v[1] == -kInf ? 0.0 : std::exp(v[0] - v[1]);
+      });
+      const Tensor s = reduce(d, e, n.over, 0.0, add2);
+      if (n.op == OpKind::logsumexp)
+        return map(d, n.axes, {&m, &s}, [](const double* v) {
+          return v[0] == -kInf ? -kInf : v[0] + std::log(v[1]);
+        });
+      return map(d, n.axes, {&e, &s}, [](const double* v) { return v[1] == 0.0 ? 0.0 : v[0] / v[1]; });
+    }
+    case OpKind::rmsnorm: {
+      const double count = count_over(d, n.over), eps = n.scalar;
+      const Tensor sq = map(d, x.axes, {&x}, [](const double* v) { return v[0] * v[0]; });
+      const Tensor ss = reduce(d, sq, n.over, 0.0, add2);
+      return map(d, n.axes, {&x, &ss}, [&](const double* v) {
+        return v[0] / std::sqrt(v[1] / count + eps);
+      });
+    }
+    case OpKind::layernorm: {
+      const double count = count_over(d, n.over), eps = n.scalar;
+      const Tensor sum = reduce(d, x, n.over, 0.0, add2);
+      const Tensor centred = map(d, x.axes, {&x, &sum}, [&](const double* v) { return v[0] - v[1] / count; });
+      const Tensor sq = map(d, x.axes, {&centred}, [](const double* v) { return v[0] * v[0]; });
+      const Tensor var = reduce(d, sq, n.over, 0.0, add2);
+      return map(d, n.axes, {&centred, &var}, [&](const double* v) {
+        return v[0] / std::sqrt(v[1] / count + eps);
+      });
+    }
+    default: NAPKIN_CHECK(false, "not a composite op");
+  }
+}
+
+double unary(const Node& n, double x) {
+  switch (n.op) {
+    case OpKind::exp: return std::exp(x);
+    case OpKind::exp2: return std::exp2(x);
+    case OpKind::log: return std::log(x);
+    case OpKind::neg: return -x;
+    case OpKind::tanh: return std::tanh(x);
+    case OpKind::abs: return std::fabs(x);
+    case OpKind::logical_not: return x != 0.0 ? 0.0 : 1.0;
+    case OpKind::cast: return round_to_dtype(x, n.dtype);
+    case OpKind::scale: return x * n.scalar;
+    case OpKind::softcap: return n.scalar * std::tanh(x / n.scalar);
+    default: NAPKIN_CHECK(false, "not a unary op");
+  }
+}
+
+double binary(OpKind op, double a, double b) {
+  switch (op) {
+    case OpKind::add: return a + b;
+    case OpKind::sub: return a - b;
+    case OpKind::mul: return a * b;
+    case OpKind::div: return a / b;
+    case OpKind::max: return std::fmax(a, b);
+    case OpKind::min: return std::fmin(a, b);
+    case OpKind::lt: return a < b;
+    case OpKind::le: return a <= b;
+    case OpKind::gt: return a > b;
+    case OpKind::ge: return a >= b;
+    case OpKind::eq: return a == b;
+    case OpKind::ne: return a != b;
+    case OpKind::logical_and: return (a != 0.0) && (b != 0.0);
+    case OpKind::logical_or: return (a != 0.0) || (b != 0.0);
+    default: NAPKIN_CHECK(false, "not a binary op");
+  }
+}
+
+}  // namespace
+
+TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
+  TensorMap out;
+  for (ir::NodeId id : d.inputs()) {
+    const Node& n = d.node(id);
+    // Each input gets its own stream, so adding an input does not change the others.
+    SplitMix64 rng{seed ^ ir::stable_hash(n.name)};
+    Tensor t = Tensor::zeros(d, n.axes);
+    for (double& v : t.data) {
+      if (n.dtype == DType::boolean) v = static_cast<double>(rng.next() & 1);
+      else if (n.dtype == DType::i32) v = static_cast<double>(static_cast<int>(rng.next() % 17) - 8);
+      else v = rng.normal();
+    }
+    out.emplace(n.name, std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inputs) {
+  std::vector<Tensor> values;
+  values.reserve(d.nodes.size());
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const Node& n = d.nodes[i];
+    std::vector<const Tensor*> xs;
+    for (ir::NodeId o : n.operands) xs.push_back(&values[static_cast<std::size_t>(o)]);
+    Tensor v;
+    switch (ir::op_class(n.op)) {
+      case ir::OpClass::leaf:
+        if (n.op == OpKind::input) {
+          auto it = inputs.find(n.name);
+          if (it == inputs.end()) return plain_error(fmt::format("no value given for input '{}'", n.name));
+          const Tensor& given = it->second;
+          std::vector<std::int64_t> want;
+          for (AxisId a : n.axes) want.push_back(d.axis(a).size);
+          if (given.sizes != want)
+            return plain_error(fmt::format("input '{}' must have shape ({}) for {}, found ({})",
+                                           n.name, fmt::join(want, ", "), ir::axes_text(d, n.axes),
+                                           fmt::join(given.sizes, ", ")));
+          v = given;
+          v.axes = n.axes;
+          for (double& x : v.data) x = round_to_dtype(x, n.dtype);
+        } else if (n.op == OpKind::constant) {
+          v = Tensor::zeros(d, {}, n.scalar);
+        } else {
+          v = Tensor::zeros(d, n.axes);
+          for (std::size_t k = 0; k < v.data.size(); ++k) v.data[k] = static_cast<double>(k);
+        }
+        break;
+      case ir::OpClass::unary:
+        v = map(d, n.axes, xs, [&](const double* x) { return unary(n, x[0]); });
+        break;
+      case ir::OpClass::binary:
+        v = map(d, n.axes, xs, [&](const double* x) { return binary(n.op, x[0], x[1]); });
+        break;
+      case ir::OpClass::ternary:
+        v = map(d, n.axes, xs, [](const double* x) { return x[0] != 0.0 ? x[1] : x[2]; });
+        break;
+      case ir::OpClass::reduction:
+        if (n.op == OpKind::reduce_sum)
+          v = reduce(d, *xs[0], n.over, 0.0, [](double a, double b) { return a + b; });
+        else
+          v = reduce(d, *xs[0], n.over, -kInf, [](double a, double b) { return std::fmax(a, b); });
+        break;
+      case ir::OpClass::contraction: v = contract(d, n, xs); break;
+      case ir::OpClass::composite: v = composite(d, n, *xs[0]); break;
+    }
+    NAPKIN_CHECK(v.axes == n.axes, fmt::format("interpreter produced {} for node {} typed {}",
+                                               ir::axes_text(d, v.axes), d.label(static_cast<ir::NodeId>(i)),
+                                               ir::axes_text(d, n.axes)));
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+Result<TensorMap> evaluate(const Diagram& d, const TensorMap& inputs) {
+  for (const auto& [name, t] : inputs) {
+    const auto id = d.find_node(name);
+    if (!id || d.node(*id).op != OpKind::input)
+      return plain_error(fmt::format("'{}' is not an input of the diagram", name));
+  }
+  auto values = evaluate_all(d, inputs);
+  if (!values) return values.error();
+  TensorMap out;
+  for (const ir::Output& o : d.outputs)
+    out.emplace(d.node(o.node).name, values.value()[static_cast<std::size_t>(o.node)].permuted(o.axes));
+  return out;
+}
+
+}  // namespace napkin::reference

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer target: any byte string given to the parser yields a diagram or a diagnostic,
+// never a crash, hang or sanitizer report; a parsed diagram must print and re-parse equal.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const napkin::SourceText src{"fuzz.napkin", std::string(reinterpret_cast<const char*>(data), size)};
+  auto parsed = napkin::ir::parse_diagram(src);
+  if (!parsed) {
+    (void)parsed.error().format();
+    return 0;
+  }
+  const std::string printed = napkin::ir::print_diagram(parsed->diagram);
+  auto again = napkin::ir::parse_diagram({"printed.napkin", printed});
+  if (!again || !(again->diagram == parsed->diagram)) __builtin_trap();  // round-trip broken
+  return 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs what building and testing napkin needs, from Debian's packages and PyPI only.
+# Idempotent: silent when everything is present, loud about what it installs or cannot.
+#   tools/install_deps.sh            core build + tests (CI and `make test`)
+#   tools/install_deps.sh --cuda     also the pinned CUTLASS/CuTe headers (nvidia-cutlass)
+set -euo pipefail
+
+APT_PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev   # build; clang + libFuzzer for the fuzz target
+  libgtest-dev libgmock-dev libbenchmark-dev       # GoogleTest, Google Benchmark
+  libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
+  librsvg2-bin                                     # rsvg-convert: SVG -> PNG in tests
+)
+# CUTLASS/CuTe headers for runtime/ (pinned: the device library is written against this API).
+CUTLASS_PIP="nvidia-cutlass==4.2.0.0"
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install_deps: need root (or sudo) to apt-get install ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "install_deps: done"
+fi
+
+if [[ "${1:-}" == "--cuda" ]]; then
+  if ! python3 -m pip show nvidia-cutlass 2>/dev/null | grep -q '^Version: 4.2.0.0$'; then
+    echo "install_deps: installing $CUTLASS_PIP (CuTe/CUTLASS headers)"
+    python3 -m pip install -q "$CUTLASS_PIP"
+  fi
+fi

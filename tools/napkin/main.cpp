@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// The napkin command line: parses arguments with CLI11, calls the driver, prints its text.
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "driver/driver.h"
+
+namespace {
+
+using napkin::driver::CommandOutput;
+using napkin::driver::DiagramArgs;
+
+// Adds the FILE argument and repeatable --set to a subcommand.
+void add_diagram_args(CLI::App* cmd, DiagramArgs& args) {
+  cmd->add_option("file", args.file, "the .napkin diagram")->required();
+  cmd->add_option("--set", args.sets, "bind an axis size or param: --set q=8192 (repeatable)")
+      ->type_name("NAME=VALUE");
+}
+
+int emit(const CommandOutput& r) {
+  std::fputs(r.out.c_str(), stdout);
+  std::fputs(r.err.c_str(), stderr);
+  return r.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"napkin: turns a diagram of a deep-learning computation into an IO-aware GPU "
+               "algorithm.\nSee docs/language.md for the .napkin language."};
+  app.require_subcommand(1);
+  std::function<CommandOutput()> run;
+
+  DiagramArgs check_args;
+  bool check_json = false;
+  auto* check = app.add_subcommand("check", "parse and verify a diagram; print a summary");
+  add_diagram_args(check, check_args);
+  check->add_flag("--json", check_json, "print the summary as JSON");
+  check->callback([&] { run = [&] { return napkin::driver::check(check_args, check_json); }; });
+
+  DiagramArgs print_args;
+  bool print_json = false;
+  auto* print = app.add_subcommand("print", "print a diagram in canonical form");
+  add_diagram_args(print, print_args);
+  print->add_flag("--json", print_json, "print the IR (axes, nodes, outputs) as JSON");
+  print->callback([&] { run = [&] { return napkin::driver::print(print_args, print_json); }; });
+
+  DiagramArgs eval_args;
+  napkin::driver::EvalOptions eval_options;
+  auto* eval = app.add_subcommand(
+      "eval", "run the f64 reference interpreter; write DIR/NAME.npy for every output");
+  add_diagram_args(eval, eval_args);
+  eval->add_option("--seed", eval_options.seed, "seed of the random inputs (default 0)");
+  eval->add_option("--input", eval_options.inputs, "read an input from .npy (repeatable)")
+      ->type_name("NAME=PATH.npy");
+  eval->add_option("--output-dir,-o", eval_options.output_dir, "directory for the outputs")
+      ->required();
+  eval->add_option("--max-work", eval_options.max_work,
+                   "refuse diagrams needing more f64 steps than this (default 1e10)");
+  eval->add_flag("--json", eval_options.json, "print what was written as JSON");
+  eval->callback([&] { run = [&] { return napkin::driver::eval(eval_args, eval_options); }; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return emit(run());
+}
