@@ -114,8 +114,8 @@ CommandOutput check(const DiagramArgs& args, bool json_out) {
       outputs.push_back({{"name", d.node(o.node).name}, {"axes", axes_json(d, o.axes)},
                          {"dtype", dtype_name(d.node(o.node).dtype)}});
     for (const Diagnostic& w : parsed->warnings) warnings.push_back(diagnostic_json(w));
-    json axes = json::object();
-    for (const ir::Axis& a : d.axes) axes[a.name] = a.size;
+    json axes = json::array();
+    for (const ir::Axis& a : d.axes) axes.push_back({{"name", a.name}, {"size", a.size}});
     r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)}, {"axes", axes},
                  {"inputs", inputs}, {"outputs", outputs}, {"ops", ops}, {"warnings", warnings}}
                 .dump(2) + "\n";
@@ -123,10 +123,13 @@ CommandOutput check(const DiagramArgs& args, bool json_out) {
   }
   std::string sizes;
   for (const ir::Axis& a : d.axes) sizes += fmt::format(" {}={}", a.name, a.size);
-  r.out = fmt::format("ok: {}: {} axes ({}), {} inputs, {} outputs, {} ops, {} warning{}\n",
-                      args.file, d.axes.size(), sizes.empty() ? "" : sizes.substr(1),
-                      d.inputs().size(), d.outputs.size(), ops, parsed->warnings.size(),
-                      parsed->warnings.size() == 1 ? "" : "s");
+  const auto count = [](std::size_t n, std::string_view what) {
+    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+  };
+  r.out = fmt::format("ok: {}: {} ({}), {}, {}, {}, {}\n", args.file, count(d.axes.size(), "axis"),
+                      sizes.empty() ? "" : sizes.substr(1), count(d.inputs().size(), "input"),
+                      count(d.outputs.size(), "output"), count(static_cast<std::size_t>(ops), "op"),
+                      count(parsed->warnings.size(), "warning"));
   return r;
 }
 

@@ -2,6 +2,7 @@
 #include "ir/builder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -41,8 +42,8 @@ std::variant<DType, std::string> arithmetic_dtype(const Diagram& d, const Node& 
   for (NodeId o : operands) {
     const Node& x = d.node(o);
     if (x.dtype == DType::boolean)
-      return fmt::format("{} expects numbers, but {} is bool (use select(cond, a, b))",
-                         op_name(n.op), d.label(o));
+      return fmt::format("'{}' expects numbers, but {} is bool (use select(cond, a, b))",
+                         op_symbol(n.op), d.label(o));
     if (weak_constant(x)) continue;
     all_weak = false;
     if (!result) result = x.dtype;
@@ -107,7 +108,7 @@ std::variant<InferredType, std::string> infer_type(const Diagram& d, const Node&
         return t;
       }
       if (x == DType::boolean)
-        return fmt::format("{} expects a number, but {} is bool", op_name(n.op),
+        return fmt::format("'{}' expects a number, but {} is bool", op_symbol(n.op),
                            d.label(n.operands[0]));
       if (n.op == OpKind::neg || n.op == OpKind::abs) { t.dtype = x; return t; }
       if (n.op == OpKind::softcap && !(n.scalar > 0))
@@ -221,6 +222,21 @@ bool Builder::usable(std::initializer_list<Value> vs) const {
 }
 
 bool Builder::check_name_free(const std::string& name, SourceLoc loc) {
+  // Names must read back through the parser: identifiers that are not keywords.
+  const bool identifier =
+      !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+      std::all_of(name.begin(), name.end(),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  if (!identifier) {
+    fail(loc, fmt::format("'{}' is not a valid name (expected letters, digits and '_', not "
+                          "starting with a digit)", name));
+    return false;
+  }
+  for (std::string_view kw : {"axes", "param", "in", "out", "over", "as", "inf"})
+    if (name == kw) {
+      fail(loc, fmt::format("'{}' is a keyword and cannot be used as a name", name));
+      return false;
+    }
   if (const auto a = d_.find_axis(name)) {
     fail(loc, fmt::format("'{}' is already defined as an axis", name),
          d_.axis(*a).loc.line ? fmt::format("the axis is declared at line {}", d_.axis(*a).loc.line)

@@ -67,6 +67,26 @@ std::string_view op_name(OpKind k) {
   return "?";
 }
 
+std::string_view op_symbol(OpKind k) {
+  switch (k) {
+    case OpKind::add: return "+";
+    case OpKind::sub: return "-";
+    case OpKind::mul: return "*";
+    case OpKind::div: return "/";
+    case OpKind::lt: return "<";
+    case OpKind::le: return "<=";
+    case OpKind::gt: return ">";
+    case OpKind::ge: return ">=";
+    case OpKind::eq: return "==";
+    case OpKind::ne: return "!=";
+    case OpKind::logical_and: return "&&";
+    case OpKind::logical_or: return "||";
+    case OpKind::logical_not: return "!";
+    case OpKind::neg: return "-";
+    default: return op_name(k);
+  }
+}
+
 bool is_elementwise(OpKind k) {
   const OpClass c = op_class(k);
   return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;
@@ -118,8 +138,11 @@ std::vector<NodeId> Diagram::users(NodeId n) const {
 std::string Diagram::label(NodeId n) const {
   const Node& nd = node(n);
   if (!nd.name.empty()) return "'" + nd.name + "'";
-  if (nd.loc.line > 0) return fmt::format("{} at {}:{}", op_name(nd.op), nd.loc.line, nd.loc.column);
-  return fmt::format("{} #{}", op_name(nd.op), n);
+  std::string what = fmt::format("'{}'", op_symbol(nd.op));
+  if (nd.op == OpKind::constant) what = "the constant";
+  if (nd.op == OpKind::iota) what = fmt::format("axis index '{}'", axis(nd.axis).name);
+  if (nd.loc.line > 0) return fmt::format("the {} at {}:{}", what, nd.loc.line, nd.loc.column);
+  return fmt::format("the {} (node {})", what, n);
 }
 
 }  // namespace napkin::ir

@@ -55,6 +55,8 @@ enum class OpKind : std::uint8_t {
 enum class OpClass : std::uint8_t { leaf, unary, binary, ternary, reduction, contraction, composite };
 OpClass op_class(OpKind k);
 std::string_view op_name(OpKind k);  // the spelling in .napkin files ("reduce_sum" is "sum")
+// How users write the op: the operator symbol ("+", ">=", "!") or else op_name.
+std::string_view op_symbol(OpKind k);
 bool is_elementwise(OpKind k);       // unary, binary or ternary (woven over all its axes)
 
 struct Axis {

@@ -295,9 +295,13 @@ class Parser {
     throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
   }
   [[noreturn]] void expected(std::string_view what) {
+    std::string note;
+    if (!open_parens_.empty() && what.find("')'") != std::string_view::npos)
+      note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line,
+                         open_parens_.back().column);
     if (tok_.kind == Tok::error)
-      fail(tok_.loc, fmt::format("unexpected {}; expected {}", describe(tok_), what));
-    fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)));
+      fail(tok_.loc, fmt::format("unexpected character '{}'; expected {}", tok_.text, what), note);
+    fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)), note);
   }
   void next() { tok_ = lex_.next(); }
   bool is_word(std::string_view w) const { return tok_.kind == Tok::ident && tok_.text == w; }
@@ -328,7 +332,12 @@ class Parser {
       while (tok_.kind == Tok::ident) {
         Name n = expect_name("an axis name");
         expect(Tok::assign, fmt::format("'=' and a size after axis '{}'", n.text));
-        if (tok_.kind == Tok::minus) fail(tok_.loc, fmt::format("axis '{}' must have a positive size, found a negative number", n.text));
+        if (tok_.kind == Tok::minus) {
+          const SourceLoc at = tok_.loc;
+          next();
+          fail(at, fmt::format("axis '{}' must have a positive size, found -{}", n.text,
+                               tok_.kind == Tok::number ? tok_.text : std::string("...")));
+        }
         Token size = expect(Tok::number, fmt::format("a positive integer size for axis '{}'", n.text));
         p.axes.push_back({n, to_size(size, n.text), size.loc});
       }
@@ -531,9 +540,11 @@ class Parser {
       return e;
     }
     if (tok_.kind == Tok::lparen) {
+      open_parens_.push_back(tok_.loc);
       next();
       ExprPtr inner = parse_expr();
       expect(Tok::rparen, "')'");
+      open_parens_.pop_back();
       return inner;
     }
     if (tok_.kind == Tok::bar) {  // |x| is abs(x)
@@ -551,8 +562,10 @@ class Parser {
     next();
     if (tok_.kind == Tok::lparen) {
       e->kind = Expr::Kind::call;
+      open_parens_.push_back(tok_.loc);
       next();
       parse_call_args(*e);
+      open_parens_.pop_back();
       set_depth(*e);
       return e;
     }
@@ -618,6 +631,7 @@ class Parser {
   Lexer lex_;
   Token tok_;
   int nesting_ = 0;
+  std::vector<SourceLoc> open_parens_;  // innermost last, for "not closed" notes
 };
 
 // ---------------------------------------------------------------- elaboration
@@ -931,7 +945,7 @@ class Elaborator {
       if (!want(e, 1, true, fmt::format("one operand and its axes: {}(x over k{})", f,
                                         norm ? ", eps=1e-6" : "")))
         return {};
-      double eps = it->second == OpKind::rmsnorm ? 1e-6 : 1e-5;
+      double eps = it->second == OpKind::rmsnorm ? 1e-6 : norm ? 1e-5 : 0.0;
       for (const auto& [key, value] : e.kwargs) {
         if (key.text != "eps") {
           b_.fail(key.loc, fmt::format("{} takes no argument '{}'; expected eps", f, key.text));

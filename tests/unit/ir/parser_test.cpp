@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "ir/parser.h"
+
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+
+namespace napkin::ir {
+namespace {
+
+Result<ParsedDiagram> parse(const std::string& text, const std::vector<Binding>& bindings = {}) {
+  return parse_diagram(SourceText{"t.napkin", text}, bindings);
+}
+
+TEST(Parser, AttentionTypes) {
+  auto p = parse(testing::read_text(testing::source_dir() / "examples/attention.napkin"));
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  const Diagram& d = p->diagram;
+  const Node& s = d.node(*d.find_node("S"));
+  EXPECT_EQ(axes_text(d, s.axes), "[b h q k]");
+  EXPECT_EQ(s.dtype, DType::f32);  // contractions accumulate in f32
+  const Node& o = d.node(*d.find_node("O"));
+  EXPECT_EQ(o.op, OpKind::cast);
+  EXPECT_EQ(o.dtype, DType::bf16);
+  EXPECT_EQ(axes_text(d, o.axes), "[b h q d]");
+  ASSERT_EQ(d.outputs.size(), 1u);
+  EXPECT_TRUE(p->warnings.empty());
+}
+
+// The builder API and the parser produce the same IR for the same diagram.
+TEST(Parser, BuilderProducesTheSameIr) {
+  Builder b("t.napkin");
+  const AxisId ab = b.axis("b", 2), h = b.axis("h", 16), q = b.axis("q", 8192), k = b.axis("k", 8192),
+               d = b.axis("d", 128);
+  Value Q = b.input("Q", {ab, h, q, d}, DType::bf16);
+  Value K = b.input("K", {ab, h, k, d}, DType::bf16);
+  Value V = b.input("V", {ab, h, k, d}, DType::bf16);
+  Value S = b.named("S", b.contract({Q, K}, {d}) * 0.08838834764831845);
+  Value P = b.named("P", b.softmax(S, {k}));
+  Value O = b.named("O", b.cast(b.contract({P, V}, {k}), DType::bf16));
+  b.output(O);
+  auto built = b.finish();
+  ASSERT_TRUE(built.ok()) << built.error().format();
+  auto parsed = parse(testing::read_text(testing::source_dir() / "examples/attention.napkin"));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(built.value() == parsed->diagram);
+  EXPECT_EQ(print_diagram(built.value()), print_diagram(parsed->diagram));
+}
+
+TEST(Parser, BindingsOverrideSizesAndParams) {
+  auto p = parse("axes q=8 k=8\nparam w = 3\nin S[q k] f32\nM = select(|q - k| < w, S, 0)\nout M\n",
+                 {{"q", 4, "q=4"}, {"w", 2, "w=2"}});
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  EXPECT_EQ(p->diagram.axis(*p->diagram.find_axis("q")).size, 4);
+  EXPECT_EQ(p->diagram.node(*p->diagram.find_node("w")).scalar, 2.0);
+}
+
+TEST(Parser, BindingErrorsNameTheArgument) {
+  auto bad_name = parse("axes q=8\nin X[q] f32\nout X\n", {{"z", 4, "z=4"}});
+  ASSERT_FALSE(bad_name.ok());
+  EXPECT_EQ(bad_name.error().format(),
+            "error: --set z=4: t.napkin has no axis or param named 'z' (axes: q)");
+  auto bad_size = parse("axes q=8\nin X[q] f32\nout X\n", {{"q", 0, "q=0"}});
+  ASSERT_FALSE(bad_size.ok());
+  EXPECT_EQ(bad_size.error().format(), "error: --set q=0: axis 'q' needs a positive integer size");
+  auto syntax = parse_binding("q8192");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_EQ(syntax.error().message, "--set q8192: expected NAME=VALUE, e.g. --set q=8192");
+  auto not_number = parse_binding("q=big");
+  ASSERT_FALSE(not_number.ok());
+  EXPECT_EQ(not_number.error().message, "--set q=big: 'big' is not a number");
+}
+
+TEST(Parser, DefinitionsMayComeInAnyOrder) {
+  auto p = parse("axes q=4\nout Y\nY = X2 * 2\nX2 = exp(X)\nin X[q] f32\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  EXPECT_LT(*p->diagram.find_node("X2"), *p->diagram.find_node("Y"));  // topological order
+}
+
+TEST(Parser, UnusedInputsAndValuesWarn) {
+  auto p = parse("axes q=4\nin X[q] f32\nin Unused[q] f32\nT = exp(X)\nY = X * 2\nout Y\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  ASSERT_EQ(p->warnings.size(), 2u);
+  EXPECT_EQ(p->warnings[0].headline(), "t.napkin:3:4: warning: input 'Unused' is never used");
+  EXPECT_EQ(p->warnings[1].headline(), "t.napkin:4:1: warning: 'T' is computed but never used");
+}
+
+TEST(Parser, WeavingMatchesAxesByName) {
+  // slope[h] is broadcast over q and k; (k - q) over h.
+  auto p = parse("axes h=2 q=3 k=5\nin slope[h] f32\nB = slope[h] * (k - q)\nout B[k h q]\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  const Diagram& d = p->diagram;
+  EXPECT_EQ(axes_text(d, d.node(*d.find_node("B")).axes), "[h q k]");
+  EXPECT_EQ(d.node(*d.find_node("B")).dtype, DType::f32);
+  EXPECT_EQ(axes_text(d, d.outputs[0].axes), "[k h q]");
+}
+
+TEST(Parser, ExpressionsWrapInsideParentheses) {
+  auto p = parse("axes q=4\nin X[q] f32\nY = max(X,\n        exp(X)) # comment\nout Y\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+}
+
+TEST(Parser, AllExamplesParseWithoutWarnings) {
+  int count = 0;
+  for (const auto& f : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    auto p = load_diagram(f.string());
+    ASSERT_TRUE(p.ok()) << p.error().format();
+    EXPECT_TRUE(p->warnings.empty()) << f;
+    ++count;
+  }
+  EXPECT_GE(count, 10);
+}
+
+TEST(Parser, SizesWhoseProductOverflowsAreRejected) {
+  auto p = parse("axes a=4294967296 b=4294967296 c=4\nin X[a b c] f32\nout X\n");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message, "a tensor over [a b c] would have more than 2^63 elements");
+}
+
+}  // namespace
+}  // namespace napkin::ir
