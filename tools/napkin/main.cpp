@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "driver/driver.h"
+#include "driver/machines_command.h"
 
 namespace {
 
@@ -63,6 +64,13 @@ int main(int argc, char** argv) {
                    "refuse diagrams needing more f64 steps than this (default 1e10)");
   eval->add_flag("--json", eval_options.json, "print what was written as JSON");
   eval->callback([&] { run = [&] { return napkin::driver::eval(eval_args, eval_options); }; });
+
+  napkin::driver::MachinesOptions machines_options;
+  auto* machines = app.add_subcommand("machines", "list the machine files with their headline figures");
+  machines->add_option("--dir", machines_options.dir,
+                       "directory of machine files (default: the source tree's machines/)");
+  machines->add_flag("--json", machines_options.json, "print the list as JSON");
+  machines->callback([&] { run = [&] { return napkin::driver::machines(machines_options); }; });
 
   try {
     app.parse(argc, argv);
