@@ -106,7 +106,9 @@ class Reader {
   const toml::node& require(const toml::table& t, std::string_view path, std::string_view key,
                             std::string_view what) {
     const toml::node* n = t.get(key);
-    if (!n) fail(loc_of(t.source()), fmt::format("{}: missing; expected {}", child(path, key), what));
+    // A key missing from the top level has no better position than the whole file.
+    const SourceLoc at = &t == &root_ ? SourceLoc{} : loc_of(t.source());
+    if (!n) fail(at, fmt::format("{}: missing; expected {}", child(path, key), what));
     return *n;
   }
 
@@ -237,6 +239,8 @@ class Reader {
         fail(locs_.at(fmt::format("levels.{}.parent", name)),
              fmt::format("levels.{}.parent: no level named '{}'; expected one of {}", name,
                          l.parent, join(names)));
+    }
+    for (const auto& [name, l] : by_name) {
       // Walk to the root; more steps than levels means the parents form a cycle.
       std::string at = name;
       for (std::size_t steps = 0; at != kGmem; ++steps) {
