@@ -12,7 +12,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts"
 cp "$root"/examples/*.napkin "$root"/tests/errors/*.napkin "$root"/tests/fuzz/regressions/* "$work/corpus/" 2>/dev/null || true
 echo "fuzz: parser for ${seconds}s on $(ls "$work/corpus" | wc -l) seed inputs"
-if ! "$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+if ! "$fuzzer" -dict="$root/tests/fuzz/napkin.dict" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
      -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1; then
   tail -n 40 "$work/log"
   mkdir -p "$root/tests/fuzz/regressions"

@@ -123,13 +123,14 @@ CommandOutput check(const DiagramArgs& args, bool json_out) {
   }
   std::string sizes;
   for (const ir::Axis& a : d.axes) sizes += fmt::format(" {}={}", a.name, a.size);
-  const auto count = [](std::size_t n, std::string_view what) {
-    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+  const auto count = [](std::size_t n, std::string_view one, std::string_view many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
   };
-  r.out = fmt::format("ok: {}: {} ({}), {}, {}, {}, {}\n", args.file, count(d.axes.size(), "axis"),
-                      sizes.empty() ? "" : sizes.substr(1), count(d.inputs().size(), "input"),
-                      count(d.outputs.size(), "output"), count(static_cast<std::size_t>(ops), "op"),
-                      count(parsed->warnings.size(), "warning"));
+  r.out = fmt::format("ok: {}: {} ({}), {}, {}, {}, {}\n", args.file, count(d.axes.size(), "axis", "axes"),
+                      sizes.empty() ? "" : sizes.substr(1), count(d.inputs().size(), "input", "inputs"),
+                      count(d.outputs.size(), "output", "outputs"),
+                      count(static_cast<std::size_t>(ops), "op", "ops"),
+                      count(parsed->warnings.size(), "warning", "warnings"));
   return r;
 }
 
