@@ -189,6 +189,15 @@ TEST(Machines, DefaultDirectoryIsTheSourceTree) {
             std::filesystem::canonical(machines_dir()));
 }
 
+// docs/machines.md documents every shipped machine, number by number.
+TEST(Machines, EveryMachineIsDocumented) {
+  const std::string doc = testing::read_text(testing::source_dir() / "docs/machines.md");
+  for (const std::string& name : machine_names(machines_dir())) {
+    EXPECT_NE(doc.find("### `" + name + "`"), std::string::npos) << name;
+    EXPECT_NE(doc.find("| `" + name + "` |"), std::string::npos) << name;
+  }
+}
+
 TEST(Units, NamesRoundTrip) {
   for (Unit u : kAllUnits) EXPECT_EQ(parse_unit(unit_name(u)), u);
   EXPECT_FALSE(parse_unit("mufu").has_value());
