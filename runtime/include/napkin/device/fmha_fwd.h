@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fused attention forward for Hopper (sm_90a): TMA loads on mbarrier rings, WGMMA, online
+// softmax, producer/consumer warp specialisation with register reallocation, and a TMA-store
+// epilogue. One CTA computes a tile of kBlockM = 64 * kConsumerWGs query rows of one (batch,
+// head) and streams the keys in chunks of kBlockN.
+//
+//   warpgroup 0        producer: one thread issues TMA loads of Q (once) and K, V (per chunk)
+//   warpgroups 1..W    consumers: each owns 64 query rows; per key chunk j
+//                        S_j = Q K_j^T (SS-WGMMA) -> mask -> online softmax -> P_j (registers)
+//                        O  += P_j V_j (RS-WGMMA), issued before the softmax of chunk j+1 so
+//                        the tensor cores run P_j V_j while the SFU computes exp2 of S_{j+1}.
+//
+// The schedule's parameters are template parameters (FwdConfig), so that napkin's emitter
+// can instantiate a derived schedule: head dim, chunk size, consumer warpgroups, stages, mask.
+#pragma once
+
+#include <cstdint>
+
+#include <cute/tensor.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/arch/mma_sm90.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
+#include "napkin/device/fragment.h"
+#include "napkin/device/pipeline.h"
+
+namespace napkin::device {
+
+template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_>
+struct FwdConfig {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static constexpr int kBlockM = 64 * kConsumerWGs;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  // setmaxnreg budgets: (producer + W * consumer) * 128 <= 65536.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+
+  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256);
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256);
+
+  using D = cute::Int<kHeadDim>;
+  using N = cute::Int<kBlockN>;
+  using S = cute::Int<kStages>;
+  // 128-byte swizzled, K-major (the head dim is contiguous): 8 rows x 64 elements per atom.
+  using SmemAtom = decltype(cute::SM90::GMMA::Layout_K_SW128_Atom<Element>{});
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, D>{}));  // per WG
+  using SmemLayoutK = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<N, D, S>{}));
+  // V^T (D x N per stage) is the same memory read MN-major: no data movement.
+  using SmemLayoutVt = decltype(cute::composition(
+      SmemLayoutK{}, cute::make_layout(cute::Shape<D, N, S>{},
+                                       cute::Stride<N, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
+
+  using MmaQK = decltype(cute::make_tiled_mma(
+      cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
+  using MmaPV = decltype(cute::make_tiled_mma(
+      cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
+                                       cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
+
+  // Global tensors as (seq, head_dim, head, batch) with element strides.
+  using GmemLayout = cute::Layout<cute::Shape<int32_t, int32_t, int32_t, int32_t>,
+                                  cute::Stride<int64_t, cute::_1, int64_t, int64_t>>;
+  template <class Ptr>
+  static auto gmem_tensor(Ptr p) { return cute::make_tensor(p, GmemLayout{}); }
+  using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
+                                            gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
+                                            SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
+  using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
+                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
+                                             cute::take<0, 2>(SmemLayoutK{}), cute::Shape<N, D>{}, cute::_1{}));
+  using TmaO = decltype(cute::make_tma_copy(cute::SM90_TMA_STORE{},
+                                            gmem_tensor(cute::make_gmem_ptr(static_cast<Element*>(nullptr))),
+                                            SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
+
+  static constexpr int kQTileElems = 64 * kHeadDim;
+  static constexpr uint32_t kQBytes = kConsumerWGs * kQTileElems * sizeof(Element);
+  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, kConsumerWGs * kQTileElems, 1024> q;  // also the O staging tile
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
+    StageRing<kStages> k_ring;
+    StageRing<kStages> v_ring;
+    OnceBarrier q_bar;
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+};
+
+template <class Cfg>
+struct FwdParams {
+  typename Cfg::TmaQ tma_q;
+  typename Cfg::TmaKV tma_k;
+  typename Cfg::TmaKV tma_v;
+  typename Cfg::TmaO tma_o;
+  float* lse;  // [batch, heads_q, seqlen_q] or null
+  int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks;
+  float scale_log2;  // softmax_scale * log2(e)
+};
+
+// Number of key chunks that tile (m_block) must visit; 0 when every row is masked out.
+template <class Cfg>
+__device__ __forceinline__ int fwd_num_n_blocks(int m_block, int seqlen_q, int seqlen_k) {
+  int end = seqlen_k;
+  if constexpr (Cfg::kCausal) end = min(seqlen_k, (m_block + 1) * Cfg::kBlockM + seqlen_k - seqlen_q);
+  return end <= 0 ? 0 : (end + Cfg::kBlockN - 1) / Cfg::kBlockN;
+}
+
+// One WGMMA batch: c (+)= a * b over the K mode, committed as one group. kARegs: a is a
+// register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA).
+template <bool kZeroInit, bool kARegs, class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, TC& c) {
+  using namespace cute;
+  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = SM90::GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(a); ++kb) {
+    gemm(mma, a(_, _, kb), b(_, _, kb), c);
+    mma.accumulate_ = SM90::GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(c);
+  if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CONSTANT FwdParams<Cfg> const p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using Element = typename Cfg::Element;
+  using D = typename Cfg::D;
+  using N = typename Cfg::N;
+  constexpr int kBlockN = Cfg::kBlockN;
+  constexpr int kHeadDim = Cfg::kHeadDim;
+
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  auto& ss = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int wg = warp / 4;
+  // Heaviest causal tiles (largest m_block) are launched first.
+  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int head_kv = head / p.group;
+  const int n_blocks = fwd_num_n_blocks<Cfg>(m_block, p.seqlen_q, p.seqlen_k);
+
+  if (threadIdx.x == 0) {
+    if (cute::cast_smem_ptr_to_uint(smem_raw) % 1024 != 0) __trap();  // SW128 needs 1 KiB alignment
+    ss.q_bar.init();
+    ss.k_ring.init(4 * Cfg::kConsumerWGs);  // one arrival per consumer warp frees a slot
+    ss.v_ring.init(4 * Cfg::kConsumerWGs);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------------------------------------------------------- producer warpgroup
+    cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
+    if (warp == 0 && cute::elect_one_sync() && n_blocks > 0) {
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+      auto tma_q = p.tma_q.get_slice(0);
+      auto tma_k = p.tma_k.get_slice(0);
+      auto tma_v = p.tma_v.get_slice(0);
+
+      ss.q_bar.arrive_expect(Cfg::kQBytes);
+      CUTE_UNROLL
+      for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
+        Tensor gQ = local_tile(mQ(_, _, head, batch), Shape<_64, D>{},
+                               make_coord(m_block * Cfg::kConsumerWGs + w, 0));          // (64, D)
+        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
+                                typename Cfg::SmemLayoutQ{});                              // (64, D)
+        copy(p.tma_q.with(ss.q_bar.bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
+      }
+
+      Tensor gK = local_tile(mK(_, _, head_kv, batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+      Tensor gV = local_tile(mV(_, _, head_kv, batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+      Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
+      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
+      Tensor tKgK = tma_k.partition_S(gK);
+      Tensor tKsK = tma_k.partition_D(sK);
+      Tensor tVgV = tma_v.partition_S(gV);
+      Tensor tVsV = tma_v.partition_D(sV);
+
+      RingState<Cfg::kStages> st;
+      for (int n = n_blocks - 1; n >= 0; --n) {
+        ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
+        copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
+        ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
+        copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
+        st.advance();
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegs>();
+    const int w = wg - 1;                 // consumer index: rows [64 w, 64 w + 64) of the tile
+    const int tid = threadIdx.x % 128;
+    const int warp_in_wg = warp % 4;
+
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
+                            typename Cfg::SmemLayoutQ{});                                  // (64, D)
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});     // (N, D, S)
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutVt{});   // (D, N, S)
+
+    typename Cfg::MmaQK mma_qk;
+    typename Cfg::MmaPV mma_pv;
+    auto thr_qk = mma_qk.get_thread_slice(tid);
+    auto thr_pv = mma_pv.get_thread_slice(tid);
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);                          // (MMA, 1, D/16)
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);                          // (MMA, 1, D/16, S)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);                         // (MMA, 1, N/16, S)
+    Tensor rS = partition_fragment_C(mma_qk, Shape<_64, N>{});              // ((2,2,N/8), 1, 1) f32
+    Tensor rO = partition_fragment_C(mma_pv, Shape<_64, D>{});              // ((2,2,D/8), 1, 1) f32
+    Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
+    static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
+    static_assert(decltype(size(rO))::value == kHeadDim / 2);
+
+    OnlineSoftmax<kBlockN> softmax;
+    softmax.init();
+    clear(rO);
+
+    const int row0 = m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
+    const int diag = p.seqlen_k - p.seqlen_q;           // causal: row i sees keys <= i + diag
+
+    // Masks chunk n of the scores: keys past seqlen_k and, if causal, above the diagonal.
+    auto mask = [&](int n) {
+      const int col_base = n * kBlockN;
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        int limit = p.seqlen_k;
+        if constexpr (Cfg::kCausal) limit = min(limit, row0 + acc_row(warp_in_wg, lane, r) + 1 + diag);
+        CUTE_UNROLL
+        for (int j = 0; j < kBlockN / 4; ++j)
+          if (col_base + acc_col(lane, j) >= limit) rS(acc_index(r, j)) = -INFINITY;
+      }
+    };
+    auto needs_mask = [&](int n) {
+      bool m = (n + 1) * kBlockN > p.seqlen_k;
+      if constexpr (Cfg::kCausal) m = m || (n + 1) * kBlockN - 1 > m_block * Cfg::kBlockM + diag;
+      return m;
+    };
+    auto convert_p = [&]() {
+      CUTE_UNROLL
+      for (int i = 0; i < size(rS); ++i) rP(i) = static_cast<Element>(rS(i));
+    };
+    auto release = [&](auto& ring, auto st) {
+      if (lane == 0) ring.consumer_release(st);
+    };
+
+    if (n_blocks > 0) {
+      ss.q_bar.wait(0);
+      RingState<Cfg::kStages> k_st, v_st;
+      float corr[2];
+
+      // First chunk (the last one along the keys: it may be partial or on the diagonal).
+      int n = n_blocks - 1;
+      ss.k_ring.consumer_wait(k_st);
+      wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+      warpgroup_wait<0>();
+      release(ss.k_ring, k_st);
+      k_st.advance();
+      if (needs_mask(n)) mask(n);
+      softmax.step(rS, p.scale_log2, corr);
+      convert_p();
+
+      for (--n; n >= 0; --n) {
+        // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}; the softmax of S_n overlaps the latter.
+        ss.k_ring.consumer_wait(k_st);
+        wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+        ss.v_ring.consumer_wait(v_st);
+        wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+        warpgroup_wait<1>();
+        release(ss.k_ring, k_st);
+        k_st.advance();
+        if (needs_mask(n)) mask(n);
+        softmax.step(rS, p.scale_log2, corr);
+        warpgroup_wait<0>();
+        release(ss.v_ring, v_st);
+        v_st.advance();
+        scale_rows<kHeadDim>(rO, corr);
+        convert_p();
+      }
+      ss.v_ring.consumer_wait(v_st);
+      wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+      warpgroup_wait<0>();
+      release(ss.v_ring, v_st);
+    }
+
+    // ---------------------------------------------------------------- epilogue
+    float inv_sum[2], lse[2];
+    softmax.finish(p.scale_log2, inv_sum, lse);
+    scale_rows<kHeadDim>(rO, inv_sum);
+
+    // Stage O (as Element) in this warpgroup's Q tile, which no WGMMA reads any more, then one
+    // thread stores it with TMA (rows past seqlen_q are clipped by the tensor map).
+    Tensor sO = sQ;
+    Tensor tOsO = thr_pv.partition_C(sO);                                  // ((2,2,D/8), 1, 1)
+    CUTE_UNROLL
+    for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
+    tma_store_fence();
+    cutlass::arch::NamedBarrier::sync(128, 1 + w);
+    if (tid == 0) {
+      Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
+      Tensor gO = local_tile(mO(_, _, head, batch), Shape<_64, D>{},
+                             make_coord(m_block * Cfg::kConsumerWGs + w, 0));               // (64, D)
+      auto tma_o = p.tma_o.get_slice(0);
+      copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
+      tma_store_arrive();
+    }
+    if (p.lse != nullptr && (lane & 3) == 0) {
+      CUTE_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + acc_row(warp_in_wg, lane, r);
+        if (row < p.seqlen_q)
+          p.lse[(static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + row] = lse[r];
+      }
+    }
+    if (tid == 0) tma_store_wait<0>();
+  }
+#endif
+}
+
+// Builds the parameters (TMA descriptors included) and launches. Arguments are checked by
+// the caller (attention_fwd_check).
+template <class Cfg>
+cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o, float* lse,
+                            int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                            const int64_t (&q_strides)[3], const int64_t (&k_strides)[3],
+                            const int64_t (&v_strides)[3], const int64_t (&o_strides)[3],
+                            float softmax_scale, cudaStream_t stream) {
+  using namespace cute;
+  using Element = typename Cfg::Element;
+  // strides: {batch, seq, head}
+  auto layout = [&](int seqlen, int heads, const int64_t (&st)[3]) {
+    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kHeadDim, heads, batch),
+                                    make_stride(st[1], _1{}, st[2], st[0]));
+  };
+  FwdParams<Cfg> p;
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{},
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(q)), layout(seqlen_q, heads_q, q_strides)),
+                          typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{},
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(k)), layout(seqlen_k, heads_kv, k_strides)),
+                          take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{},
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, heads_kv, v_strides)),
+                          take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
+  p.tma_o = make_tma_copy(SM90_TMA_STORE{},
+                          make_tensor(make_gmem_ptr(static_cast<Element*>(o)), layout(seqlen_q, heads_q, o_strides)),
+                          typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
+  p.lse = lse;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.group = heads_q / heads_kv;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.num_m_blocks = (seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.scale_log2 = softmax_scale * 1.4426950408889634f;
+
+  auto kernel = fmha_fwd_kernel<Cfg>;
+  constexpr int smem = Cfg::kSmemBytes;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  dim3 grid(p.num_m_blocks, heads_q, batch);
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace napkin::device

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// Row-wise access to one warpgroup's WGMMA accumulator (a 64 x N f32 tile), and the online
+// softmax that runs on it.
+//
+// For wgmma.m64nNk16 with f32 accumulators each thread holds N/2 values in the order
+// ((2 cols, 2 rows, N/8 column blocks)): value i = c + 2*r + 4*nb sits at
+//   row = 16 * warp_in_warpgroup + lane / 4 + 8 * r,
+//   col = 8 * nb + 2 * (lane % 4) + c.
+// So a thread owns two rows (r = 0, 1) and N/4 columns of each; a row is spread over the four
+// lanes of a quad, and a row reduction is a local reduction plus two quad shuffles.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace napkin::device {
+
+// Index of the j-th of this thread's N/4 values in row r (j = c + 2 * nb).
+__device__ __forceinline__ constexpr int acc_index(int r, int j) { return (j & 1) + 2 * r + 4 * (j >> 1); }
+// Column (within the tile) of the j-th value, for a thread at `lane`.
+__device__ __forceinline__ int acc_col(int lane, int j) { return 8 * (j >> 1) + 2 * (lane & 3) + (j & 1); }
+// Row (within the warpgroup's 64) of row slot r, for warp `warp_in_wg` and `lane`.
+__device__ __forceinline__ int acc_row(int warp_in_wg, int lane, int r) { return 16 * warp_in_wg + (lane >> 2) + 8 * r; }
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// 2^x on the special-function unit (ex2.approx: 2 ulp, -inf -> +0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Online softmax state of two rows per thread (streamed along the key axis).
+// The scale is folded into the exponent: p = 2^(s * scale_log2 - m * scale_log2).
+template <int kCols>  // columns of the score tile (kBlockN)
+struct OnlineSoftmax {
+  static constexpr int kPerRow = kCols / 4;
+  float row_max[2];  // raw (unscaled) running max; -inf before any unmasked key
+  float row_sum[2];  // this thread's partial sum of p (the quad's sum is taken at the end)
+
+  __device__ void init() {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  // Turns the scores in `s` (f32, masked entries -inf) into unnormalised probabilities in
+  // place, updates max and sum, and returns in `correction` the factor by which the output
+  // accumulated so far must be multiplied.
+  template <class Frag>
+  __device__ void step(Frag& s, float scale_log2, float (&correction)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = row_max[r];
+#pragma unroll
+      for (int j = 0; j < kPerRow; ++j) mx = fmaxf(mx, s(acc_index(r, j)));
+      mx = quad_max(mx);
+      const float m_scaled = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+      correction[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kPerRow; ++j) {
+        const float p = exp2_approx(fmaf(s(acc_index(r, j)), scale_log2, -m_scaled));
+        s(acc_index(r, j)) = p;
+        sum += p;
+      }
+      row_sum[r] = row_sum[r] * correction[r] + sum;
+    }
+  }
+
+  // Final normalisation: returns 1/sum per row (0 for an empty row) and writes the
+  // natural-log LSE (+inf for an empty row).
+  __device__ void finish(float scale_log2, float (&inv_sum)[2], float (&lse)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(row_sum[r]);
+      const bool empty = !(sum > 0.f);  // also catches NaN
+      inv_sum[r] = empty ? 0.f : 1.f / sum;
+      lse[r] = empty ? INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
+    }
+  }
+};
+
+// Multiplies the two rows of a 64 x kCols accumulator fragment by per-row factors.
+template <int kCols, class Frag>
+__device__ __forceinline__ void scale_rows(Frag& acc, const float (&factor)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int j = 0; j < kCols / 4; ++j) acc(acc_index(r, j)) *= factor[r];
+}
+
+}  // namespace napkin::device
