@@ -38,5 +38,9 @@ golden: build
 	@NAPKIN_UPDATE_GOLDEN=1 ctest --preset release -R golden -j $(JOBS) >/dev/null || true
 	@git status --short tests/golden
 
+# CPU benchmarks (front end, interpreter). GPU benchmarks: bench/attention (GPU machine only).
+bench: build
+	@for b in $(BUILD)/bench/*_bench; do echo "== $$b"; $$b; done
+
 clean:
 	rm -rf build out

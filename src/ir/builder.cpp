@@ -243,8 +243,8 @@ bool Builder::check_name_free(const std::string& name, SourceLoc loc) {
                               : std::string{});
     return false;
   }
-  if (const auto n = d_.find_node(name)) {
-    const SourceLoc prev = d_.node(*n).loc;
+  if (const auto it = node_names_.find(name); it != node_names_.end()) {
+    const SourceLoc prev = d_.node(it->second).loc;
     fail(loc, fmt::format("'{}' is defined twice", name),
          prev.line ? fmt::format("the first definition is at line {}, column {}", prev.line,
                                  prev.column)
@@ -268,6 +268,7 @@ Value Builder::add_node(Node n) {
   }
   n.axes = std::move(t.axes);
   n.dtype = t.dtype;
+  if (!n.name.empty()) node_names_[n.name] = static_cast<NodeId>(d_.nodes.size());
   d_.nodes.push_back(std::move(n));
   return {this, static_cast<NodeId>(d_.nodes.size() - 1)};
 }
@@ -438,10 +439,12 @@ Value Builder::named(const std::string& name, Value v, SourceLoc loc) {
     Value copy = cast(v, n.dtype, loc);
     if (!copy.valid()) return {};
     d_.nodes[static_cast<std::size_t>(copy.id)].name = name;
+    node_names_[name] = copy.id;
     return copy;
   }
   if (!check_name_free(name, loc)) return {};
   n.name = name;
+  node_names_[name] = v.id;
   if (loc.line) n.loc = loc;
   return v;
 }

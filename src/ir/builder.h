@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/ir.h"
@@ -87,6 +88,7 @@ class Builder {
   bool check_name_free(const std::string& name, SourceLoc loc);
 
   Diagram d_;
+  std::unordered_map<std::string, NodeId> node_names_;  // named nodes, for O(1) lookups
   SourceText fallback_source_;
   const SourceText* source_;
   std::optional<Diagnostic> error_;
