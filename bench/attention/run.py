@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Attention forward benchmark: napkin against cuDNN and FlashAttention-2 (PyTorch SDPA
+backends) and FlexAttention, in one process on one GPU, on FlashAttention-3's suite
+(batch * seqlen = 16384, heads = 2048 / d, seqlen 512..16384, d in {64, 128, 256}, causal and
+not, bf16 and fp16).
+
+Every implementation is validated on the row's inputs before it is timed: its error against an
+f64 reference on sampled query rows must be at most twice that of PyTorch's own low-precision
+attention (FlashAttention's rule). Timing: CUDA events around each call, L2 flushed before
+each, median of --reps. Prints a table (TFLOP/s, ratio to cuDNN) and appends one JSON line per
+row and implementation to --out.
+
+    python3 bench/attention/run.py --out bench/results/attention.jsonl
+"""
+import argparse
+import datetime
+import json
+import math
+import pathlib
+import statistics
+import subprocess
+import sys
+import uuid
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+import napkin_attention  # noqa: E402
+
+SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+
+
+def flops(batch, heads, seqlen, d, causal):
+    f = 4 * batch * heads * seqlen * seqlen * d
+    return f / 2 if causal else f
+
+
+def gpu_info():
+    info = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version()}
+    try:
+        q = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        vals = [x.strip() for x in out.split(",")]
+        info.update(driver=vals[0], clocks={"sm_mhz_now": vals[1], "sm_mhz_max": vals[2], "mem_mhz": vals[3],
+                                            "power_limit": vals[4], "temp_c": vals[5]})
+    except Exception as e:  # noqa: BLE001
+        info.update(driver="unknown", clocks={"error": str(e)})
+    return info
+
+
+class Timer:
+    def __init__(self, reps, warmup):
+        self.reps, self.warmup = reps, warmup
+        self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")  # > L2 (50-60 MB)
+
+    def median_ms(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for s, e in zip(starts, ends):
+            self.flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def sampled_reference(q, k, v, causal, scale, rows, dtype):
+    """Attention for the query rows `rows` only, computed in `dtype`. Layout (b, h, s, d)."""
+    qs = q[:, :, rows].to(dtype)
+    s = (qs @ k.to(dtype).transpose(-1, -2)) * scale
+    if causal:
+        sk, sq = k.shape[2], q.shape[2]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > rows[:, None] + sk - sq, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return p.to(dtype) @ v.to(dtype)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench/results/attention.jsonl")
+    ap.add_argument("--dtypes", default="bfloat16,float16")
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)))
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--impls", default="napkin,cudnn,fa2,flex")
+    ap.add_argument("--flex-seqlens", default="1024,4096,16384",
+                    help="FlexAttention compiles per shape; it is timed on these seqlens only")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--note", default="")
+    args = ap.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    info = gpu_info()
+    run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    timer = Timer(args.reps, args.warmup)
+
+    # The two ceilings of this GPU, measured in this run (METHOD.md): a bf16 GEMM and a copy.
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    gemm_tflops = 2 * 8192**3 / timer.median_ms(lambda: a @ a) / 1e9
+    x = torch.randn(512 * 1024 * 1024 // 2, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    copy_tbps = 2 * x.numel() * 2 / timer.median_ms(lambda: y.copy_(x)) / 1e9
+    del a, x, y
+    print(f"run {run_id} on {info['gpu']} driver {info.get('driver')} torch {info['torch']} CUDA {info['cuda']} "
+          f"cuDNN {info['cudnn']}; clocks {info.get('clocks')}")
+    print(f"ceilings: bf16 GEMM 8192^3 {gemm_tflops:.0f} TFLOP/s, copy {copy_tbps:.2f} TB/s")
+
+    flex = None
+    if "flex" in args.impls:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        flex = torch.compile(flex_attention, dynamic=False)
+
+    impls = args.impls.split(",")
+    rows_out = []
+    out_path = pathlib.Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    for dtype_name in args.dtypes.split(","):
+        dt = getattr(torch, dtype_name)
+        for d in map(int, args.dims.split(",")):
+            for causal in (bool(int(c)) for c in args.causal.split(",")):
+                for seqlen in map(int, args.seqlens.split(",")):
+                    batch, heads = 16384 // seqlen, 2048 // d
+                    scale = 1 / math.sqrt(d)
+                    torch.manual_seed(seqlen * 1000 + d + causal)
+                    # (b, h, s, d) storage, as SDPA wants; napkin reads the (b, s, h, d) view.
+                    q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=dt) for _ in range(3))
+                    fns = {}
+                    if "napkin" in impls:
+                        qv, kv, vv = (t.transpose(1, 2) for t in (q, k, v))
+                        o_nap = torch.empty_like(q).transpose(1, 2)
+                        lse_nap = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
+                        fns["napkin"] = lambda: napkin_attention.attention(qv, kv, vv, causal=causal, softmax_scale=scale,
+                                                                           out=o_nap, lse=lse_nap)[0].transpose(1, 2)
+                    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+                        if name in impls:
+                            def f(backend=backend):
+                                with sdpa_kernel([backend]):
+                                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+                            fns[name] = f
+                    if flex is not None and str(seqlen) in args.flex_seqlens.split(","):
+                        bm = None
+                        if causal:
+                            bm = create_block_mask(lambda b_, h_, qi, ki: qi >= ki, None, None, seqlen, seqlen)
+                        fns["flex"] = lambda bm=bm: flex(q, k, v, block_mask=bm, scale=scale)
+
+                    # Validate on sampled rows (first, last and random ones) of every batch and head.
+                    g = torch.Generator(device="cpu").manual_seed(seqlen)
+                    rows = torch.cat([torch.tensor([0, seqlen - 1]), torch.randint(0, seqlen, (62,), generator=g)]).cuda()
+                    ref = sampled_reference(q, k, v, causal, scale, rows, torch.float64)
+                    low = sampled_reference(q, k, v, causal, scale, rows, dt)
+                    err_low = (low.double() - ref).abs().max().item()
+                    valid = {}
+                    for name, fn in list(fns.items()):
+                        try:
+                            o = fn()
+                            torch.cuda.synchronize()
+                            err = (o[:, :, rows].double() - ref).abs().max().item()
+                            valid[name] = (err <= 2 * err_low + 1e-5, err)
+                        except Exception as e:  # noqa: BLE001
+                            valid[name] = (False, f"{type(e).__name__}: {e}"[:200])
+                    result = {}
+                    for name, fn in fns.items():
+                        ok, err = valid[name]
+                        if not ok:
+                            print(f"  INVALID {name} {dtype_name} d={d} causal={causal} s={seqlen}: err {err} "
+                                  f"(bound {2 * err_low + 1e-5:.3e}); not timed")
+                            continue
+                        ms = timer.median_ms(fn)
+                        tf = flops(batch, heads, seqlen, d, causal) / ms / 1e9
+                        result[name] = tf
+                        rec = {"run_id": run_id, "gpu": info["gpu"], "impl": name, "dtype": dtype_name, "d": d,
+                               "causal": causal, "seqlen": seqlen, "batch": batch, "heads": heads,
+                               "tflops": round(tf, 2), "time_ms": round(ms, 5), "max_err": err,
+                               "ref_err_lowprec": err_low, "clocks": info.get("clocks"), "driver": info.get("driver"),
+                               "cuda": info["cuda"], "cudnn": info["cudnn"], "torch": info["torch"],
+                               "gemm_tflops_ceiling": round(gemm_tflops, 1), "copy_tbps_ceiling": round(copy_tbps, 3),
+                               "note": args.note}
+                        with out_path.open("a") as fh:
+                            fh.write(json.dumps(rec) + "\n")
+                    rows_out.append((dtype_name, d, causal, seqlen, result))
+                    del q, k, v, fns
+                    torch.cuda.empty_cache()
+                    sys.stdout.flush()
+
+    # Table last, so it lands at the end of the log.
+    print(f"\nrun {run_id}, {info['gpu']}, TFLOP/s (median of {args.reps}, L2 flushed); ratio = napkin / cuDNN")
+    print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio")
+    ratios = []
+    for dtype_name, d, causal, seqlen, r in rows_out:
+        cell = lambda n: f"{r[n]:7.1f}" if n in r else f"{'-':>7}"  # noqa: E731
+        ratio = r["napkin"] / r["cudnn"] if "napkin" in r and "cudnn" in r else float("nan")
+        if ratio == ratio:
+            ratios.append(ratio)
+        print(f"{dtype_name:9} {d:>4} {str(causal):>6} {seqlen:>6} | {cell('napkin')} {cell('cudnn')} {cell('fa2')} "
+              f"{cell('flex')} | {ratio:5.3f}")
+    if ratios:
+        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"geomean napkin/cuDNN over {len(ratios)} rows: {gm:.3f}; rows with napkin >= cuDNN: "
+              f"{sum(x >= 1 for x in ratios)}/{len(ratios)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GPU tests: every test here is SKIPPED (never passed) without torch, a CUDA GPU of compute
+capability 9.0, or the built kernel library."""
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+
+def gpu_skip_reason():
+    try:
+        import torch
+    except ImportError:
+        return "no torch"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return f"needs an sm_90 GPU, found {torch.cuda.get_device_name()}"
+    import napkin_attention
+    if not (napkin_attention.library_dir() / "libnapkin_attention.so").exists():
+        return f"libnapkin_attention.so not built in {napkin_attention.library_dir()}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_skip_reason()
+    if reason:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))

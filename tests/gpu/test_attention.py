@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""napkin's attention forward against an f64 reference, with FlashAttention's rule: the
+kernel's max error is at most twice that of PyTorch's own attention in the same low precision
+(plus a small absolute slack). Fresh random inputs per case; outputs poisoned with NaN first."""
+import math
+
+import pytest
+
+CASES = [
+    # b, s_q, s_k, h_q, h_kv, d, causal
+    (1, 1, 1, 1, 1, 64, False),
+    (2, 17, 17, 4, 4, 128, False),
+    (2, 17, 17, 4, 4, 128, True),
+    (1, 1000, 1000, 2, 2, 64, True),
+    (1, 4097, 4097, 2, 1, 128, False),   # GQA 2:1, partial last tiles
+    (1, 4097, 4097, 2, 2, 256, True),
+    (2, 17, 1000, 8, 2, 128, True),      # q shorter than k, GQA 4:1
+    (2, 1000, 17, 4, 1, 64, True),       # q longer than k: fully masked rows, MQA
+    (2, 1000, 17, 4, 4, 256, False),
+    (1, 300, 700, 6, 3, 256, False),
+    (3, 513, 513, 4, 1, 128, True),      # MQA
+    (1, 128, 128, 16, 16, 64, False),
+]
+DTYPES = ["bfloat16", "float16"]
+
+
+def reference(q, k, v, causal, scale, dtype):
+    """Attention in `dtype` (torch.float64 for the reference). q (b,sq,hq,d), k/v (b,sk,hkv,d)."""
+    import torch
+    g = q.shape[2] // k.shape[2]
+    qt = q.to(dtype).transpose(1, 2)                                 # b h sq d
+    kt = k.to(dtype).repeat_interleave(g, dim=2).transpose(1, 2)
+    vt = v.to(dtype).repeat_interleave(g, dim=2).transpose(1, 2)
+    s = (qt @ kt.transpose(-1, -2)) * scale                          # b h sq sk
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + sk - sq, float("-inf"))
+    lse = torch.logsumexp(s.double(), dim=-1)                        # b h sq
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)                     # empty rows -> 0
+    o = (p.to(dtype) @ vt).transpose(1, 2)                           # b sq h d
+    return o, lse
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "b{}_q{}_k{}_h{}x{}_d{}_{}".format(*c[:6], "causal" if c[6] else "full"))
+def test_forward_matches_reference(case, dtype):
+    import torch
+    import napkin_attention
+    b, sq, sk, hq, hkv, d, causal = case
+    dt = getattr(torch, dtype)
+    torch.manual_seed(hash((case, dtype)) % (2**31))
+    q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt)
+    k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+    v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+    scale = 1.0 / math.sqrt(d)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((b, hq, sq), float("nan"), device="cuda", dtype=torch.float32)
+    o, lse = napkin_attention.attention(q, k, v, causal=causal, softmax_scale=scale, out=out, lse=lse)
+    torch.cuda.synchronize()
+    assert not torch.isnan(o).any(), "unwritten (NaN-poisoned) or NaN output"
+    ref_o, ref_lse = reference(q, k, v, causal, scale, torch.float64)
+    low_o, _ = reference(q, k, v, causal, scale, dt)
+    err = (o.double() - ref_o).abs().max().item()
+    err_low = (low_o.double() - ref_o).abs().max().item()
+    assert err <= 2 * err_low + 1e-5, f"max error {err:.3e} > 2 x PyTorch {dtype} error {err_low:.3e}"
+    empty = torch.isinf(ref_lse)
+    assert torch.equal(torch.isinf(lse) & (lse > 0), empty), "LSE must be +inf exactly on fully masked rows"
+    if empty.any():
+        assert (o.transpose(1, 2)[empty] == 0).all(), "fully masked rows must give zeros"
+    fin = ~empty
+    lse_err = (lse.double()[fin] - ref_lse[fin]).abs().max().item() if fin.any() else 0.0
+    assert lse_err <= 1e-3, f"LSE max error {lse_err:.3e}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bhsd_layout(causal):
+    """(b, h, s, d) storage passed as a (b, s, h, d) view: strides are honoured, output too."""
+    import torch
+    import napkin_attention
+    b, h, s, d = 2, 4, 333, 128
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(3))
+    out = torch.full((b, h, s, d), float("nan"), device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    o, _ = napkin_attention.attention(q, k, v, causal=causal, out=out)
+    ref_o, _ = reference(q, k, v, causal, 1 / math.sqrt(d), torch.float64)
+    low_o, _ = reference(q, k, v, causal, 1 / math.sqrt(d), torch.bfloat16)
+    err = (o.double() - ref_o).abs().max().item()
+    err_low = (low_o.double() - ref_o).abs().max().item()
+    assert err <= 2 * err_low + 1e-5
+
+
+def test_rejects_unsupported():
+    import torch
+    import napkin_attention
+    q = torch.randn(1, 16, 2, 96, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="head_dim must be 64, 128 or 256, got 96"):
+        napkin_attention.attention(q, q, q)
+    q = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="dtype must be bfloat16 or float16"):
+        napkin_attention.attention(q, q, q)
+    q = torch.randn(1, 16, 3, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match=r"heads_q \(3\) must be a multiple of heads_kv \(2\)"):
+        napkin_attention.attention(q, k, k)
