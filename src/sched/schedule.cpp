@@ -214,7 +214,7 @@ class Parser {
       fail(kw, fmt::format("'{}' appears twice in level '{}'", kw.text, l.level));
     if (kw.text == "tile") {
       expect_item_start("an axis after 'tile', such as q=128");
-      while (peek().kind == Tok::ident) {
+      while (more_items()) {
         const Token axis = next();
         expect(Tok::assign, fmt::format("'=' after axis '{}' in 'tile'", axis.text));
         const int size_col = peek().column;
@@ -225,7 +225,7 @@ class Parser {
       }
     } else if (kw.text == "stream") {
       expect_item_start("an axis after 'stream', such as k=128:online_softmax");
-      while (peek().kind == Tok::ident) {
+      while (more_items()) {
         const Token axis = next();
         expect(Tok::assign, fmt::format("'=' after axis '{}' in 'stream'", axis.text));
         const int size_col = peek().column;
@@ -265,7 +265,7 @@ class Parser {
       }
     } else if (kw.text == "keep") {
       expect_item_start("a tensor after 'keep', such as Q or K:fp8e4m3");
-      while (peek().kind == Tok::ident) {
+      while (more_items()) {
         const Token tensor = next();
         Residency r{tensor.text, std::nullopt};
         int dtype_col = 0;
@@ -293,7 +293,17 @@ class Parser {
   }
 
   void expect_item_start(std::string_view what) {
-    if (peek().kind != Tok::ident) expected(what);
+    if (peek().kind != Tok::ident || is_clause(peek())) expected(what);
+  }
+  // Clause words are reserved: "tile q=1 stages=2" is a missing ';', not an axis 'stages'.
+  static bool is_clause(const Token& t) {
+    return t.kind == Tok::ident && (t.text == "tile" || t.text == "stream" || t.text == "keep" ||
+                                    t.text == "groups" || t.text == "stages" || t.text == "cluster");
+  }
+  bool more_items() const {
+    if (peek().kind != Tok::ident) return false;
+    if (is_clause(peek())) fail(peek(), fmt::format("expected ';' before the clause '{}'", peek().text));
+    return true;
   }
 
   std::string_view text_;

@@ -420,8 +420,8 @@ struct Analysis {
     }
     if (const auto sh = first_of(ops, {Kind::shifted}))
       return whole(fmt::format(
-          "{} applies {} to {}, a difference of values along {} and {}; only exp of such a "
-          "difference can be rescaled", describe(id), ir::op_name(n.op), describe_value(*sh), A,
+          "{} uses {}, a difference of values along {} and {}, other than through exp; only "
+          "exp of such a difference can be rescaled", describe(id), describe_value(*sh), A,
           fold_list(st(*sh).depends)));
     const auto along = first_of(ops, {Kind::local, Kind::scaled});
     const auto deps = depends_of(ops);
