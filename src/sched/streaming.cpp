@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "ir/builder.h"
 
 namespace napkin::sched {
 
