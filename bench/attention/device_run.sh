@@ -13,7 +13,7 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 # Build the binding once (small; the kernels are in the carried library).
 python3 -c "import sys; sys.path.insert(0, 'python'); import napkin_attention as n; n._load(); print('binding built')" 2>&1 | tail -20
 if [[ $what == tests || $what == all ]]; then
-  timeout 400 python3 -m pytest -q -rs tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -40
+  timeout 400 python3 -m pytest -q -rA tests/gpu -p no:cacheprovider 2>&1 | tee "$OUT/tests.log" | tail -40
 fi
 if [[ $what == bench || $what == all ]]; then
   python3 bench/attention/run.py --out "$OUT/attention.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | grep -v "^  INVALID" | tail -90

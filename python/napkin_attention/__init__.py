@@ -35,6 +35,7 @@ def _load():
             extra_include_paths=[str(_REPO / "runtime" / "include")],
             extra_ldflags=[f"-L{lib}", "-lnapkin_attention", f"-Wl,-rpath,{lib}"],
             extra_cflags=["-O2"],
+            with_cuda=True,
             verbose=False,
         )
     return _ext
