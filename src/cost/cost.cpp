@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cost model's arithmetic. Section numbers refer to docs/cost_model.md.
+#include "cost/cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+
+namespace napkin::cost {
+
+using ir::AxisId;
+using ir::Diagram;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+using sched::LevelSchedule;
+using sched::Schedule;
+
+namespace {
+
+// The partition of one axis at one scheduled level: a tile (group partition) or a chunk
+// (stream partition) of `size` elements.
+struct Split {
+  std::int64_t size = 0;
+  bool streamed = false;
+};
+
+std::optional<Split> split_at(const LevelSchedule& l, const std::string& axis) {
+  for (const auto& t : l.tiles)
+    if (t.axis == axis) return Split{t.tile, false};
+  for (const auto& s : l.streams)
+    if (s.axis == axis) return Split{s.chunk, true};
+  return std::nullopt;
+}
+
+// Splitting an axis of `extent` elements level by level, exactly (the last piece of each
+// split may be ragged): how many pieces there are, and the largest piece (§2).
+struct Pieces {
+  double count = 1;
+  std::int64_t largest = 0;
+};
+
+Pieces pieces(const Schedule& s, const std::string& axis, std::int64_t extent, std::size_t level,
+              bool streams_at_level) {
+  std::vector<std::int64_t> segments{extent};
+  for (std::size_t j = 0; j <= level && j < s.levels.size(); ++j) {
+    const auto sp = split_at(s.levels[j], axis);
+    if (!sp || (sp->streamed && j == level && !streams_at_level)) continue;
+    std::vector<std::int64_t> next;
+    for (std::int64_t seg : segments)
+      for (std::int64_t start = 0; start < seg; start += sp->size)
+        next.push_back(std::min(sp->size, seg - start));
+    segments = std::move(next);
+    // Pieces of equal size dominate; keep the vector small by merging equal runs.
+    if (segments.size() > 4096) {
+      std::map<std::int64_t, double> counts;
+      for (auto x : segments) counts[x] += 1;
+      Pieces p;
+      p.count = 0;
+      for (auto& [size, n] : counts) p.count += n;
+      p.largest = counts.rbegin()->first;
+      // Continue analytically for deeper levels (rare: > 4096 pieces at one level).
+      for (std::size_t k = j + 1; k <= level && k < s.levels.size(); ++k) {
+        const auto sp2 = split_at(s.levels[k], axis);
+        if (!sp2 || (sp2->streamed && k == level && !streams_at_level)) continue;
+        double total = 0;
+        std::map<std::int64_t, double> next_counts;
+        for (auto& [size, n] : counts) {
+          const std::int64_t full = size / sp2->size, rest = size % sp2->size;
+          if (full) next_counts[sp2->size] += n * static_cast<double>(full);
+          if (rest) next_counts[rest] += n;
+        }
+        counts = std::move(next_counts);
+        for (auto& [size, n] : counts) total += n;
+        p.count = total;
+        p.largest = counts.rbegin()->first;
+      }
+      return p;
+    }
+  }
+  Pieces p;
+  p.count = static_cast<double>(segments.size());
+  p.largest = *std::max_element(segments.begin(), segments.end());
+  return p;
+}
+
+// The dtype `tensor` has at scheduled level `level`: the nearest `keep T:dtype` at or above it.
+DType dtype_at(const Schedule& s, std::size_t level, const std::string& tensor, DType own) {
+  for (std::size_t j = std::min(level + 1, s.levels.size()); j-- > 0;)
+    for (const auto& r : s.levels[j].keep)
+      if (r.tensor == tensor && r.dtype) return *r.dtype;
+  return own;
+}
+
+// Tensors crossing into a scheduled level: its `keep` list, or else every input and output.
+std::vector<NodeId> crossing(const Diagram& d, const LevelSchedule& l) {
+  std::vector<NodeId> out;
+  if (!l.keep.empty()) {
+    for (const auto& r : l.keep)
+      if (auto id = d.find_node(r.tensor)) out.push_back(*id);
+    return out;
+  }
+  for (NodeId id : d.inputs()) out.push_back(id);
+  for (const ir::Output& o : d.outputs) out.push_back(o.node);
+  return out;
+}
+
+bool is_output(const Diagram& d, NodeId id) {
+  return std::any_of(d.outputs.begin(), d.outputs.end(), [&](const ir::Output& o) { return o.node == id; });
+}
+
+bool has_axis(const Node& n, AxisId a) { return std::find(n.axes.begin(), n.axes.end(), a) != n.axes.end(); }
+
+// The narrow input format of a contraction (its tensor-core dtype), after quantization.
+std::optional<DType> contraction_format(const Diagram& d, const Schedule& s, const Node& n) {
+  std::optional<DType> narrow;
+  bool all_f64 = true;
+  for (NodeId o : n.operands) {
+    const Node& x = d.node(o);
+    const DType t = x.name.empty() ? x.dtype : dtype_at(s, s.levels.size() - 1, x.name, x.dtype);
+    all_f64 = all_f64 && t == DType::f64;
+    if (t != DType::f32 && t != DType::f64) narrow = t;
+  }
+  if (narrow) return narrow;
+  return all_f64 ? DType::f64 : DType::f32;
+}
+
+std::string node_label(const Diagram& d, NodeId id) {
+  const Node& n = d.node(id);
+  std::string s(ir::op_name(n.op));
+  if (!n.over.empty()) s += " over" ;
+  for (AxisId a : n.over) s += " " + d.axis(a).name;
+  return n.name.empty() ? s : s + " '" + n.name + "'";
+}
+
+}  // namespace
+
+Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::Machine& m) {
+  const sched::StreamingReport report = sched::analyse_streaming(input);
+  const Diagram& d = report.normalised.diagram;
+  Estimate e;
+  e.machine = m.name;
+  e.schedule = sched::to_string(s);
+  e.overlap = "every unit and every link overlap perfectly (roofline), after wave quantization";
+  if (s.levels.empty()) return plain_error("the schedule has no levels; expected e.g. smem{tile q=128}");
+  for (const LevelSchedule& l : s.levels)
+    if (!m.level(l.level)) {
+      std::string names;
+      for (const auto& lv : m.levels) names += " " + lv.name;
+      return plain_error(fmt::format("schedule level '{}' is not a level of machine {} (levels:{})",
+                                     l.level, m.name, names));
+    }
+
+  // §2 Transfers: per scheduled level, each crossing tensor moves |t| x (pieces of every axis
+  // partitioned at or above the level that t lacks); streamed axes at the level itself do not
+  // re-read what lacks them (that is what streaming buys).
+  std::string above = std::string(arch::kGmem);
+  for (std::size_t i = 0; i < s.levels.size(); ++i) {
+    const LevelSchedule& l = s.levels[i];
+    LevelCost lc;
+    lc.name = l.level;
+    lc.scheduled = true;
+    for (NodeId id : crossing(d, l)) {
+      const Node& t = d.node(id);
+      TensorTraffic tt;
+      tt.tensor = t.name;
+      tt.dtype = dtype_at(s, i, t.name, t.dtype);
+      const double size = static_cast<double>(d.elements(t.axes));
+      double reloads = 1;
+      for (std::size_t a = 0; a < d.axes.size(); ++a)
+        if (!has_axis(t, static_cast<AxisId>(a)))
+          reloads *= pieces(s, d.axes[a].name, d.axes[a].size, i, false).count;
+      tt.elements = size * reloads;
+      tt.reloads = reloads;
+      lc.transfer_elements += tt.elements;
+      lc.transfer_bytes += tt.bytes();
+      lc.tensors.push_back(tt);
+    }
+    // §3 Peak memory of one group: resident inputs and outputs at their extents (streamed
+    // chunks times the pipeline stages), running statistics, and live intermediates.
+    std::vector<std::int64_t> extent(d.axes.size());
+    for (std::size_t a = 0; a < d.axes.size(); ++a)
+      extent[a] = pieces(s, d.axes[a].name, d.axes[a].size, i, true).largest;
+    auto footprint_elems = [&](const Node& n) {
+      double x = 1;
+      for (AxisId a : n.axes) x *= static_cast<double>(extent[static_cast<std::size_t>(a)]);
+      return x;
+    };
+    auto streamed_here = [&](const Node& n) {
+      for (const auto& st : l.streams)
+        if (auto a = d.find_axis(st.axis); a && has_axis(n, *a)) return true;
+      return false;
+    };
+    std::set<NodeId> counted;
+    for (NodeId id : crossing(d, l)) {
+      const Node& t = d.node(id);
+      counted.insert(id);
+      const bool out = is_output(d, id);
+      // An output that lacks a streamed axis is an accumulator: it is held in f32.
+      const bool accumulates = out && !l.streams.empty() && !streamed_here(t);
+      const DType dt = accumulates ? DType::f32 : dtype_at(s, i, t.name, t.dtype);
+      const double stages = (!out && streamed_here(t)) ? std::max(1, l.stages) : 1;
+      lc.footprint.push_back({t.name, accumulates ? "accumulator" : out ? "output" : "input",
+                              footprint_elems(t) * dtype_bytes(dt) * stages});
+    }
+    // Running statistics of the streamed accumulators (max and sum per output row, in f32).
+    for (const auto& st : l.streams)
+      for (sched::Accumulator acc : st.accumulators) {
+        int stats = acc == sched::Accumulator::online_softmax || acc == sched::Accumulator::logsumexp ? 2
+                    : acc == sched::Accumulator::normalised_contraction || acc == sched::Accumulator::max ? 1 : 0;
+        if (!stats) continue;
+        const auto a = d.find_axis(st.axis);
+        const sched::AxisStreaming& as = report.of(*a);
+        if (as.folds.empty()) continue;
+        const Node& fold = d.node(as.folds.front());
+        lc.footprint.push_back({fmt::format("{} statistics over {}", sched::accumulator_name(acc), st.axis),
+                                "accumulator", stats * footprint_elems(fold) * 4.0});
+      }
+    // Live intermediates: each from its definition to its last use, in node order.
+    std::vector<std::size_t> last_use(d.nodes.size(), 0);
+    for (std::size_t n = 0; n < d.nodes.size(); ++n)
+      for (NodeId o : d.nodes[n].operands) last_use[static_cast<std::size_t>(o)] = n;
+    double live = 0, peak_live = 0;
+    std::vector<std::pair<std::size_t, double>> ending;
+    std::string peak_at;
+    for (std::size_t n = 0; n < d.nodes.size(); ++n) {
+      const Node& x = d.nodes[n];
+      const bool leaf = ir::op_class(x.op) == ir::OpClass::leaf;
+      if (!leaf && !counted.count(static_cast<NodeId>(n))) {
+        const double bytes = footprint_elems(x) * dtype_bytes(x.dtype);
+        live += bytes;
+        ending.emplace_back(last_use[n], bytes);
+      }
+      if (live > peak_live) {
+        peak_live = live;
+        peak_at = d.label(static_cast<NodeId>(n));
+      }
+      std::erase_if(ending, [&](const auto& p) {
+        if (p.first > n) return false;
+        live -= p.second;
+        return true;
+      });
+    }
+    if (peak_live > 0) lc.footprint.push_back({"live intermediates (peak at " + peak_at + ")", "intermediate", peak_live});
+    for (const Footprint& f : lc.footprint) lc.peak_bytes += f.bytes;
+    // Capacity of one group: the level's per-instance capacity shared by the groups running
+    // together, and for smem also the per-block limit.
+    // Groups of this level and of the scheduled levels above it (below l2) share one
+    // instance: e.g. 3 warpgroups per CTA and 2 CTAs per SM share the SM's registers.
+    double sharing = 1;
+    for (std::size_t j = 0; j <= i; ++j)
+      if (s.levels[j].level != arch::kL2) sharing *= std::max(1, s.levels[j].groups);
+    lc.capacity_bytes = static_cast<double>(m.capacity_bytes(l.level)) / sharing;
+    if (l.level == arch::kSmem)
+      lc.capacity_bytes = std::min(lc.capacity_bytes, static_cast<double>(m.limits.smem_bytes_per_block.value));
+    lc.groups_total = 1;
+    for (std::size_t a = 0; a < d.axes.size(); ++a) {
+      bool tiled = false;
+      for (std::size_t j = 0; j <= i; ++j)
+        if (auto sp = split_at(s.levels[j], d.axes[a].name); sp && !sp->streamed) tiled = true;
+      if (tiled) lc.groups_total *= pieces(s, d.axes[a].name, d.axes[a].size, i, false).count;
+    }
+
+    // Machine levels between this one and the previous scheduled level carry the same traffic
+    // (no caching is assumed in them: §2).
+    std::vector<LevelCost> chain;
+    for (const arch::Level* lv = m.level(l.level); lv && lv->name != above; lv = m.level(lv->parent)) {
+      LevelCost c = lv->name == l.level ? lc : LevelCost{};
+      if (lv->name != l.level) {
+        c.name = lv->name;
+        c.transfer_elements = lc.transfer_elements;
+        c.transfer_bytes = lc.transfer_bytes;
+        c.tensors = lc.tensors;
+      }
+      c.parent = lv->parent;
+      c.bytes_per_s = lv->bytes_per_s.value;
+      c.transfer_time_s = c.bytes_per_s > 0 ? c.transfer_bytes / c.bytes_per_s : 0;
+      chain.push_back(std::move(c));
+      if (lv->parent.empty()) break;
+    }
+    std::reverse(chain.begin(), chain.end());
+    for (auto& c : chain) e.levels.push_back(std::move(c));
+    above = l.level;
+  }
+
+  // §4 Operations per unit, on the normalised diagram.
+  std::map<std::pair<arch::Unit, DType>, UnitCost> by_unit;
+  auto add_ops = [&](arch::Unit u, DType t, double ops, std::string what) -> std::optional<Diagnostic> {
+    if (!m.peak_ops_per_s(u, t))
+      return plain_error(fmt::format("machine {} has no {} rate for {} (needed by {})", m.name,
+                                     arch::unit_name(u), dtype_name(t), what));
+    UnitCost c{u, t, ops, ops * arch::flop_per_op(u), 0, std::move(what)};
+    e.ops.push_back(c);
+    auto& agg = by_unit[{u, t}];
+    agg.unit = u;
+    agg.dtype = t;
+    agg.ops += ops;
+    agg.flops += c.flops;
+    return std::nullopt;
+  };
+  for (std::size_t n = 0; n < d.nodes.size(); ++n) {
+    const Node& x = d.nodes[n];
+    const double elems = static_cast<double>(d.elements(x.axes));
+    std::optional<Diagnostic> err;
+    const std::string what = node_label(d, static_cast<NodeId>(n));
+    switch (ir::op_class(x.op)) {
+      case ir::OpClass::leaf: break;
+      case ir::OpClass::contraction: {
+        double loop = elems;
+        for (AxisId a : x.over) loop *= static_cast<double>(d.axis(a).size);
+        const DType fmt_t = *contraction_format(d, s, x);
+        const bool tensor = fmt_t != DType::f32 && fmt_t != DType::f64;
+        if (tensor) err = add_ops(arch::Unit::tensor_core, fmt_t, 2 * loop, what);
+        else err = add_ops(arch::Unit::fma, fmt_t, loop, what);
+        e.flops += 2 * loop;
+        break;
+      }
+      case ir::OpClass::reduction: {
+        err = add_ops(arch::Unit::fma, DType::f32, static_cast<double>(d.elements(d.node(x.operands[0]).axes)), what);
+        break;
+      }
+      default: {
+        if (x.op == OpKind::exp || x.op == OpKind::exp2 || x.op == OpKind::log || x.op == OpKind::tanh)
+          err = add_ops(arch::Unit::sfu, DType::f32, elems, what);
+        else if (x.op == OpKind::softcap) {
+          err = add_ops(arch::Unit::sfu, DType::f32, elems, what);
+          if (!err) err = add_ops(arch::Unit::fma, DType::f32, 2 * elems, what);
+        } else if (x.dtype != DType::f64) {
+          err = add_ops(arch::Unit::fma, DType::f32, elems, what);
+        } else {
+          err = add_ops(arch::Unit::fma, DType::f64, elems, what);
+        }
+        break;
+      }
+    }
+    if (err) return *err;
+  }
+  // The online softmax's rescale: per chunk, exp(mu_old - mu_new) per row and the output
+  // accumulator multiplied by it (§4). Counted at the innermost level that streams the axis.
+  for (std::size_t i = 0; i < s.levels.size(); ++i)
+    for (const auto& st : s.levels[i].streams) {
+      const bool online = std::find(st.accumulators.begin(), st.accumulators.end(),
+                                    sched::Accumulator::online_softmax) != st.accumulators.end();
+      bool deeper = false;
+      for (std::size_t j = i + 1; j < s.levels.size(); ++j) deeper = deeper || split_at(s.levels[j], st.axis).has_value();
+      if (!online || deeper) continue;
+      const auto a = d.find_axis(st.axis);
+      const double chunks = pieces(s, st.axis, d.axis(*a).size, i, true).count /
+                            pieces(s, st.axis, d.axis(*a).size, i, false).count;
+      const Node& fold = d.node(report.of(*a).folds.front());
+      double out_elems = 0;
+      for (const ir::Output& o : d.outputs)
+        if (!has_axis(d.node(o.node), *a)) out_elems += static_cast<double>(d.elements(d.node(o.node).axes));
+      const double rows = static_cast<double>(d.elements(fold.axes));
+      if (auto err = add_ops(arch::Unit::sfu, DType::f32, rows * chunks, "online-softmax rescale exp(mu_old - mu_new) over " + st.axis)) return *err;
+      if (auto err = add_ops(arch::Unit::fma, DType::f32, (out_elems + rows) * chunks, "online-softmax rescale of the accumulators over " + st.axis)) return *err;
+    }
+
+  // §5 Time: wave quantization of the first level's groups over the SMs, then the roofline.
+  const LevelSchedule& first = s.levels.front();
+  double groups_total = 1;
+  for (const auto& lc : e.levels)
+    if (lc.scheduled && lc.name == first.level) groups_total = lc.groups_total;
+  const double slots = static_cast<double>(m.sm_count.value) * std::max(1, first.groups);
+  const double waves = std::ceil(groups_total / slots);
+  e.wave_efficiency = groups_total / (waves * slots);
+  double worst = 0;
+  for (auto& [key, c] : by_unit) {
+    c.time_s = c.ops / *m.peak_ops_per_s(c.unit, c.dtype) / e.wave_efficiency;
+    c.what = fmt::format("{} {}", arch::unit_name(c.unit), dtype_name(c.dtype));
+    e.sequential_time_s += c.time_s;
+    if (c.time_s > worst) {
+      worst = c.time_s;
+      e.bound = c.what;
+    }
+    e.units.push_back(c);
+  }
+  for (UnitCost& op : e.ops) op.time_s = op.ops / *m.peak_ops_per_s(op.unit, op.dtype) / e.wave_efficiency;
+  for (const LevelCost& lc : e.levels) {
+    e.sequential_time_s += lc.transfer_time_s;
+    if (lc.transfer_time_s > worst) {
+      worst = lc.transfer_time_s;
+      e.bound = "transfer " + lc.parent + "->" + lc.name;
+    }
+  }
+  e.predicted_time_s = worst;
+  return e;
+}
+
+sched::Schedule default_schedule(const Diagram& d, const sched::StreamingReport& report,
+                                 const arch::Machine& m, std::optional<DType> dtype) {
+  auto build = [&](std::int64_t tile) {
+    LevelSchedule l;
+    l.level = std::string(arch::kSmem);
+    for (const sched::AxisStreaming& as : report.axes) {
+      const ir::Axis& ax = d.axis(as.axis);
+      if (as.kind == sched::AxisKind::woven)
+        l.tiles.push_back({ax.name, as.broadcast_inputs.empty() ? 1 : std::min(tile, ax.size)});
+      else if (as.kind == sched::AxisKind::streamed)
+        l.streams.push_back({ax.name, std::min<std::int64_t>(64, ax.size), as.accumulators});
+    }
+    if (dtype)
+      for (NodeId id : d.inputs())
+        if (is_float(d.node(id).dtype)) l.keep.push_back({d.node(id).name, *dtype});
+    if (!l.keep.empty())
+      for (const ir::Output& o : d.outputs) l.keep.push_back({d.node(o.node).name, std::nullopt});
+    l.stages = 2;
+    Schedule s;
+    s.levels.push_back(std::move(l));
+    return s;
+  };
+  Schedule best = build(1);
+  for (std::int64_t tile = 2; tile <= 256; tile *= 2) {
+    Schedule s = build(tile);
+    auto est = estimate(d, s, m);
+    if (!est) break;
+    const LevelCost* smem = nullptr;
+    for (const auto& lc : est->levels)
+      if (lc.scheduled) smem = &lc;
+    if (!smem || smem->peak_bytes > smem->capacity_bytes) break;
+    best = std::move(s);
+  }
+  return best;
+}
+
+}  // namespace napkin::cost
