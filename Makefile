@@ -13,7 +13,7 @@ JOBS      ?= $(shell nproc)
 all: build
 
 deps:
-	@tools/install_deps.sh
+	@tools/install_deps.sh --cuda
 
 build: deps
 	@cmake --preset release >/dev/null

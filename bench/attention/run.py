@@ -140,6 +140,13 @@ def main():
                         lse_nap = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
                         fns["napkin"] = lambda: napkin_attention.attention(qv, kv, vv, causal=causal, softmax_scale=scale,
                                                                            out=o_nap, lse=lse_nap)[0].transpose(1, 2)
+                    if "napkin_nopp" in impls:  # ablation: no ping-pong between consumer warpgroups
+                        qv, kv, vv = (t.transpose(1, 2) for t in (q, k, v))
+                        o_np = torch.empty_like(q).transpose(1, 2)
+                        lse_np = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
+                        fns["napkin_nopp"] = lambda: napkin_attention.attention(
+                            qv, kv, vv, causal=causal, softmax_scale=scale, out=o_np, lse=lse_np,
+                            pingpong=False)[0].transpose(1, 2)
                     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
                         if name in impls:
                             def f(backend=backend):
@@ -193,7 +200,9 @@ def main():
 
     # Table last, so it lands at the end of the log.
     print(f"\nrun {run_id}, {info['gpu']}, TFLOP/s (median of {args.reps}, L2 flushed); ratio = napkin / cuDNN")
-    print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio")
+    extra = [n for n in impls if n not in ("napkin", "cudnn", "fa2", "flex")]
+    print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio"
+          + "".join(f" | {n}" for n in extra))
     ratios = []
     for dtype_name, d, causal, seqlen, r in rows_out:
         cell = lambda n: f"{r[n]:7.1f}" if n in r else f"{'-':>7}"  # noqa: E731
@@ -201,7 +210,7 @@ def main():
         if ratio == ratio:
             ratios.append(ratio)
         print(f"{dtype_name:9} {d:>4} {str(causal):>6} {seqlen:>6} | {cell('napkin')} {cell('cudnn')} {cell('fa2')} "
-              f"{cell('flex')} | {ratio:5.3f}")
+              f"{cell('flex')} | {ratio:5.3f}" + "".join(f" | {cell(n)}" for n in extra))
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geomean napkin/cuDNN over {len(ratios)} rows: {gm:.3f}; rows with napkin >= cuDNN: "

@@ -41,9 +41,9 @@ def _load():
     return _ext
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, out=None, lse=None):
+def attention(q, k, v, causal=False, softmax_scale=None, out=None, lse=None, pingpong=True):
     """Returns (o, lse). Causal masks are bottom-right aligned (FlashAttention's convention);
     rows that see no key give o = 0 and lse = +inf."""
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(q.shape[-1])
-    return tuple(_load().attention_fwd(q, k, v, float(softmax_scale), bool(causal), out, lse))
+    return tuple(_load().attention_fwd(q, k, v, float(softmax_scale), bool(causal), out, lse, bool(pingpong)))

@@ -16,7 +16,7 @@ namespace {
 // Returns (o, lse): o like q (its strides when q is dense), lse (b, h_q, s_q) f32.
 std::vector<at::Tensor> attention_fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       double softmax_scale, bool causal, std::optional<at::Tensor> out,
-                                      std::optional<at::Tensor> lse_out) {
+                                      std::optional<at::Tensor> lse_out, bool pingpong) {
   TORCH_CHECK(q.is_cuda() && k.is_cuda() && v.is_cuda(), "napkin_attention: q, k, v must be CUDA tensors");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "napkin_attention: q, k, v must be 4-D (b, s, h, d)");
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
@@ -49,6 +49,7 @@ std::vector<at::Tensor> attention_fwd(const at::Tensor& q, const at::Tensor& k, 
   a.o_batch_stride = o.stride(0), a.o_seq_stride = o.stride(1), a.o_head_stride = o.stride(2);
   a.softmax_scale = static_cast<float>(softmax_scale);
   a.causal = causal;
+  a.pingpong = pingpong;
   const std::string err = napkin::attention_fwd(a, at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err.empty(), "napkin_attention: ", err);
   return {o, lse};
@@ -59,5 +60,5 @@ std::vector<at::Tensor> attention_fwd(const at::Tensor& q, const at::Tensor& k, 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention_fwd", &attention_fwd, "napkin fused attention forward (sm_90a)", py::arg("q"), py::arg("k"),
         py::arg("v"), py::arg("softmax_scale"), py::arg("causal"), py::arg("out") = py::none(),
-        py::arg("lse") = py::none());
+        py::arg("lse") = py::none(), py::arg("pingpong") = true);
 }

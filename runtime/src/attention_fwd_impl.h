@@ -26,7 +26,7 @@ cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
   const int64_t vs[3] = {a.v_batch_stride, a.v_seq_stride, a.v_head_stride};
   const int64_t os[3] = {a.o_batch_stride, a.o_seq_stride, a.o_head_stride};
   return device::launch_fmha_fwd<Cfg>(a.q, a.k, a.v, a.o, a.lse, a.batch, a.heads_q, a.heads_kv,
-                                      a.seqlen_q, a.seqlen_k, qs, ks, vs, os, a.softmax_scale, stream);
+                                      a.seqlen_q, a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, stream);
 }
 
 template <class Element, int kHeadDim>

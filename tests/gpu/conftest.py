@@ -4,8 +4,6 @@ capability 9.0, or the built kernel library."""
 import pathlib
 import sys
 
-import pytest
-
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
@@ -26,6 +24,8 @@ def gpu_skip_reason():
 
 
 def pytest_collection_modifyitems(config, items):
+    import pytest
+
     reason = gpu_skip_reason()
     if reason:
         for item in items:

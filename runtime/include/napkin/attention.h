@@ -37,6 +37,9 @@ struct AttentionFwdArgs {
   int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;
   float softmax_scale = 0.f;
   bool causal = false;
+  // Schedule knob: the two consumer warpgroups take turns issuing their GEMMs (FlashAttention-3's
+  // ping-pong), so one's softmax overlaps the other's GEMMs. Off: they issue independently.
+  bool pingpong = true;
 };
 
 // Checks the arguments; returns "" when the kernel supports them, else the reason.

@@ -14,6 +14,7 @@
 // can instantiate a derived schedule: head dim, chunk size, consumer warpgroups, stages, mask.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include <cute/tensor.hpp>
@@ -84,15 +85,37 @@ struct FwdConfig {
   static constexpr uint32_t kQBytes = kConsumerWGs * kQTileElems * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
 
+  // O is staged in its own buffer when shared memory allows (the next tile's Q then loads
+  // while this tile's epilogue runs); otherwise in the Q buffer.
+  static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
+  static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
+  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024;
   struct SharedStorage {
-    cute::array_aligned<Element, kConsumerWGs * kQTileElems, 1024> q;  // also the O staging tile
+    cute::array_aligned<Element, kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
+    cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar;
+    uint64_t q_empty;
+    __device__ Element* o_staging() { return kSeparateO ? o.data() : q.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+};
+
+// Persistent static schedule: CTA i takes tiles i, i + grid, ... Within a (batch, head) the
+// query blocks are consecutive, heaviest (largest m_block, for causal) first, so CTAs running
+// at the same time share K and V in L2.
+struct TileCoord {
+  int m_block, head, batch;
+};
+struct TileScheduler {
+  int num_m_blocks, heads, num_tiles;
+  __device__ TileCoord decode(int tile) const {
+    const int bh = tile / num_m_blocks;
+    return {num_m_blocks - 1 - (tile - bh * num_m_blocks), bh % heads, bh / heads};
+  }
 };
 
 template <class Cfg>
@@ -102,8 +125,11 @@ struct FwdParams {
   typename Cfg::TmaKV tma_v;
   typename Cfg::TmaO tma_o;
   float* lse;  // [batch, heads_q, seqlen_q] or null
-  int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks;
+  typename Cfg::Element* o;       // for tiles with every row masked (written directly)
+  int64_t o_strides[3];           // batch, seq, head
+  int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
   float scale_log2;  // softmax_scale * log2(e)
+  bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs (needs 2 of them)
 };
 
 // Number of key chunks that tile (m_block) must visit; 0 when every row is masked out.
@@ -133,6 +159,16 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
 }
 
+// Ping-pong between two consumer warpgroups (named barriers 3 and 4): a warpgroup waits for
+// its turn before issuing a batch of WGMMAs and hands the turn over right after issuing, so
+// the tensor cores run one warpgroup's GEMMs while the other computes its softmax.
+__device__ __forceinline__ void pingpong_wait_turn(bool on, int w) {
+  if (on) cutlass::arch::NamedBarrier::sync(256, 3 + w);
+}
+__device__ __forceinline__ void pingpong_pass_turn(bool on, int w) {
+  if (on) cutlass::arch::NamedBarrier::arrive(256, 3 + (w ^ 1));
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CONSTANT FwdParams<Cfg> const p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -149,16 +185,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
-  // Heaviest causal tiles (largest m_block) are launched first.
-  const int m_block = p.num_m_blocks - 1 - static_cast<int>(blockIdx.x);
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
-  const int head_kv = head / p.group;
-  const int n_blocks = fwd_num_n_blocks<Cfg>(m_block, p.seqlen_q, p.seqlen_k);
+  const TileScheduler sched{p.num_m_blocks, p.heads_q, p.num_tiles};
 
   if (threadIdx.x == 0) {
     if (cute::cast_smem_ptr_to_uint(smem_raw) % 1024 != 0) __trap();  // SW128 needs 1 KiB alignment
     ss.q_bar.init();
+    cutlass::arch::ClusterBarrier::init(&ss.q_empty, 4 * Cfg::kConsumerWGs);
     ss.k_ring.init(4 * Cfg::kConsumerWGs);  // one arrival per consumer warp frees a slot
     ss.v_ring.init(4 * Cfg::kConsumerWGs);
     cutlass::arch::fence_barrier_init();
@@ -168,40 +200,47 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-    if (warp == 0 && cute::elect_one_sync() && n_blocks > 0) {
+    if (warp == 0 && cute::elect_one_sync()) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+      Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
+      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
       auto tma_q = p.tma_q.get_slice(0);
       auto tma_k = p.tma_k.get_slice(0);
       auto tma_v = p.tma_v.get_slice(0);
-
-      ss.q_bar.arrive_expect(Cfg::kQBytes);
-      CUTE_UNROLL
-      for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
-        Tensor gQ = local_tile(mQ(_, _, head, batch), Shape<_64, D>{},
-                               make_coord(m_block * Cfg::kConsumerWGs + w, 0));          // (64, D)
-        Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
-                                typename Cfg::SmemLayoutQ{});                              // (64, D)
-        copy(p.tma_q.with(ss.q_bar.bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
-      }
-
-      Tensor gK = local_tile(mK(_, _, head_kv, batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
-      Tensor gV = local_tile(mV(_, _, head_kv, batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
-      Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
-      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
-      Tensor tKgK = tma_k.partition_S(gK);
-      Tensor tKsK = tma_k.partition_D(sK);
-      Tensor tVgV = tma_v.partition_S(gV);
-      Tensor tVsV = tma_v.partition_D(sV);
-
       RingState<Cfg::kStages> st;
-      for (int n = n_blocks - 1; n >= 0; --n) {
-        ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
-        copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
-        ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
-        copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
-        st.advance();
+      int q_iter = 0;
+      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+        const TileCoord tc = sched.decode(tile);
+        const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
+        if (n_blocks == 0) continue;
+        // Q: reuse the buffer once every consumer warp is done with the previous tile's Q.
+        if (q_iter > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (q_iter - 1) & 1);
+        ++q_iter;
+        ss.q_bar.arrive_expect(Cfg::kQBytes);
+        CUTE_UNROLL
+        for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
+          Tensor gQ = local_tile(mQ(_, _, tc.head, tc.batch), Shape<_64, D>{},
+                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
+          Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
+                                  typename Cfg::SmemLayoutQ{});                                // (64, D)
+          copy(p.tma_q.with(ss.q_bar.bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
+        }
+        const int head_kv = tc.head / p.group;
+        Tensor gK = local_tile(mK(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+        Tensor gV = local_tile(mV(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+        Tensor tKgK = tma_k.partition_S(gK);
+        Tensor tKsK = tma_k.partition_D(sK);
+        Tensor tVgV = tma_v.partition_S(gV);
+        Tensor tVsV = tma_v.partition_D(sV);
+        for (int n = n_blocks - 1; n >= 0; --n) {
+          ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
+          copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
+          ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
+          copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
+          st.advance();
+        }
       }
     }
   } else {
@@ -213,6 +252,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
                             typename Cfg::SmemLayoutQ{});                                  // (64, D)
+    Tensor sO = make_tensor(make_smem_ptr(ss.o_staging() + w * Cfg::kQTileElems),
+                            typename Cfg::SmemLayoutQ{});                                  // (64, D)
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});     // (N, D, S)
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutVt{});   // (D, N, S)
 
@@ -223,36 +264,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);                          // (MMA, 1, D/16)
     Tensor tSrK = thr_qk.partition_fragment_B(sK);                          // (MMA, 1, D/16, S)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);                         // (MMA, 1, N/16, S)
+    Tensor tOsO = thr_pv.partition_C(sO);                                   // ((2,2,D/8), 1, 1)
     Tensor rS = partition_fragment_C(mma_qk, Shape<_64, N>{});              // ((2,2,N/8), 1, 1) f32
     Tensor rO = partition_fragment_C(mma_pv, Shape<_64, D>{});              // ((2,2,D/8), 1, 1) f32
     Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
     static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
     static_assert(decltype(size(rO))::value == kHeadDim / 2);
 
-    OnlineSoftmax<kBlockN> softmax;
-    softmax.init();
-    clear(rO);
-
-    const int row0 = m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
-    const int diag = p.seqlen_k - p.seqlen_q;           // causal: row i sees keys <= i + diag
-
-    // Masks chunk n of the scores: keys past seqlen_k and, if causal, above the diagonal.
-    auto mask = [&](int n) {
-      const int col_base = n * kBlockN;
-      CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        int limit = p.seqlen_k;
-        if constexpr (Cfg::kCausal) limit = min(limit, row0 + acc_row(warp_in_wg, lane, r) + 1 + diag);
-        CUTE_UNROLL
-        for (int j = 0; j < kBlockN / 4; ++j)
-          if (col_base + acc_col(lane, j) >= limit) rS(acc_index(r, j)) = -INFINITY;
-      }
-    };
-    auto needs_mask = [&](int n) {
-      bool m = (n + 1) * kBlockN > p.seqlen_k;
-      if constexpr (Cfg::kCausal) m = m || (n + 1) * kBlockN - 1 > m_block * Cfg::kBlockM + diag;
-      return m;
-    };
     auto convert_p = [&]() {
       CUTE_UNROLL
       for (int i = 0; i < size(rS); ++i) rP(i) = static_cast<Element>(rS(i));
@@ -260,73 +278,145 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     auto release = [&](auto& ring, auto st) {
       if (lane == 0) ring.consumer_release(st);
     };
+    auto release_q = [&]() {
+      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+    };
 
-    if (n_blocks > 0) {
-      ss.q_bar.wait(0);
-      RingState<Cfg::kStages> k_st, v_st;
-      float corr[2];
+    RingState<Cfg::kStages> k_st, v_st;
+    int q_iter = 0;
+    const bool pp = Cfg::kConsumerWGs == 2 && p.pingpong;
+    if (w == 1) pingpong_pass_turn(pp, w);   // warpgroup 0 goes first
+    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+      const TileCoord tc = sched.decode(tile);
+      const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
+      const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
+      const int diag = p.seqlen_k - p.seqlen_q;              // causal: row i sees keys <= i + diag
 
-      // First chunk (the last one along the keys: it may be partial or on the diagonal).
-      int n = n_blocks - 1;
-      ss.k_ring.consumer_wait(k_st);
-      wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
-      warpgroup_wait<0>();
-      release(ss.k_ring, k_st);
-      k_st.advance();
-      if (needs_mask(n)) mask(n);
-      softmax.step(rS, p.scale_log2, corr);
-      convert_p();
+      // Masks chunk n of the scores: keys past seqlen_k and, if causal, above the diagonal.
+      auto mask = [&](int n) {
+        const int col_base = n * kBlockN;
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          int limit = p.seqlen_k;
+          if constexpr (Cfg::kCausal) limit = min(limit, row0 + acc_row(warp_in_wg, lane, r) + 1 + diag);
+          CUTE_UNROLL
+          for (int j = 0; j < kBlockN / 4; ++j)
+            if (col_base + acc_col(lane, j) >= limit) rS(acc_index(r, j)) = -INFINITY;
+        }
+      };
+      auto needs_mask = [&](int n) {
+        bool m = (n + 1) * kBlockN > p.seqlen_k;
+        if constexpr (Cfg::kCausal) m = m || (n + 1) * kBlockN - 1 > tc.m_block * Cfg::kBlockM + diag;
+        return m;
+      };
 
-      for (--n; n >= 0; --n) {
-        // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}; the softmax of S_n overlaps the latter.
+      OnlineSoftmax<kBlockN> softmax;
+      softmax.init();
+      if (n_blocks > 0) {
+        ss.q_bar.wait(q_iter & 1);
+        ++q_iter;
+        float corr[2];
+
+        // First chunk (the last one along the keys: it may be partial or on the diagonal).
+        int n = n_blocks - 1;
         ss.k_ring.consumer_wait(k_st);
+        pingpong_wait_turn(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
-        ss.v_ring.consumer_wait(v_st);
-        wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-        warpgroup_wait<1>();
+        pingpong_pass_turn(pp, w);
+        warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
+        if (Cfg::kSeparateO && n == 0) release_q();
         if (needs_mask(n)) mask(n);
         softmax.step(rS, p.scale_log2, corr);
+        convert_p();
+
+        // The first P V overwrites O (zero-init), so O needs no clearing.
+        bool first_pv = true;
+        for (--n; n >= 0; --n) {
+          // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}; the softmax of S_n overlaps the latter.
+          ss.k_ring.consumer_wait(k_st);
+          ss.v_ring.consumer_wait(v_st);
+          pingpong_wait_turn(pp, w);
+          wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+          if (first_pv) {
+            wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+          } else {
+            wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+          }
+          pingpong_pass_turn(pp, w);
+          first_pv = false;
+          warpgroup_wait<1>();
+          release(ss.k_ring, k_st);
+          k_st.advance();
+          if (Cfg::kSeparateO && n == 0) release_q();
+          if (needs_mask(n)) mask(n);
+          softmax.step(rS, p.scale_log2, corr);
+          warpgroup_wait<0>();
+          release(ss.v_ring, v_st);
+          v_st.advance();
+          scale_rows<kHeadDim>(rO, corr);
+          convert_p();
+        }
+        ss.v_ring.consumer_wait(v_st);
+        pingpong_wait_turn(pp, w);
+        if (first_pv) {
+          wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+        } else {
+          wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+        }
+        pingpong_pass_turn(pp, w);
         warpgroup_wait<0>();
         release(ss.v_ring, v_st);
         v_st.advance();
-        scale_rows<kHeadDim>(rO, corr);
-        convert_p();
       }
-      ss.v_ring.consumer_wait(v_st);
-      wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-      warpgroup_wait<0>();
-      release(ss.v_ring, v_st);
-    }
 
-    // ---------------------------------------------------------------- epilogue
-    float inv_sum[2], lse[2];
-    softmax.finish(p.scale_log2, inv_sum, lse);
-    scale_rows<kHeadDim>(rO, inv_sum);
-
-    // Stage O (as Element) in this warpgroup's Q tile, which no WGMMA reads any more, then one
-    // thread stores it with TMA (rows past seqlen_q are clipped by the tensor map).
-    Tensor sO = sQ;
-    Tensor tOsO = thr_pv.partition_C(sO);                                  // ((2,2,D/8), 1, 1)
-    CUTE_UNROLL
-    for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
-    tma_store_fence();
-    cutlass::arch::NamedBarrier::sync(128, 1 + w);
-    if (tid == 0) {
-      Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
-      Tensor gO = local_tile(mO(_, _, head, batch), Shape<_64, D>{},
-                             make_coord(m_block * Cfg::kConsumerWGs + w, 0));               // (64, D)
-      auto tma_o = p.tma_o.get_slice(0);
-      copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
-      tma_store_arrive();
-    }
-    if (p.lse != nullptr && (lane & 3) == 0) {
+      // -------------------------------------------------------------- epilogue
+      float inv_sum[2], lse[2];
+      softmax.finish(p.scale_log2, inv_sum, lse);
+      if (p.lse != nullptr && (lane & 3) == 0) {
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + acc_row(warp_in_wg, lane, r);
+          if (row < p.seqlen_q)
+            p.lse[(static_cast<int64_t>(tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row] = lse[r];
+        }
+      }
+      if (n_blocks == 0) {
+        // Every row is masked: O = 0, written straight to global (16 bytes a thread a step), so
+        // no shared-memory buffer is touched while the producer may be loading the next Q.
+        constexpr int kChunks = kHeadDim / 8;
+        for (int i = tid; i < 64 * kChunks; i += 128) {
+          const int row = row0 + i / kChunks;
+          if (row < p.seqlen_q)
+            *reinterpret_cast<uint4*>(p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] +
+                                      tc.head * p.o_strides[2] + (i % kChunks) * 8) = make_uint4(0, 0, 0, 0);
+        }
+        continue;
+      }
+      scale_rows<kHeadDim>(rO, inv_sum);
+      // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
+      // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
+      // tile's store has read it.
+      if (tid == 0) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, 1 + w);
       CUTE_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int row = row0 + acc_row(warp_in_wg, lane, r);
-        if (row < p.seqlen_q)
-          p.lse[(static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + row] = lse[r];
+      for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
+      tma_store_fence();
+      cutlass::arch::NamedBarrier::sync(128, 1 + w);
+      if (tid == 0) {
+        Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
+        Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
+                               make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));           // (64, D)
+        auto tma_o = p.tma_o.get_slice(0);
+        copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
+        tma_store_arrive();
+      }
+      if constexpr (!Cfg::kSeparateO) {
+        // O was staged in the Q buffer: free it only once the store has read it.
+        if (tid == 0) tma_store_wait<0>();
+        cutlass::arch::NamedBarrier::sync(128, 1 + w);
+        release_q();
       }
     }
     if (tid == 0) tma_store_wait<0>();
@@ -341,7 +431,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
                             int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                             const int64_t (&q_strides)[3], const int64_t (&k_strides)[3],
                             const int64_t (&v_strides)[3], const int64_t (&o_strides)[3],
-                            float softmax_scale, cudaStream_t stream) {
+                            float softmax_scale, bool pingpong, cudaStream_t stream) {
   using namespace cute;
   using Element = typename Cfg::Element;
   // strides: {batch, seq, head}
@@ -370,13 +460,20 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.num_m_blocks = (seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  p.num_tiles = p.num_m_blocks * heads_q * batch;
+  p.o = static_cast<Element*>(o);
+  for (int i = 0; i < 3; ++i) p.o_strides[i] = o_strides[i];
   p.scale_log2 = softmax_scale * 1.4426950408889634f;
+  p.pingpong = pingpong;
 
   auto kernel = fmha_fwd_kernel<Cfg>;
   constexpr int smem = Cfg::kSmemBytes;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  dim3 grid(p.num_m_blocks, heads_q, batch);
+  int device = 0, num_sms = 0;
+  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  dim3 grid(std::min(p.num_tiles, num_sms));
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
