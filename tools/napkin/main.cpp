@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "driver/driver.h"
+#include "driver/draw_command.h"
 #include "driver/machines_command.h"
 
 namespace {
@@ -71,6 +72,17 @@ int main(int argc, char** argv) {
                        "directory of machine files (default: the source tree's machines/)");
   machines->add_flag("--json", machines_options.json, "print the list as JSON");
   machines->callback([&] { run = [&] { return napkin::driver::machines(machines_options); }; });
+
+  DiagramArgs draw_args;
+  napkin::driver::DrawOptions draw_options;
+  auto* draw = app.add_subcommand(
+      "draw", "draw the diagram (and the machine) as SVG: DIR/diagram.svg, DIR/machine.svg");
+  add_diagram_args(draw, draw_args);
+  draw->add_option("--machine", draw_options.machine, "machine name: colours its levels, adds machine.svg");
+  draw->add_option("--schedule", draw_options.schedule,
+                   "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks");
+  draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
+  draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
 
   try {
     app.parse(argc, argv);
