@@ -480,7 +480,7 @@ class DiagramDrawing {
     }
     output_cross_x_ = out.x + (permuted ? kCrossing : 0);
     output_tick_x_ = output_cross_x_ + (transfer ? 10 : 0);
-    output_label_x_ = output_tick_x_ + 4;
+    output_label_x_ = output_tick_x_ + (output_tick_x_ > output_cross_x_ ? 6 : 4);
     output_end_x_ = output_label_x_ + labels_w + 6;
     out.w = output_end_x_ + 6 + names_w - out.x;
     for (int i : out.items) items_[static_cast<std::size_t>(i)].x = out.x;

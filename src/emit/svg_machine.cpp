@@ -51,6 +51,11 @@ class MachineDrawing {
     for (std::size_t i = 0; i < m.levels.size(); ++i) children_[m.levels[i].parent].push_back(i);
     double next_leaf = 0;
     place(0, 0, next_leaf);
+    pipe_label_w_ = 0;
+    for (const arch::Level& l : m.levels)
+      if (!l.parent.empty())
+        pipe_label_w_ = std::max({pipe_label_w_, text_width(si_text(l.bytes_per_s.value, "B/s"), 11, true),
+                                  text_width(pipe_share(l), 9.5)});
     double tree_right = 0, tree_bottom = 0;
     for (const auto& [i, p] : placed_) {
       tree_right = std::max(tree_right, p.x + kNodeW + 16 + pipe_label_w_);
@@ -58,7 +63,7 @@ class MachineDrawing {
     }
     draw_title();
     for (std::size_t i = 0; i < m.levels.size(); ++i) draw_level(i);
-    const double panel_x = std::max(tree_right + 30, kMargin + kNodeW + 220);
+    const double panel_x = tree_right + 30;
     const double panel_bottom = draw_panel(panel_x);
     height_ = std::max(tree_bottom, panel_bottom) + kMargin;
   }
@@ -103,6 +108,13 @@ class MachineDrawing {
     width_ = std::max(width_, kMargin + text_width(sub, 10) + kMargin);
   }
 
+  // The pipe's bandwidth as one instance of the level sees it.
+  static std::string pipe_share(const arch::Level& l) {
+    if (l.instances <= 1) return "one link";
+    return fmt::format("{} per {}, {} instances",
+                       si_text(l.bytes_per_s.value / static_cast<double>(l.instances), "B/s"), l.name, l.instances);
+  }
+
   void draw_level(std::size_t i) {
     const arch::Level& l = m_.levels[i];
     const Placed p = placed_.at(i);
@@ -119,12 +131,7 @@ class MachineDrawing {
       const double ly = (y0 + y1) / 2;
       const std::string bw = si_text(l.bytes_per_s.value, "B/s");
       canvas_.text(x1 + 12, ly - 2, bw, {.size = 11, .bold = true}, "pipe " + l.name);
-      const std::string share =
-          l.instances > 1 ? fmt::format("{} per {}, {} instances", si_text(l.bytes_per_s.value / static_cast<double>(l.instances), "B/s"),
-                                        l.name, l.instances)
-                          : std::string("one link");
-      canvas_.text(x1 + 12, ly + 11, share, {.size = 9.5, .fill = kMuted}, "pipe share " + l.name);
-      pipe_label_w_ = std::max(pipe_label_w_, std::max(text_width(bw, 11, true), text_width(share, 9.5)));
+      canvas_.text(x1 + 12, ly + 11, pipe_share(l), {.size = 9.5, .fill = kMuted}, "pipe share " + l.name);
     }
     // Instances of the level stacked behind it.
     if (l.instances > 1)
@@ -199,7 +206,7 @@ class MachineDrawing {
   const arch::Machine& m_;
   std::map<std::string, std::vector<std::size_t>> children_;
   std::map<std::size_t, Placed> placed_;
-  double pipe_label_w_ = 190;
+  double pipe_label_w_ = 0;
   double width_ = 0, height_ = 0;
   Canvas canvas_;
 };
