@@ -97,24 +97,35 @@ struct FwdConfig {
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
-    OnceBarrier q_bar;
-    uint64_t q_empty;
+    OnceBarrier q_bar;      // Q of the next tile (and tile_idx) is ready
+    uint64_t q_empty;       // every consumer warp is done with Q and has read tile_idx
+    int tile_idx;           // the tile being computed; -1: no more tiles
     __device__ Element* o_staging() { return kSeparateO ? o.data() : q.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 };
 
-// Persistent static schedule: CTA i takes tiles i, i + grid, ... Within a (batch, head) the
-// query blocks are consecutive, heaviest (largest m_block, for causal) first, so CTAs running
-// at the same time share K and V in L2.
+// Persistent dynamic schedule: CTA i starts with tile i, then takes the next unclaimed tile
+// from a global counter. Order: without a mask all tiles cost the same, and the query blocks
+// of one (batch, head) are consecutive so CTAs running together share K and V in L2; with a
+// causal mask, heaviest first (largest m_block across all heads), which balances the load
+// (longest-processing-time order).
 struct TileCoord {
   int m_block, head, batch;
 };
+template <bool kCausal>
 struct TileScheduler {
-  int num_m_blocks, heads, num_tiles;
+  int num_m_blocks, heads, batch_heads;
   __device__ TileCoord decode(int tile) const {
-    const int bh = tile / num_m_blocks;
-    return {num_m_blocks - 1 - (tile - bh * num_m_blocks), bh % heads, bh / heads};
+    int m_idx, bh;
+    if constexpr (kCausal) {
+      m_idx = tile / batch_heads;
+      bh = tile - m_idx * batch_heads;
+    } else {
+      bh = tile / num_m_blocks;
+      m_idx = tile - bh * num_m_blocks;
+    }
+    return {num_m_blocks - 1 - m_idx, bh % heads, bh / heads};
   }
 };
 
@@ -128,6 +139,7 @@ struct FwdParams {
   typename Cfg::Element* o;       // for tiles with every row masked (written directly)
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
+  int* tile_counter;              // zero at launch; tiles claimed beyond the first gridDim.x
   float scale_log2;  // softmax_scale * log2(e)
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs (needs 2 of them)
 };
@@ -185,7 +197,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
-  const TileScheduler sched{p.num_m_blocks, p.heads_q, p.num_tiles};
+  const TileScheduler<Cfg::kCausal> sched{p.num_m_blocks, p.heads_q, p.heads_q * p.batch};
 
   if (threadIdx.x == 0) {
     if (cute::cast_smem_ptr_to_uint(smem_raw) % 1024 != 0) __trap();  // SW128 needs 1 KiB alignment
@@ -211,13 +223,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       auto tma_v = p.tma_v.get_slice(0);
       RingState<Cfg::kStages> st;
       int q_iter = 0;
-      for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
-        const TileCoord tc = sched.decode(tile);
-        const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
-        if (n_blocks == 0) continue;
-        // Q: reuse the buffer once every consumer warp is done with the previous tile's Q.
+      for (int tile = blockIdx.x;; tile = atomicAdd(p.tile_counter, 1) + gridDim.x) {
+        // Q and tile_idx: rewritten once every consumer warp is done with the previous ones.
         if (q_iter > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (q_iter - 1) & 1);
         ++q_iter;
+        if (tile >= p.num_tiles) {
+          ss.tile_idx = -1;
+          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar.bar);
+          break;
+        }
+        ss.tile_idx = tile;
+        const TileCoord tc = sched.decode(tile);
+        const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
+        if (n_blocks == 0) {
+          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar.bar);
+          continue;
+        }
         ss.q_bar.arrive_expect(Cfg::kQBytes);
         CUTE_UNROLL
         for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
@@ -279,6 +300,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       if (lane == 0) ring.consumer_release(st);
     };
     auto release_q = [&]() {
+      __syncwarp();
       if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
     };
 
@@ -286,7 +308,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     int q_iter = 0;
     const bool pp = Cfg::kConsumerWGs == 2 && p.pingpong;
     if (w == 1) pingpong_pass_turn(pp, w);   // warpgroup 0 goes first
-    for (int tile = blockIdx.x; tile < p.num_tiles; tile += gridDim.x) {
+    while (true) {
+      ss.q_bar.wait(q_iter & 1);
+      ++q_iter;
+      const int tile = *static_cast<volatile int*>(&ss.tile_idx);
+      if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
       const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
@@ -313,8 +339,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       OnlineSoftmax<kBlockN> softmax;
       softmax.init();
       if (n_blocks > 0) {
-        ss.q_bar.wait(q_iter & 1);
-        ++q_iter;
         float corr[2];
 
         // First chunk (the last one along the keys: it may be partial or on the diagonal).
@@ -383,6 +407,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         }
       }
       if (n_blocks == 0) {
+        release_q();
         // Every row is masked: O = 0, written straight to global (16 bytes a thread a step), so
         // no shared-memory buffer is touched while the producer may be loading the next Q.
         constexpr int kChunks = kHeadDim / 8;
@@ -474,8 +499,13 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
   dim3 grid(std::min(p.num_tiles, num_sms));
+  // The tile counter lives in stream-ordered memory of its own, so concurrent launches on
+  // different streams never share one.
+  if ((err = cudaMallocAsync(reinterpret_cast<void**>(&p.tile_counter), sizeof(int), stream)) != cudaSuccess) return err;
+  if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  return cudaFreeAsync(p.tile_counter, stream);
 }
 
 }  // namespace napkin::device
