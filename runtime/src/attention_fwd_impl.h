@@ -13,7 +13,7 @@ namespace napkin::detail {
 
 // Tile schedule per head dim: {kBlockN, consumer warpgroups, stages}. See docs/runtime.md.
 template <int kHeadDim> struct FwdSchedule;
-template <> struct FwdSchedule<64>  { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2; };
+template <> struct FwdSchedule<64>  { static constexpr int kBlockN = 128, kConsumerWGs = 3, kStages = 2; };
 template <> struct FwdSchedule<128> { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2; };
 template <> struct FwdSchedule<256> { static constexpr int kBlockN = 64,  kConsumerWGs = 2, kStages = 2; };
 

@@ -85,8 +85,8 @@ struct FwdConfig {
   static constexpr uint32_t kQBytes = kConsumerWGs * kQTileElems * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
 
-  // O is staged in its own buffer when shared memory allows (the next tile's Q then loads
-  // while this tile's epilogue runs); otherwise in the Q buffer.
+  // O is staged in its own buffer for a TMA store when shared memory allows; otherwise
+  // (d = 256) stored from registers. Either way the next tile's Q loads during the epilogue.
   static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
   static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
   static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024;
@@ -100,7 +100,7 @@ struct FwdConfig {
     OnceBarrier q_bar;      // Q of the next tile (and tile_idx) is ready
     uint64_t q_empty;       // every consumer warp is done with Q and has read tile_idx
     int tile_idx;           // the tile being computed; -1: no more tiles
-    __device__ Element* o_staging() { return kSeparateO ? o.data() : q.data(); }
+    __device__ Element* o_staging() { return o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 };
@@ -141,7 +141,7 @@ struct FwdParams {
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
   int* tile_counter;              // zero at launch; tiles claimed beyond the first gridDim.x
   float scale_log2;  // softmax_scale * log2(e)
-  bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs (needs 2 of them)
+  bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
 };
 
 // Number of key chunks that tile (m_block) must visit; 0 when every row is masked out.
@@ -171,14 +171,17 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
 }
 
-// Ping-pong between two consumer warpgroups (named barriers 3 and 4): a warpgroup waits for
-// its turn before issuing a batch of WGMMAs and hands the turn over right after issuing, so
-// the tensor cores run one warpgroup's GEMMs while the other computes its softmax.
+// Ping-pong between the consumer warpgroups (named barriers 8 + w; 1 + w are the epilogue's):
+// a warpgroup waits for its turn before issuing a batch of WGMMAs and hands the turn to the
+// next one (round robin) right after issuing, so the tensor cores run one warpgroup's GEMMs
+// while the others compute their softmax.
+template <int kWGs>
 __device__ __forceinline__ void pingpong_wait_turn(bool on, int w) {
-  if (on) cutlass::arch::NamedBarrier::sync(256, 3 + w);
+  if (on) cutlass::arch::NamedBarrier::sync(256, 8 + w);
 }
+template <int kWGs>
 __device__ __forceinline__ void pingpong_pass_turn(bool on, int w) {
-  if (on) cutlass::arch::NamedBarrier::arrive(256, 3 + (w ^ 1));
+  if (on) cutlass::arch::NamedBarrier::arrive(256, 8 + (w + 1) % kWGs);
 }
 
 template <class Cfg>
@@ -228,11 +231,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         if (q_iter > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (q_iter - 1) & 1);
         ++q_iter;
         if (tile >= p.num_tiles) {
-          ss.tile_idx = -1;
+          atomicExch(&ss.tile_idx, -1);
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar.bar);
           break;
         }
-        ss.tile_idx = tile;
+        atomicExch(&ss.tile_idx, tile);
         const TileCoord tc = sched.decode(tile);
         const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
         if (n_blocks == 0) {
@@ -306,12 +309,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
     RingState<Cfg::kStages> k_st, v_st;
     int q_iter = 0;
-    const bool pp = Cfg::kConsumerWGs == 2 && p.pingpong;
-    if (w == 1) pingpong_pass_turn(pp, w);   // warpgroup 0 goes first
+    const bool pp = Cfg::kConsumerWGs >= 2 && p.pingpong;
+    if (w == Cfg::kConsumerWGs - 1) pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);  // warpgroup 0 goes first
     while (true) {
       ss.q_bar.wait(q_iter & 1);
       ++q_iter;
-      const int tile = *static_cast<volatile int*>(&ss.tile_idx);
+      int tile = 0;
+      if (lane == 0) tile = atomicAdd(&ss.tile_idx, 0);
+      tile = __shfl_sync(0xffffffffu, tile, 0);
       if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
       const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
@@ -344,13 +349,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         // First chunk (the last one along the keys: it may be partial or on the diagonal).
         int n = n_blocks - 1;
         ss.k_ring.consumer_wait(k_st);
-        pingpong_wait_turn(pp, w);
+        pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
-        pingpong_pass_turn(pp, w);
+        pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
-        if (Cfg::kSeparateO && n == 0) release_q();
+        if (n == 0) release_q();
         if (needs_mask(n)) mask(n);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
@@ -361,19 +366,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}; the softmax of S_n overlaps the latter.
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
-          pingpong_wait_turn(pp, w);
+          pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
           wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
           if (first_pv) {
             wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           } else {
             wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           }
-          pingpong_pass_turn(pp, w);
+          pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           first_pv = false;
           warpgroup_wait<1>();
           release(ss.k_ring, k_st);
           k_st.advance();
-          if (Cfg::kSeparateO && n == 0) release_q();
+          if (n == 0) release_q();
           if (needs_mask(n)) mask(n);
           softmax.step(rS, p.scale_log2, corr);
           warpgroup_wait<0>();
@@ -383,13 +388,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           convert_p();
         }
         ss.v_ring.consumer_wait(v_st);
-        pingpong_wait_turn(pp, w);
+        pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         if (first_pv) {
           wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
         } else {
           wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
         }
-        pingpong_pass_turn(pp, w);
+        pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
         release(ss.v_ring, v_st);
         v_st.advance();
@@ -420,6 +425,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         continue;
       }
       scale_rows<kHeadDim>(rO, inv_sum);
+      if constexpr (!Cfg::kSeparateO) {
+        // No room for a staging buffer (d = 256): each thread stores its pairs of columns
+        // straight from registers, so Q's buffer is free for the next tile right after the
+        // last S GEMM.
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + acc_row(warp_in_wg, lane, r);
+          if (row < p.seqlen_q) {
+            Element* dst = p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] + tc.head * p.o_strides[2];
+            CUTE_UNROLL
+            for (int j = 0; j < kHeadDim / 4; j += 2) {
+              uint32_t packed;
+              Element* e = reinterpret_cast<Element*>(&packed);
+              e[0] = static_cast<Element>(rO(acc_index(r, j)));
+              e[1] = static_cast<Element>(rO(acc_index(r, j + 1)));
+              *reinterpret_cast<uint32_t*>(dst + acc_col(lane, j)) = packed;
+            }
+          }
+        }
+        continue;
+      }
       // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
       // tile's store has read it.
@@ -436,12 +462,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         auto tma_o = p.tma_o.get_slice(0);
         copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();
-      }
-      if constexpr (!Cfg::kSeparateO) {
-        // O was staged in the Q buffer: free it only once the store has read it.
-        if (tid == 0) tma_store_wait<0>();
-        cutlass::arch::NamedBarrier::sync(128, 1 + w);
-        release_q();
       }
     }
     if (tid == 0) tma_store_wait<0>();
