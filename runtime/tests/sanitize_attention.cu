@@ -26,8 +26,9 @@ int main() {
     std::printf("no GPU\n");
     return 2;
   }
-  // (seqlen_q, seqlen_k): partial tiles, q != k, fully masked causal rows.
-  const int shapes[][2] = {{77, 200}, {200, 77}};
+  // (seqlen_q, seqlen_k): partial tiles, q != k, fully masked causal rows, and a causal length
+  // past the short-query schedule of d = 64.
+  const int shapes[][2] = {{77, 200}, {200, 77}, {1100, 1030}};
   int launches = 0;
   for (int dtype = 0; dtype < 2; ++dtype)
     for (int d : {64, 128, 256})
