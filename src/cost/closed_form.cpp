@@ -83,7 +83,7 @@ std::string power_of_m(double exponent) {
 // Snaps to a multiple of 1/12 when within numerical noise (betas are small rationals).
 double snap(double v) {
   const double r = std::round(v * 12) / 12;
-  return std::fabs(v - r) < 1e-6 ? r : v;
+  return (std::fabs(v - r) < 1e-6 ? r : v) + 0.0;  // + 0.0: no negative zero
 }
 
 }  // namespace

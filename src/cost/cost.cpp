@@ -45,12 +45,19 @@ struct Pieces {
   std::int64_t largest = 0;
 };
 
+// A level that streams an axis carries its accumulator across every enclosing chunk of that
+// axis, so when `streams_at_level` is false, no stream split of an axis the level itself
+// streams is counted (the same loop continues); tile splits always are.
 Pieces pieces(const Schedule& s, const std::string& axis, std::int64_t extent, std::size_t level,
               bool streams_at_level) {
   std::vector<std::int64_t> segments{extent};
+  const auto own = level < s.levels.size() ? split_at(s.levels[level], axis) : std::nullopt;
+  const bool own_stream = own && own->streamed;
   for (std::size_t j = 0; j <= level && j < s.levels.size(); ++j) {
     const auto sp = split_at(s.levels[j], axis);
-    if (!sp || (sp->streamed && j == level && !streams_at_level)) continue;
+    if (!sp || (sp->streamed && !streams_at_level && own_stream) ||
+        (sp->streamed && j == level && !streams_at_level))
+      continue;
     std::vector<std::int64_t> next;
     for (std::int64_t seg : segments)
       for (std::int64_t start = 0; start < seg; start += sp->size)
@@ -67,7 +74,9 @@ Pieces pieces(const Schedule& s, const std::string& axis, std::int64_t extent, s
       // Continue analytically for deeper levels (rare: > 4096 pieces at one level).
       for (std::size_t k = j + 1; k <= level && k < s.levels.size(); ++k) {
         const auto sp2 = split_at(s.levels[k], axis);
-        if (!sp2 || (sp2->streamed && k == level && !streams_at_level)) continue;
+        if (!sp2 || (sp2->streamed && !streams_at_level && own_stream) ||
+            (sp2->streamed && k == level && !streams_at_level))
+          continue;
         double total = 0;
         std::map<std::int64_t, double> next_counts;
         for (auto& [size, n] : counts) {
@@ -201,19 +210,23 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       const Node& t = d.node(id);
       counted.insert(id);
       const bool out = is_output(d, id);
-      // An output that lacks a streamed axis is an accumulator: it is held in f32.
+      // An output that lacks a streamed axis accumulates over it; its f32 accumulator, when
+      // the output is cast down, is the contraction before the cast (a live intermediate).
       const bool accumulates = out && !l.streams.empty() && !streamed_here(t);
-      const DType dt = accumulates ? DType::f32 : dtype_at(s, i, t.name, t.dtype);
+      const DType dt = dtype_at(s, i, t.name, t.dtype);
       const double stages = (!out && streamed_here(t)) ? std::max(1, l.stages) : 1;
       lc.footprint.push_back({t.name, accumulates ? "accumulator" : out ? "output" : "input",
                               footprint_elems(t) * dtype_bytes(dt) * stages});
     }
+    // Computation happens at the innermost scheduled level: its running statistics and live
+    // intermediates are counted there only.
+    const bool innermost = i + 1 == s.levels.size();
     // Running statistics of the streamed accumulators (max and sum per output row, in f32).
     for (const auto& st : l.streams)
       for (sched::Accumulator acc : st.accumulators) {
         int stats = acc == sched::Accumulator::online_softmax || acc == sched::Accumulator::logsumexp ? 2
                     : acc == sched::Accumulator::normalised_contraction || acc == sched::Accumulator::max ? 1 : 0;
-        if (!stats) continue;
+        if (!stats || !innermost) continue;
         const auto a = d.find_axis(st.axis);
         const sched::AxisStreaming& as = report.of(*a);
         if (as.folds.empty()) continue;
@@ -231,7 +244,7 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     for (std::size_t n = 0; n < d.nodes.size(); ++n) {
       const Node& x = d.nodes[n];
       const bool leaf = ir::op_class(x.op) == ir::OpClass::leaf;
-      if (!leaf && !counted.count(static_cast<NodeId>(n))) {
+      if (innermost && !leaf && !counted.count(static_cast<NodeId>(n)) && !is_output(d, static_cast<NodeId>(n))) {
         const double bytes = footprint_elems(x) * dtype_bytes(x.dtype);
         live += bytes;
         ending.emplace_back(last_use[n], bytes);
@@ -361,12 +374,16 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       if (auto err = add_ops(arch::Unit::fma, DType::f32, (out_elems + rows) * chunks, "online-softmax rescale of the accumulators over " + st.axis)) return *err;
     }
 
-  // §5 Time: wave quantization of the first level's groups over the SMs, then the roofline.
-  const LevelSchedule& first = s.levels.front();
+  // §5 Time: wave quantization of the groups that map onto SMs (the smem level's, or else
+  // the first scheduled level below l2) over the SMs, then the roofline.
+  const LevelSchedule* per_sm = nullptr;
+  for (const LevelSchedule& l : s.levels)
+    if (!per_sm && l.level != arch::kL2) per_sm = &l;
+  if (!per_sm) per_sm = &s.levels.front();
   double groups_total = 1;
   for (const auto& lc : e.levels)
-    if (lc.scheduled && lc.name == first.level) groups_total = lc.groups_total;
-  const double slots = static_cast<double>(m.sm_count.value) * std::max(1, first.groups);
+    if (lc.scheduled && lc.name == per_sm->level) groups_total = lc.groups_total;
+  const double slots = static_cast<double>(m.sm_count.value) * std::max(1, per_sm->groups);
   const double waves = std::ceil(groups_total / slots);
   e.wave_efficiency = groups_total / (waves * slots);
   double worst = 0;
@@ -394,36 +411,73 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
 
 sched::Schedule default_schedule(const Diagram& d, const sched::StreamingReport& report,
                                  const arch::Machine& m, std::optional<DType> dtype) {
-  auto build = [&](std::int64_t tile) {
+  // §6: three levels, as FlashAttention-style kernels run. l2 holds the broadcast inputs of a
+  // whole tile of the re-read axes (the CTAs in flight share them), smem the tiles and chunks
+  // one CTA streams, rmem the accumulators and intermediates of one warpgroup (64 rows).
+  std::vector<std::string> inputs, outputs;
+  for (NodeId id : d.inputs()) inputs.push_back(d.node(id).name);
+  for (const ir::Output& o : d.outputs) outputs.push_back(d.node(o.node).name);
+  auto keep_list = [&](const std::vector<std::string>& names, bool quantize) {
+    std::vector<sched::Residency> keep;
+    for (const std::string& n : names) {
+      const Node& x = d.node(*d.find_node(n));
+      keep.push_back({n, quantize && dtype && is_float(x.dtype) ? dtype : std::nullopt});
+    }
+    return keep;
+  };
+  auto level = [&](std::string_view name, std::int64_t reread_tile, bool stream, std::int64_t chunk) {
     LevelSchedule l;
-    l.level = std::string(arch::kSmem);
+    l.level = std::string(name);
     for (const sched::AxisStreaming& as : report.axes) {
       const ir::Axis& ax = d.axis(as.axis);
       if (as.kind == sched::AxisKind::woven)
-        l.tiles.push_back({ax.name, as.broadcast_inputs.empty() ? 1 : std::min(tile, ax.size)});
-      else if (as.kind == sched::AxisKind::streamed)
-        l.streams.push_back({ax.name, std::min<std::int64_t>(64, ax.size), as.accumulators});
+        l.tiles.push_back({ax.name, as.broadcast_inputs.empty() ? 1 : std::min(reread_tile, ax.size)});
+      else if (stream && as.kind == sched::AxisKind::streamed)
+        l.streams.push_back({ax.name, std::min(chunk, ax.size), as.accumulators});
     }
-    if (dtype)
-      for (NodeId id : d.inputs())
-        if (is_float(d.node(id).dtype)) l.keep.push_back({d.node(id).name, *dtype});
-    if (!l.keep.empty())
-      for (const ir::Output& o : d.outputs) l.keep.push_back({d.node(o.node).name, std::nullopt});
-    l.stages = 2;
-    Schedule s;
-    s.levels.push_back(std::move(l));
-    return s;
+    return l;
   };
-  Schedule best = build(1);
-  for (std::int64_t tile = 2; tile <= 256; tile *= 2) {
-    Schedule s = build(tile);
+  auto fits = [&](const Schedule& s, std::string_view name, double fraction) {
     auto est = estimate(d, s, m);
-    if (!est) break;
-    const LevelCost* smem = nullptr;
+    if (!est) return false;
     for (const auto& lc : est->levels)
-      if (lc.scheduled) smem = &lc;
-    if (!smem || smem->peak_bytes > smem->capacity_bytes) break;
-    best = std::move(s);
+      if (lc.scheduled && lc.name == name) return lc.peak_bytes <= fraction * lc.capacity_bytes;
+    return false;
+  };
+  Schedule s;
+  // l2: the largest power-of-two tile whose inputs fit in a quarter of L2 (several tiles are
+  // in flight at once).
+  std::vector<std::string> both = inputs;
+  both.insert(both.end(), outputs.begin(), outputs.end());
+  LevelSchedule l2 = level(arch::kL2, 1, false, 0);
+  l2.keep = keep_list(both, true);
+  for (std::int64_t tile = 2; tile <= (std::int64_t{1} << 40); tile *= 2) {
+    // A minimal smem level below keeps l2 from being the innermost (computing) level.
+    Schedule trial{{level(arch::kL2, tile, false, 0), level(arch::kSmem, 1, true, 1)}};
+    trial.levels[0].keep = l2.keep;
+    if (!fits(trial, arch::kL2, 0.25)) break;
+    l2 = trial.levels[0];
+    if (std::all_of(l2.tiles.begin(), l2.tiles.end(), [&](const sched::TiledAxis& t) {
+          return t.tile == d.axis(*d.find_axis(t.axis)).size || t.tile == 1;
+        }))
+      break;
+  }
+  // smem and rmem: the largest power-of-two tile up to 256 whose smem and rmem both fit.
+  const std::int64_t chunk = 64;
+  Schedule best;
+  for (std::int64_t tile = 1; tile <= 256; tile *= 2) {
+    Schedule trial;
+    trial.levels.push_back(l2);
+    LevelSchedule smem = level(arch::kSmem, tile, true, chunk);
+    smem.keep = keep_list(both, true);
+    smem.stages = 2;
+    LevelSchedule rmem = level(arch::kRmem, std::min<std::int64_t>(tile, 64), true, chunk);
+    rmem.keep = keep_list(outputs, false);
+    rmem.groups = static_cast<int>(std::max<std::int64_t>(1, tile / 64));
+    trial.levels.push_back(smem);
+    trial.levels.push_back(rmem);
+    if (tile > 1 && !(fits(trial, arch::kSmem, 1.0) && fits(trial, arch::kRmem, 1.0))) break;
+    best = std::move(trial);
   }
   return best;
 }

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "driver/analyze_command.h"
 #include "driver/driver.h"
 #include "driver/draw_command.h"
 #include "driver/machines_command.h"
@@ -83,6 +84,32 @@ int main(int argc, char** argv) {
                    "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks");
   draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
   draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
+
+  DiagramArgs analyze_args;
+  napkin::driver::AnalyzeOptions analyze_options;
+  std::string analyze_schedule;
+  auto* analyze = app.add_subcommand(
+      "analyze", "streamable axes, the closed-form transfer bound, thresholds, and one schedule's estimate");
+  add_diagram_args(analyze, analyze_args);
+  analyze->add_option("--machine", analyze_options.machine, "machine name (see `napkin machines`)")->required();
+  analyze->add_option("--schedule", analyze_schedule,
+                      "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
+  analyze->add_flag("--json", analyze_options.json, "print the analysis as JSON");
+  analyze->callback([&] {
+    if (!analyze_schedule.empty()) analyze_options.schedule = analyze_schedule;
+    run = [&] { return napkin::driver::analyze(analyze_args, analyze_options); };
+  });
+
+  DiagramArgs compare_args;
+  napkin::driver::CompareOptions compare_options;
+  auto* compare = app.add_subcommand("compare", "one table of the estimate across machines and precisions");
+  add_diagram_args(compare, compare_args);
+  compare->add_option("--machines", compare_options.machines, "machine names, comma-separated")
+      ->delimiter(',')->required();
+  compare->add_option("--dtypes", compare_options.dtypes, "input precisions, comma-separated (bf16,fp8,...)")
+      ->delimiter(',')->required();
+  compare->add_flag("--json", compare_options.json, "print the rows as JSON");
+  compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
 
   try {
     app.parse(argc, argv);
