@@ -90,16 +90,18 @@ struct FwdConfig {
   static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
   static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
   static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024;
+  // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
+  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024 ? 2 : 1;
   struct SharedStorage {
-    cute::array_aligned<Element, kConsumerWGs * kQTileElems, 1024> q;
+    cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
-    OnceBarrier q_bar;      // Q of the next tile (and tile_idx) is ready
-    uint64_t q_empty;       // every consumer warp is done with Q and has read tile_idx
-    int tile_idx;           // the tile being computed; -1: no more tiles
+    OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
+    uint64_t q_empty[kQBuffers];    // every consumer warp is done with that Q and has read tile_idx
+    int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
     __device__ Element* o_staging() { return kSeparateO ? o.data() : q.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
@@ -204,8 +206,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
   if (threadIdx.x == 0) {
     if (cute::cast_smem_ptr_to_uint(smem_raw) % 1024 != 0) __trap();  // SW128 needs 1 KiB alignment
-    ss.q_bar.init();
-    cutlass::arch::ClusterBarrier::init(&ss.q_empty, 4 * Cfg::kConsumerWGs);
+    for (int b = 0; b < Cfg::kQBuffers; ++b) {
+      ss.q_bar[b].init();
+      cutlass::arch::ClusterBarrier::init(&ss.q_empty[b], 4 * Cfg::kConsumerWGs);
+    }
     ss.k_ring.init(4 * Cfg::kConsumerWGs);  // one arrival per consumer warp frees a slot
     ss.v_ring.init(4 * Cfg::kConsumerWGs);
     cutlass::arch::fence_barrier_init();
@@ -227,29 +231,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       RingState<Cfg::kStages> st;
       int q_iter = 0;
       for (int tile = blockIdx.x;; tile = atomicAdd(p.tile_counter, 1) + gridDim.x) {
-        // Q and tile_idx: rewritten once every consumer warp is done with the previous ones.
-        if (q_iter > 0) cutlass::arch::ClusterBarrier::wait(&ss.q_empty, (q_iter - 1) & 1);
+        // Q buffer qb and its tile_idx: rewritten once every consumer warp is done with them.
+        const int qb = q_iter % Cfg::kQBuffers;
+        if (q_iter >= Cfg::kQBuffers)
+          cutlass::arch::ClusterBarrier::wait(&ss.q_empty[qb], (q_iter / Cfg::kQBuffers - 1) & 1);
         ++q_iter;
         if (tile >= p.num_tiles) {
-          atomicExch(&ss.tile_idx, -1);
-          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar.bar);
+          atomicExch(&ss.tile_idx[qb], -1);
+          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
           break;
         }
-        atomicExch(&ss.tile_idx, tile);
+        atomicExch(&ss.tile_idx[qb], tile);
         const TileCoord tc = sched.decode(tile);
         const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
         if (n_blocks == 0) {
-          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar.bar);
+          cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
           continue;
         }
-        ss.q_bar.arrive_expect(Cfg::kQBytes);
+        ss.q_bar[qb].arrive_expect(Cfg::kQBytes);
         CUTE_UNROLL
         for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
           Tensor gQ = local_tile(mQ(_, _, tc.head, tc.batch), Shape<_64, D>{},
                                  make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
-          Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
+          Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                   typename Cfg::SmemLayoutQ{});                                // (64, D)
-          copy(p.tma_q.with(ss.q_bar.bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
+          copy(p.tma_q.with(ss.q_bar[qb].bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
         }
         const int head_kv = tc.head / p.group;
         Tensor gK = local_tile(mK(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
@@ -275,7 +281,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     const int warp_in_wg = warp % 4;
 
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
-                            typename Cfg::SmemLayoutQ{});                                  // (64, D)
+                            typename Cfg::SmemLayoutQ{});                                  // (64, D) buffer 0
     Tensor sO = make_tensor(make_smem_ptr(ss.o_staging() + w * Cfg::kQTileElems),
                             typename Cfg::SmemLayoutQ{});                                  // (64, D)
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});     // (N, D, S)
@@ -285,7 +291,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     typename Cfg::MmaPV mma_pv;
     auto thr_qk = mma_qk.get_thread_slice(tid);
     auto thr_pv = mma_pv.get_thread_slice(tid);
-    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);                          // (MMA, 1, D/16)
     Tensor tSrK = thr_qk.partition_fragment_B(sK);                          // (MMA, 1, D/16, S)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);                         // (MMA, 1, N/16, S)
     Tensor tOsO = thr_pv.partition_C(sO);                                   // ((2,2,D/8), 1, 1)
@@ -302,9 +307,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     auto release = [&](auto& ring, auto st) {
       if (lane == 0) ring.consumer_release(st);
     };
+    int qb = 0;  // Q buffer of the current tile
     auto release_q = [&]() {
       __syncwarp();
-      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty);
+      if (lane == 0) cutlass::arch::ClusterBarrier::arrive(&ss.q_empty[qb]);
     };
 
     RingState<Cfg::kStages> k_st, v_st;
@@ -312,10 +318,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     const bool pp = Cfg::kConsumerWGs >= 2 && p.pingpong;
     if (w == Cfg::kConsumerWGs - 1) pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);  // warpgroup 0 goes first
     while (true) {
-      ss.q_bar.wait(q_iter & 1);
+      qb = q_iter % Cfg::kQBuffers;
+      ss.q_bar[qb].wait((q_iter / Cfg::kQBuffers) & 1);
       ++q_iter;
       int tile = 0;
-      if (lane == 0) tile = atomicAdd(&ss.tile_idx, 0);
+      if (lane == 0) tile = atomicAdd(&ss.tile_idx[qb], 0);
       tile = __shfl_sync(0xffffffffu, tile, 0);
       if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
@@ -343,6 +350,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
       OnlineSoftmax<kBlockN> softmax;
       softmax.init();
+      Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
+                                 typename Cfg::SmemLayoutQ{});                             // (64, D)
+      Tensor tSrQ = thr_qk.partition_fragment_A(sQcur);                     // (MMA, 1, D/16)
       if (n_blocks > 0) {
         float corr[2];
 
