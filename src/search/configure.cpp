@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+// Section numbers refer to docs/configuration.md.
+#include "search/configure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+
+namespace napkin::search {
+
+using ir::AxisId;
+using ir::Diagram;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+std::string_view overlap_name(Overlap o) {
+  switch (o) {
+    case Overlap::sequential: return "sequential";
+    case Overlap::intra_warpgroup: return "intra_warpgroup";
+    case Overlap::pingpong: return "pingpong";
+  }
+  return "?";
+}
+
+namespace {
+
+bool has(const Node& n, AxisId a) { return std::find(n.axes.begin(), n.axes.end(), a) != n.axes.end(); }
+
+bool narrow(DType t) { return is_float(t) && t != DType::f32 && t != DType::f64; }
+
+// The structure the solver needs: row axes (re-read: tiled per warpgroup), one streamed axis,
+// batch axes (woven, tile 1) and whole axes (neither: kept entire, like d).
+struct Shape {
+  std::vector<AxisId> rows, batch, whole;
+  AxisId stream = -1;
+  std::vector<sched::Accumulator> accumulators;
+};
+
+Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
+  Shape s;
+  std::vector<std::string> streamed;
+  for (const auto& a : r.axes) {
+    if (a.kind == sched::AxisKind::streamed) {
+      s.stream = a.axis;
+      s.accumulators = a.accumulators;
+      streamed.push_back(d.axis(a.axis).name);
+    } else if (a.kind == sched::AxisKind::woven) {
+      (a.broadcast_inputs.empty() ? s.batch : s.rows).push_back(a.axis);
+    } else {
+      s.whole.push_back(a.axis);
+    }
+  }
+  if (streamed.size() != 1 || s.rows.empty())
+    return plain_error(fmt::format(
+        "the configuration solver needs one streamed axis and at least one re-read axis (rows), as in "
+        "attention; {} has {} streamed ({}) and {} re-read",
+        d.source_name, streamed.size(), fmt::join(streamed, " "), s.rows.size()));
+  return s;
+}
+
+std::string shape_text(const Diagram& d, const Node& n, const std::vector<std::pair<AxisId, std::int64_t>>& extents) {
+  std::string s = "[";
+  for (AxisId a : n.axes) {
+    std::int64_t e = d.axis(a).size;
+    for (const auto& [ax, v] : extents)
+      if (ax == a) e = v;
+    s += fmt::format("{}{}:{}", s.size() > 1 ? " " : "", d.axis(a).name, e);
+  }
+  return s + "]";
+}
+
+double elements(const Diagram& d, const Node& n, const std::vector<std::pair<AxisId, std::int64_t>>& extents) {
+  double x = 1;
+  for (AxisId a : n.axes) {
+    std::int64_t e = d.axis(a).size;
+    for (const auto& [ax, v] : extents)
+      if (ax == a) e = v;
+    x *= static_cast<double>(e);
+  }
+  return x;
+}
+
+bool is_output(const Diagram& d, NodeId id) {
+  return std::any_of(d.outputs.begin(), d.outputs.end(), [&](const ir::Output& o) { return o.node == id; });
+}
+
+}  // namespace
+
+Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& report,
+                                const arch::Machine& m, const Config& c) {
+  auto shape_r = shape_of(d, report);
+  if (!shape_r) return shape_r.error();
+  const Shape sh = shape_r.value();
+  const Diagram& dn = report.normalised.diagram;
+  Configuration out;
+  out.config = c;
+  const auto wg_threads = m.limits.warpgroup_size_threads;
+  if (!wg_threads)
+    return plain_error(fmt::format("machine {} has no warpgroups (wgmma needs sm_90 or later)", m.name));
+  const double threads = static_cast<double>(wg_threads->value);
+  const double clock = m.clock_hz.value, sms = static_cast<double>(m.sm_count.value);
+  const std::string stream_name = d.axis(sh.stream).name;
+  // Per-row extents: a row is one element of the row axes; the chunk of the streamed axis.
+  std::vector<std::pair<AxisId, std::int64_t>> per_row{{sh.stream, c.chunk}};
+  for (AxisId a : sh.rows) per_row.emplace_back(a, 1);
+  for (AxisId a : sh.batch) per_row.emplace_back(a, 1);
+  // Per-warpgroup tile extents: w_q rows (over the last row axis; the others whole).
+  double other_rows = 1;
+  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) other_rows *= static_cast<double>(d.axis(sh.rows[i]).size);
+  const AxisId last_row = sh.rows.back();
+  const double last_per_wg = static_cast<double>(c.rows_per_warpgroup) / other_rows;
+  std::vector<std::pair<AxisId, std::int64_t>> per_wg{{sh.stream, c.chunk}};
+  for (AxisId a : sh.batch) per_wg.emplace_back(a, 1);
+  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) per_wg.emplace_back(sh.rows[i], d.axis(sh.rows[i]).size);
+  per_wg.emplace_back(last_row, static_cast<std::int64_t>(std::max(1.0, last_per_wg)));
+  auto reject = [&](std::string why) {
+    if (!out.rejection) out.rejection = std::move(why);
+  };
+  if (last_per_wg < 1 || std::floor(last_per_wg) != last_per_wg)
+    reject(fmt::format("rows: w_q = {} is not a multiple of the other row axes' {} rows", c.rows_per_warpgroup, other_rows));
+
+  // §1 Divisibility: WGMMA shapes (M = 64 per warpgroup, N % 8, K % 16 for 16-bit and % 32
+  // for 8-bit operands), one row per thread, and 128-byte coalescing of every input's
+  // contiguous axis, combined by LCM.
+  Divisibility rows_div{"w_" + d.axis(last_row).name, 1, {}, c.rows_per_warpgroup};
+  Divisibility chunk_div{"s_" + stream_name, 1, {}, c.chunk};
+  std::vector<Divisibility> whole_div;
+  for (AxisId a : sh.whole) whole_div.push_back({d.axis(a).name, 1, {}, d.axis(a).size});
+  auto need = [](Divisibility& dv, std::int64_t k, std::string why) {
+    dv.multiple = std::lcm(dv.multiple, k);
+    dv.reasons.push_back(fmt::format("{} ({})", k, why));
+  };
+  auto div_of = [&](AxisId a) -> Divisibility* {
+    if (a == sh.stream) return &chunk_div;
+    if (a == last_row) return &rows_div;
+    for (std::size_t i = 0; i < sh.whole.size(); ++i)
+      if (sh.whole[i] == a) return &whole_div[i];
+    return nullptr;
+  };
+  need(rows_div, 64, "WGMMA M = 64 per warpgroup");
+  need(rows_div, static_cast<std::int64_t>(threads), "one row per thread of a warpgroup");
+  for (const Node& n : dn.nodes) {
+    if (n.op != OpKind::contract) continue;
+    DType fmt_t = DType::f32;
+    for (NodeId o : n.operands)
+      if (narrow(dn.node(o).dtype)) fmt_t = dn.node(o).dtype;
+    const std::int64_t k_mult = dtype_bytes(fmt_t) == 1 ? 32 : 16;
+    for (AxisId a : n.over)
+      if (auto* dv = div_of(a)) need(*dv, k_mult, fmt::format("WGMMA K of a {} contraction", dtype_name(fmt_t)));
+    for (AxisId a : n.axes)
+      if (a != last_row && !std::count(sh.rows.begin(), sh.rows.end(), a) && !std::count(sh.batch.begin(), sh.batch.end(), a))
+        if (auto* dv = div_of(a)) need(*dv, 8, "WGMMA N % 8");
+  }
+  for (NodeId id : d.inputs()) {
+    const Node& n = d.node(id);
+    if (n.axes.empty()) continue;
+    const AxisId inner = n.axes.back();
+    if (auto* dv = div_of(inner); dv && dv != &rows_div)
+      need(*dv, 128 / dtype_bytes(n.dtype), fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype)));
+  }
+  out.divisibility.push_back(rows_div);
+  out.divisibility.push_back(chunk_div);
+  for (auto& w : whole_div) out.divisibility.push_back(w);
+  for (const Divisibility& dv : out.divisibility)
+    if (!dv.ok()) reject(fmt::format("divisibility: {} = {} is not a multiple of {}", dv.what, dv.value, dv.multiple));
+
+  // §2 Variables and footprints.
+  const DType acc = c.accumulator_dtype.value_or(DType::f32);
+  for (NodeId id : d.inputs()) {
+    const Node& n = d.node(id);
+    if (has(n, sh.stream)) {
+      const double b = elements(d, n, per_wg) * dtype_bytes(n.dtype) * std::max(1, c.stages);
+      out.variables.push_back({n.name + fmt::format(" (x{} stages)", std::max(1, c.stages)), shape_text(d, n, per_wg),
+                               n.dtype, "smem", "per CTA", b});
+      out.smem_per_cta_bytes += b;
+    } else {
+      const double b = elements(d, n, per_wg) * dtype_bytes(n.dtype);
+      out.variables.push_back({n.name, shape_text(d, n, per_wg), n.dtype, "smem", "per warpgroup", b});
+      out.smem_per_warpgroup_bytes += b;
+    }
+  }
+  for (const ir::Output& o : d.outputs) {
+    const Node& n = d.node(o.node);
+    const double staged = elements(d, n, per_wg) * dtype_bytes(n.dtype);
+    out.variables.push_back({n.name + " (store staging)", shape_text(d, n, per_wg), n.dtype, "smem", "per warpgroup", staged});
+    out.smem_per_warpgroup_bytes += staged;
+    if (!has(n, sh.stream)) {
+      const double b = elements(d, n, per_wg) * dtype_bytes(acc);
+      out.variables.push_back({n.name + " (accumulator)", shape_text(d, n, per_wg), acc, "rmem", "per warpgroup", b});
+      out.registers_per_warpgroup_bytes += b;
+    }
+  }
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const Node& n = d.nodes[i];
+    const auto id = static_cast<NodeId>(i);
+    if (n.name.empty() || n.op == OpKind::input || n.op == OpKind::constant || is_output(d, id)) continue;
+    const double b = elements(d, n, per_wg) * dtype_bytes(n.dtype);
+    out.variables.push_back({n.name, shape_text(d, n, per_wg), n.dtype, "rmem", "per warpgroup", b});
+    out.registers_per_warpgroup_bytes += b;
+  }
+  int stats = 0;
+  for (sched::Accumulator a : sh.accumulators)
+    stats += a == sched::Accumulator::online_softmax ? 3 : a == sched::Accumulator::logsumexp ? 2
+             : a == sched::Accumulator::add ? 0 : 1;
+  if (stats) {
+    const double b = static_cast<double>(c.rows_per_warpgroup) * stats * dtype_bytes(acc);
+    out.variables.push_back({fmt::format("row statistics ({})", stats == 3 ? "m, l, delta" : std::to_string(stats)),
+                             fmt::format("[rows:{} x{}]", c.rows_per_warpgroup, stats), acc, "rmem", "per warpgroup", b});
+    out.registers_per_warpgroup_bytes += b;
+  }
+  if (!c.subloops.empty()) {
+    // Fragments the tensor core is fed from registers, per row, in the narrow format of the
+    // contraction over the streamed axis (P in P.V).
+    DType frag = DType::f16;
+    for (const Node& n : dn.nodes)
+      if (n.op == OpKind::contract && std::count(n.over.begin(), n.over.end(), sh.stream))
+        for (NodeId o : n.operands)
+          if (narrow(dn.node(o).dtype)) frag = dn.node(o).dtype;
+    std::int64_t per_row_values = 0;
+    std::string names;
+    for (std::size_t i = 0; i < c.subloops.size(); ++i) {
+      per_row_values += c.subloops[i];
+      names += fmt::format("{}{}", i ? ", " : "", c.subloops[i]);
+    }
+    const double b = static_cast<double>(c.rows_per_warpgroup * per_row_values) * dtype_bytes(frag);
+    out.variables.push_back({"tensor-core fragments (sub-loops " + names + ")",
+                             fmt::format("[rows:{} x{}]", c.rows_per_warpgroup, per_row_values), frag, "rmem",
+                             "per warpgroup", b});
+    out.registers_per_warpgroup_bytes += b;
+  }
+  const double smem_sm = static_cast<double>(m.limits.smem_bytes_per_sm.value);
+  const double regs_sm = static_cast<double>(m.limits.registers_per_sm.value) * 4;
+  out.max_warpgroups_smem = (smem_sm - out.smem_per_cta_bytes) / out.smem_per_warpgroup_bytes;
+  out.max_warpgroups_registers = regs_sm / out.registers_per_warpgroup_bytes;
+  out.registers_per_thread = out.registers_per_warpgroup_bytes / threads / 4;
+  const int fit = static_cast<int>(std::floor(std::min(out.max_warpgroups_smem, out.max_warpgroups_registers)));
+  // One producer warpgroup besides the consumers (warp specialisation).
+  const int thread_cap = static_cast<int>(static_cast<double>(m.limits.threads_per_sm.value) / threads) - 1;
+  out.warpgroups = c.warpgroups > 0 ? c.warpgroups : std::min(fit, thread_cap);
+  if (out.registers_per_thread > static_cast<double>(m.limits.registers_per_thread.value))
+    reject(fmt::format("registers: {:.1f} per thread, the machine allows {}", out.registers_per_thread,
+                       m.limits.registers_per_thread.value));
+  if (out.max_warpgroups_smem < 1)
+    reject(fmt::format("smem: one warpgroup needs {:.1f} KiB plus {:.1f} KiB per CTA, an SM has {:.1f} KiB",
+                       out.smem_per_warpgroup_bytes / 1024, out.smem_per_cta_bytes / 1024, smem_sm / 1024));
+  if (out.max_warpgroups_registers < 1)
+    reject(fmt::format("registers: one warpgroup needs {:.1f} KiB, an SM has {:.1f} KiB",
+                       out.registers_per_warpgroup_bytes / 1024, regs_sm / 1024));
+  if (out.warpgroups > fit && fit >= 1)
+    reject(fmt::format("{} warpgroups: only {:.2f} fit in smem and {:.2f} in registers", out.warpgroups,
+                       out.max_warpgroups_smem, out.max_warpgroups_registers));
+  if (out.warpgroups > thread_cap)
+    reject(fmt::format("threads: {} consumer warpgroups and a producer exceed {} threads per SM", out.warpgroups,
+                       m.limits.threads_per_sm.value));
+  if (out.smem_per_cta_bytes + out.warpgroups * out.smem_per_warpgroup_bytes >
+      static_cast<double>(m.limits.smem_bytes_per_block.value))
+    reject(fmt::format("smem: {:.1f} KiB per CTA exceeds the per-block limit {:.1f} KiB",
+                       (out.smem_per_cta_bytes + out.warpgroups * out.smem_per_warpgroup_bytes) / 1024,
+                       static_cast<double>(m.limits.smem_bytes_per_block.value) / 1024));
+  out.warpgroups = std::max(1, out.warpgroups);
+
+  // §3 Throughput per row and chunk (one thread-iteration with one row a thread).
+  double first_gemm_clk = -1;
+  for (std::size_t i = 0; i < dn.nodes.size(); ++i) {
+    const Node& n = dn.nodes[i];
+    const std::string what = n.name.empty() ? std::string(ir::op_name(n.op)) : fmt::format("{} '{}'", ir::op_name(n.op), n.name);
+    if (n.op == OpKind::contract) {
+      double loop = 1;
+      std::vector<AxisId> axes = n.axes;
+      axes.insert(axes.end(), n.over.begin(), n.over.end());
+      for (AxisId a : axes) {
+        std::int64_t e = d.axis(a).size;
+        for (const auto& [ax, v] : per_row)
+          if (ax == a) e = v;
+        loop *= static_cast<double>(e);
+      }
+      DType fmt_t = DType::f32;
+      for (NodeId o : n.operands)
+        if (narrow(dn.node(o).dtype)) fmt_t = dn.node(o).dtype;
+      const arch::Unit u = narrow(fmt_t) ? arch::Unit::tensor_core : arch::Unit::fma;
+      const auto rate = m.ops_per_clk_per_sm(u, fmt_t);
+      if (!rate) return plain_error(fmt::format("machine {} has no {} rate for {}", m.name, arch::unit_name(u), dtype_name(fmt_t)));
+      std::string label = fmt::format("contract over {}", ir::axes_text(dn, n.over));
+      const double ops = u == arch::Unit::tensor_core ? 2 * loop : loop;
+      out.rates.push_back({label, u, fmt_t, ops, *rate, ops / *rate});
+      out.flops_per_row += 2 * loop;
+      if (u == arch::Unit::tensor_core) {
+        out.tensor_clk_per_row += ops / *rate;
+        if (first_gemm_clk < 0) first_gemm_clk = ops / *rate;
+      } else {
+        out.fma_clk_per_row += ops / *rate;
+      }
+    } else if ((n.op == OpKind::exp || n.op == OpKind::exp2) && has(n, sh.stream)) {
+      double ops = static_cast<double>(c.chunk);
+      if (std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax)) ops += 1;  // delta
+      const double rate = *m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32);
+      out.rates.push_back({"exp (with the rescale exp(m_old - m_new))", arch::Unit::sfu, DType::f32, ops, rate, ops / rate});
+      out.sfu_clk_per_row += ops / rate;
+    }
+  }
+  for (const ir::Output& o : dn.outputs) {
+    const Node& n = dn.node(o.node);
+    if (has(n, sh.stream)) continue;
+    const DType t = acc == DType::f64 ? DType::f64 : (acc == DType::f32 ? DType::f32 : DType::f16);
+    const auto rate = m.ops_per_clk_per_sm(arch::Unit::fma, t);
+    if (!rate) return plain_error(fmt::format("machine {} has no fma rate for {}", m.name, dtype_name(t)));
+    const double ops = elements(d, n, per_row);
+    out.rates.push_back({fmt::format("rescale and accumulate {}", n.name), arch::Unit::fma, t, ops, *rate, ops / *rate});
+    out.fma_clk_per_row += ops / *rate;
+  }
+  const double ideal = std::max({out.tensor_clk_per_row, out.sfu_clk_per_row, out.fma_clk_per_row});
+  out.bound_unit = ideal == out.tensor_clk_per_row ? "tensor_core" : ideal == out.sfu_clk_per_row ? "sfu" : "fma";
+  const double rows_per_sm = static_cast<double>(out.warpgroups * c.rows_per_warpgroup);
+  out.compute_s_per_iteration = rows_per_sm * ideal / clock;
+  double chunk_bytes = 0;
+  for (NodeId id : d.inputs())
+    if (has(d.node(id), sh.stream)) chunk_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype);
+  out.transfer_s_per_iteration = chunk_bytes * sms / m.bytes_per_s(arch::kL2);
+  out.compute_bound = out.compute_s_per_iteration >= out.transfer_s_per_iteration;
+  out.ideal_flops_per_s = out.flops_per_row / ideal * sms * clock;
+
+  // §4 Overlap.
+  const double non_tensor = (1 + c.overhead) * std::max(out.sfu_clk_per_row, out.fma_clk_per_row);
+  double period = 0;
+  switch (c.overlap) {
+    case Overlap::sequential: period = out.tensor_clk_per_row + non_tensor; break;
+    case Overlap::intra_warpgroup:
+      period = std::max(first_gemm_clk, 0.0) + std::max(out.tensor_clk_per_row - std::max(first_gemm_clk, 0.0), non_tensor);
+      break;
+    case Overlap::pingpong:
+      period = std::max(out.tensor_clk_per_row, non_tensor);
+      if (out.warpgroups < 2) reject("pingpong needs at least 2 consumer warpgroups");
+      break;
+  }
+  const double transfer_clk_per_row = out.transfer_s_per_iteration * clock / rows_per_sm;
+  out.period_clk_per_row = std::max(period, transfer_clk_per_row);
+  out.efficiency = ideal / out.period_clk_per_row;
+  out.predicted_flops_per_s = out.flops_per_row / out.period_clk_per_row * sms * clock;
+
+  // The whole diagram: CTAs of N * w_q rows per (batch) slice, in waves over the SMs.
+  double batch = 1;
+  for (AxisId a : sh.batch) batch *= static_cast<double>(d.axis(a).size);
+  double rows_total = 1;
+  for (AxisId a : sh.rows) rows_total *= static_cast<double>(d.axis(a).size);
+  const double ctas = batch * std::ceil(rows_total / rows_per_sm);
+  const double waves = std::ceil(ctas / sms);
+  const double chunks = std::ceil(static_cast<double>(d.axis(sh.stream).size) / static_cast<double>(c.chunk));
+  out.predicted_time_s = waves * chunks * rows_per_sm * out.period_clk_per_row / clock;
+
+  // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
+  sched::LevelSchedule smem, rmem;
+  smem.level = std::string(arch::kSmem);
+  rmem.level = std::string(arch::kRmem);
+  for (AxisId a : sh.batch) {
+    smem.tiles.push_back({d.axis(a).name, 1});
+    rmem.tiles.push_back({d.axis(a).name, 1});
+  }
+  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) {
+    smem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
+    rmem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
+  }
+  const std::int64_t last_wg = static_cast<std::int64_t>(std::max(1.0, last_per_wg));
+  smem.tiles.push_back({d.axis(last_row).name, std::min(last_wg * out.warpgroups, d.axis(last_row).size)});
+  rmem.tiles.push_back({d.axis(last_row).name, std::min(last_wg, d.axis(last_row).size)});
+  const std::int64_t chunk = std::min(c.chunk, d.axis(sh.stream).size);
+  smem.streams.push_back({stream_name, chunk, sh.accumulators});
+  rmem.streams.push_back({stream_name, chunk, sh.accumulators});
+  for (NodeId id : d.inputs()) smem.keep.push_back({d.node(id).name, std::nullopt});
+  for (const ir::Output& o : d.outputs) {
+    smem.keep.push_back({d.node(o.node).name, std::nullopt});
+    rmem.keep.push_back({d.node(o.node).name, c.accumulator_dtype});
+  }
+  smem.stages = std::max(1, c.stages);
+  rmem.groups = out.warpgroups;
+  out.schedule.levels = {smem, rmem};
+  return out;
+}
+
+}  // namespace napkin::search

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// The configuration solver (derivation step 5; the paper's section 5, automated): for a
+// diagram whose rows (the re-read axes: q, or q and query heads for GQA) are tiled per
+// warpgroup and whose streamed axis is chunked, it derives the divisibility constraints (LCM
+// of coalescing and WGMMA shapes), the variable table and the shared-memory and register
+// footprints that give the warpgroups per SM, the per-operation throughput table that names
+// the bound unit, the bandwidth check, and the time under an overlap schedule.
+// docs/configuration.md states every rule.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arch/machine.h"
+#include "ir/ir.h"
+#include "sched/schedule.h"
+#include "sched/streaming.h"
+
+namespace napkin::search {
+
+// How a warpgroup's tensor-core work overlaps its non-tensor work (softmax):
+//   sequential       t_tc + (1 + f) * max(t_sfu, t_fma)              no overlap
+//   intra_warpgroup  t_first + max(t_rest, (1 + f) * max(t_sfu, t_fma))  softmax under the next GEMM
+//   pingpong         max(t_tc, (1 + f) * max(t_sfu, t_fma))           warpgroups alternate units
+// where f is the overhead allowance on non-tensor work (the paper's 50 %, FA3's reading 66 %).
+enum class Overlap : std::uint8_t { sequential, intra_warpgroup, pingpong };
+std::string_view overlap_name(Overlap o);
+
+struct Config {
+  std::int64_t rows_per_warpgroup = 128;  // w_q: rows of the tile per consumer warpgroup
+  std::int64_t chunk = 64;                // s_x: chunk of the streamed axis
+  int warpgroups = 0;                     // consumer warpgroups per SM; 0: as many as fit
+  int stages = 2;                         // pipeline buffers of the streamed chunks
+  Overlap overlap = Overlap::pingpong;
+  double overhead = 0.0;                  // f: allowance on non-tensor work
+  std::optional<DType> accumulator_dtype;  // of the output accumulators (default f32)
+  std::vector<std::int64_t> subloops;     // tensor-core sub-loops over the output's last axis (d', d'')
+};
+
+struct Divisibility {
+  std::string what;                  // "w_q", "s_k", "d"
+  std::int64_t multiple = 1;         // LCM of the requirements
+  std::vector<std::string> reasons;  // "WGMMA M = 64 per warpgroup", ...
+  std::int64_t value = 0;            // the configured value
+  bool ok() const { return value % multiple == 0; }
+};
+
+struct Variable {
+  std::string name;
+  std::string shape;   // "[q:128 d:128]"
+  DType dtype = DType::f32;
+  std::string level;   // smem, rmem
+  std::string scope;   // "per CTA" (shared by the warpgroups) or "per warpgroup"
+  double bytes = 0;
+};
+
+struct OpRate {
+  std::string op;          // "contract 'S' over d"
+  arch::Unit unit = arch::Unit::tensor_core;
+  DType dtype = DType::f32;
+  double ops_per_row = 0;  // per row and chunk ("per thread-iteration" with one row a thread)
+  double ops_per_clk = 0;  // per SM
+  double clk_per_row = 0;
+};
+
+struct Configuration {
+  Config config;
+  int warpgroups = 0;                   // N used
+  std::vector<Divisibility> divisibility;
+  std::vector<Variable> variables;
+  double smem_per_cta_bytes = 0, smem_per_warpgroup_bytes = 0, registers_per_warpgroup_bytes = 0;
+  double max_warpgroups_smem = 0, max_warpgroups_registers = 0;  // N_max by each capacity
+  double registers_per_thread = 0;
+  std::vector<OpRate> rates;
+  double tensor_clk_per_row = 0, sfu_clk_per_row = 0, fma_clk_per_row = 0;
+  std::string bound_unit;               // of the ideal (perfect overlap, no overhead)
+  double compute_s_per_iteration = 0;   // one chunk for the N * w_q rows of an SM
+  double transfer_s_per_iteration = 0;  // the chunk's bytes for every SM over HBM, no caching
+  bool compute_bound = true;
+  double flops_per_row = 0;
+  double ideal_flops_per_s = 0;         // bound unit at its peak, all else hidden
+  double period_clk_per_row = 0;        // under the overlap schedule
+  double efficiency = 0;                // ideal / period
+  double predicted_flops_per_s = 0;
+  double predicted_time_s = 0;          // the whole diagram, with wave quantization
+  std::optional<std::string> rejection;  // why this configuration is infeasible, if it is
+  sched::Schedule schedule;             // the configuration as a schedule (smem and rmem levels)
+};
+
+// Pre: d verified. Errors: the diagram is not of the row-tile/stream-chunk shape (names what
+// it has), the machine lacks a rate or a warpgroup size. An infeasible configuration is a
+// normal result with `rejection` set.
+Result<Configuration> configure(const ir::Diagram& d, const sched::StreamingReport& report,
+                                const arch::Machine& m, const Config& c);
+
+}  // namespace napkin::search

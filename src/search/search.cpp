@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "search/search.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace napkin::search {
+
+namespace {
+
+std::string reason_class(const std::string& reason) {
+  const auto colon = reason.find(':');
+  std::string cls = reason.substr(0, colon);
+  if (cls.find("warpgroups") != std::string::npos) cls = "warpgroups";
+  if (cls.find("pingpong") != std::string::npos) cls = "overlap";
+  return cls;
+}
+
+std::string summary(const ir::Diagram& d, const Config& c, int n) {
+  (void)d;
+  return fmt::format("w={} s={} N={} stages={} {}", c.rows_per_warpgroup, c.chunk, n, c.stages,
+                     overlap_name(c.overlap));
+}
+
+Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingReport& report,
+                                   const arch::Machine& m, const SearchOptions& o) {
+  SearchResult r;
+  r.method = "configuration solver";
+  for (std::int64_t w : o.rows)
+    for (std::int64_t s : o.chunks)
+      for (int n : o.warpgroups)
+        for (int st : o.stages)
+          for (Overlap ov : o.overlaps) {
+            Config c;
+            c.rows_per_warpgroup = w;
+            c.chunk = s;
+            c.warpgroups = n;
+            c.stages = st;
+            c.overlap = ov;
+            c.overhead = o.overhead;
+            c.accumulator_dtype = o.accumulator_dtype;
+            c.subloops = o.subloops;
+            ++r.considered;
+            auto conf = configure(d, report, m, c);
+            if (!conf) return conf.error();
+            const std::string line = summary(d, c, n);
+            if (conf->rejection) {
+              ++r.rejected[reason_class(*conf->rejection)];
+              r.rejections.push_back({line, *conf->rejection});
+              continue;
+            }
+            Ranked k;
+            k.schedule = conf->schedule;
+            k.predicted_time_s = conf->predicted_time_s;
+            k.tflops = conf->predicted_time_s > 0 ? 0 : 0;
+            k.bound = conf->efficiency < 1 - 1e-9 ? std::string("overlap (") + std::string(overlap_name(ov)) + ")"
+                                                   : conf->bound_unit;
+            if (!conf->compute_bound && conf->period_clk_per_row > conf->tensor_clk_per_row) k.bound = "transfer gmem->l2";
+            k.groups_per_sm = conf->warpgroups;
+            k.summary = line;
+            k.configuration = std::move(conf.value());
+            r.ranked.push_back(std::move(k));
+          }
+  return r;
+}
+
+// Diagrams of another shape: candidate schedules through the cost model.
+Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::StreamingReport& report,
+                                     const arch::Machine& m) {
+  SearchResult r;
+  r.method = "cost model over schedules";
+  const sched::Schedule base = cost::default_schedule(d, report, m);
+  for (std::int64_t tile : {16, 32, 64, 128, 256})
+    for (std::int64_t chunk : {32, 64, 128})
+      for (int stages : {1, 2, 3, 4}) {
+        sched::Schedule s = base;
+        for (auto& l : s.levels) {
+          if (l.level == arch::kL2) continue;
+          for (auto& t : l.tiles)
+            if (t.tile > 1) t.tile = std::min(tile, d.axis(*d.find_axis(t.axis)).size);
+          for (auto& st : l.streams) st.chunk = std::min(chunk, d.axis(*d.find_axis(st.axis)).size);
+          if (l.level == arch::kSmem) l.stages = stages;
+        }
+        ++r.considered;
+        const std::string line = sched::to_string(s);
+        auto e = cost::estimate(d, s, m);
+        if (!e) return e.error();
+        std::string why;
+        for (const auto& lc : e->levels)
+          if (lc.scheduled && lc.peak_bytes > lc.capacity_bytes && why.empty())
+            why = fmt::format("{}: one group needs {:.1f} KiB, the machine has {:.1f} KiB", lc.name,
+                              lc.peak_bytes / 1024, lc.capacity_bytes / 1024);
+        if (!why.empty()) {
+          ++r.rejected[reason_class(why)];
+          r.rejections.push_back({line, why});
+          continue;
+        }
+        Ranked k;
+        k.schedule = s;
+        k.predicted_time_s = e->predicted_time_s;
+        k.tflops = e->tflops();
+        k.bound = e->bound;
+        k.summary = line;
+        r.ranked.push_back(std::move(k));
+      }
+  return r;
+}
+
+}  // namespace
+
+Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& report,
+                            const arch::Machine& m, const SearchOptions& options) {
+  int streamed = 0, rows = 0;
+  for (const auto& a : report.axes) {
+    streamed += a.kind == sched::AxisKind::streamed;
+    rows += a.kind == sched::AxisKind::woven && !a.broadcast_inputs.empty();
+  }
+  const bool solver = streamed == 1 && rows >= 1 && m.limits.warpgroup_size_threads.has_value() &&
+                      std::none_of(report.axes.begin(), report.axes.end(), [&](const sched::AxisStreaming& a) {
+                        return a.kind == sched::AxisKind::streamed &&
+                               std::count(a.accumulators.begin(), a.accumulators.end(), sched::Accumulator::add) &&
+                               a.accumulators.size() == 1;
+                      });
+  auto r = solver ? solver_search(d, report, m, options) : schedule_search(d, report, m);
+  if (!r) return r;
+  double flops = 0;
+  for (const ir::Node& n : report.normalised.diagram.nodes)
+    if (n.op == ir::OpKind::contract) {
+      double loop = static_cast<double>(report.normalised.diagram.elements(n.axes));
+      for (ir::AxisId a : n.over) loop *= static_cast<double>(d.axis(a).size);
+      flops += 2 * loop;
+    }
+  for (Ranked& k : r->ranked)
+    if (k.predicted_time_s > 0) k.tflops = flops / k.predicted_time_s / 1e12;
+  std::stable_sort(r->ranked.begin(), r->ranked.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.predicted_time_s < b.predicted_time_s; });
+  return r;
+}
+
+}  // namespace napkin::search
