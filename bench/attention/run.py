@@ -119,10 +119,10 @@ def main():
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         # One compiled kernel per shape and mask: lift dynamo's recompile limit (default 8), past
         # which flex_attention silently falls back to an unfused eager path (~10 TFLOP/s).
-        import torch._dynamo
+        import torch._dynamo as dynamo
         for knob in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, knob):
-                setattr(torch._dynamo.config, knob, 4096)
+            if hasattr(dynamo.config, knob):
+                setattr(dynamo.config, knob, 4096)
         flex = torch.compile(flex_attention, dynamic=False)
 
     impls = args.impls.split(",")
