@@ -337,8 +337,9 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       if (out.warpgroups < 2) reject("pingpong needs at least 2 consumer warpgroups");
       break;
   }
+  // With one stage the next chunk's load cannot overlap this chunk's compute.
   const double transfer_clk_per_row = out.transfer_s_per_iteration * clock / rows_per_sm;
-  out.period_clk_per_row = std::max(period, transfer_clk_per_row);
+  out.period_clk_per_row = c.stages >= 2 ? std::max(period, transfer_clk_per_row) : period + transfer_clk_per_row;
   out.efficiency = ideal / out.period_clk_per_row;
   out.predicted_flops_per_s = out.flops_per_row / out.period_clk_per_row * sms * clock;
 

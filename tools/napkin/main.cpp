@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "driver/analyze_command.h"
+#include "driver/derive_command.h"
 #include "driver/driver.h"
 #include "driver/draw_command.h"
 #include "driver/exec_command.h"
@@ -111,6 +112,40 @@ int main(int argc, char** argv) {
       ->delimiter(',')->required();
   compare->add_flag("--json", compare_options.json, "print the rows as JSON");
   compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
+
+  DiagramArgs run_schedule_args;
+  napkin::driver::RunScheduleOptions run_schedule_options;
+  auto* run_schedule = app.add_subcommand(
+      "run-schedule", "run a schedule's loop nest on the CPU against the reference; print errors and transfers");
+  add_diagram_args(run_schedule, run_schedule_args);
+  run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
+      ->required();
+  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)");
+  run_schedule->add_option("--max-work", run_schedule_options.max_work,
+                           "refuse diagrams needing more f64 steps than this (default 1e8)");
+  run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
+  run_schedule->callback([&] {
+    run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
+  });
+
+  DiagramArgs derive_args;
+  napkin::driver::DeriveOptions derive_options;
+  std::string derive_accumulator;
+  auto* derive = app.add_subcommand(
+      "derive", "derive the configured algorithm: search, divisibility, footprints, throughput, overlap");
+  add_diagram_args(derive, derive_args);
+  derive->add_option("--machine", derive_options.machine, "machine name (see `napkin machines`)")->required();
+  derive->add_option("--top", derive_options.top, "how many ranked schedules to print (default 5)");
+  derive->add_flag("-v,--verbose", derive_options.verbose, "list every rejected candidate with its reason");
+  derive->add_flag("--json", derive_options.json, "print the derivation as JSON");
+  derive->add_option("--accumulator", derive_accumulator, "dtype of the output accumulators (default f32)");
+  derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")->delimiter(',');
+  derive->add_option("--overhead", derive_options.overhead, "allowance on non-tensor work (default 0.5)");
+  derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here");
+  derive->callback([&] {
+    if (!derive_accumulator.empty()) derive_options.accumulator = derive_accumulator;
+    run = [&] { return napkin::driver::derive(derive_args, derive_options); };
+  });
 
   DiagramArgs run_schedule_args;
   napkin::driver::RunScheduleOptions run_schedule_options;

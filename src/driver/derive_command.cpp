@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver/derive_command.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "arch/load.h"
+#include "emit/svg.h"
+#include "ir/printer.h"
+#include "sched/schedule.h"
+
+namespace napkin::driver {
+
+using nlohmann::json;
+
+namespace {
+
+std::string kib(double b) { return fmt::format("{:.2f} KiB", b / 1024); }
+
+std::string ms(double s) { return s >= 1e-3 ? fmt::format("{:.3f} ms", s * 1e3) : fmt::format("{:.1f} us", s * 1e6); }
+
+std::string configuration_text(const search::Configuration& c, const arch::Machine& m) {
+  std::string s;
+  s += "1. divisibility (each value a multiple of the LCM of what the hardware requires)\n";
+  for (const auto& dv : c.divisibility)
+    s += fmt::format("   {:<6} = {:<6} multiple of {:<4} = lcm({})  {}\n", dv.what, dv.value, dv.multiple,
+                     fmt::join(dv.reasons, ", "), dv.ok() ? "ok" : "FAILS");
+  s += "2. variables and footprints\n";
+  s += fmt::format("   {:<46} {:<22} {:<8} {:<5} {:<14} {:>12}\n", "variable", "shape", "dtype", "level", "scope", "bytes");
+  for (const auto& v : c.variables)
+    s += fmt::format("   {:<46} {:<22} {:<8} {:<5} {:<14} {:>12}\n", v.name, v.shape, dtype_name(v.dtype), v.level,
+                     v.scope, kib(v.bytes));
+  const double smem_sm = static_cast<double>(m.limits.smem_bytes_per_sm.value);
+  const double regs_sm = static_cast<double>(m.limits.registers_per_sm.value) * 4;
+  s += fmt::format("   smem:      N_max = ({} - {} per CTA) / {} per warpgroup = {:.2f}\n", kib(smem_sm),
+                   kib(c.smem_per_cta_bytes), kib(c.smem_per_warpgroup_bytes), c.max_warpgroups_smem);
+  s += fmt::format("   registers: N_max = {} / {} per warpgroup = {:.2f}  ({:.1f} registers per thread)\n", kib(regs_sm),
+                   kib(c.registers_per_warpgroup_bytes), c.max_warpgroups_registers, c.registers_per_thread);
+  s += fmt::format("   -> {} consumer warpgroups per SM (and one producer warpgroup issuing TMA loads)\n", c.warpgroups);
+  s += "3. throughput per row and chunk (one thread-iteration, one row per thread)\n";
+  s += fmt::format("   {:<44} {:<12} {:<8} {:>10} {:>8} {:>9}\n", "operation", "unit", "dtype", "ops/row", "ops/clk", "clk/row");
+  for (const auto& r : c.rates)
+    s += fmt::format("   {:<44} {:<12} {:<8} {:>10.6g} {:>8.6g} {:>9.4g}\n", r.op, arch::unit_name(r.unit),
+                     dtype_name(r.dtype), r.ops_per_row, r.ops_per_clk, r.clk_per_row);
+  s += fmt::format("   per row: tensor core {:.4g} clk, SFU {:.4g} clk, FMA {:.4g} clk -> bound by {}\n",
+                   c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row, c.bound_unit);
+  s += fmt::format("4. bandwidth: compute {} per iteration ({} rows x {:.4g} clk at {:.3g} GHz) against transfer {} "
+                   "(the streamed chunks to {} SMs over HBM, no caching): {}\n",
+                   ms(c.compute_s_per_iteration), c.warpgroups * c.config.rows_per_warpgroup,
+                   std::max({c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row}), m.clock_hz.value / 1e9,
+                   ms(c.transfer_s_per_iteration), m.sm_count.value, c.compute_bound ? "compute-bound" : "memory-bound");
+  s += fmt::format("5. overlap: {} with a {:.0f}% allowance on non-tensor work: {:.4g} clk per row, efficiency {:.1f}%\n",
+                   search::overlap_name(c.config.overlap), c.config.overhead * 100, c.period_clk_per_row,
+                   c.efficiency * 100);
+  s += fmt::format("   ideal (bound unit at peak, all else hidden): {:.3f} PFLOP/s; predicted: {:.3f} PFLOP/s\n",
+                   c.ideal_flops_per_s / 1e15, c.predicted_flops_per_s / 1e15);
+  return s;
+}
+
+json configuration_json(const search::Configuration& c) {
+  json div = json::array(), vars = json::array(), rates = json::array();
+  for (const auto& dv : c.divisibility)
+    div.push_back({{"what", dv.what}, {"value", dv.value}, {"multiple", dv.multiple}, {"reasons", dv.reasons}});
+  for (const auto& v : c.variables)
+    vars.push_back({{"name", v.name}, {"shape", v.shape}, {"dtype", dtype_name(v.dtype)}, {"level", v.level},
+                    {"scope", v.scope}, {"bytes", v.bytes}});
+  for (const auto& r : c.rates)
+    rates.push_back({{"op", r.op}, {"unit", arch::unit_name(r.unit)}, {"dtype", dtype_name(r.dtype)},
+                     {"ops_per_row", r.ops_per_row}, {"ops_per_clk", r.ops_per_clk}, {"clk_per_row", r.clk_per_row}});
+  return {{"rows_per_warpgroup", c.config.rows_per_warpgroup}, {"chunk", c.config.chunk},
+          {"stages", c.config.stages}, {"overlap", search::overlap_name(c.config.overlap)},
+          {"overhead", c.config.overhead}, {"warpgroups", c.warpgroups}, {"divisibility", div},
+          {"variables", vars}, {"smem_per_cta_bytes", c.smem_per_cta_bytes},
+          {"smem_per_warpgroup_bytes", c.smem_per_warpgroup_bytes},
+          {"registers_per_warpgroup_bytes", c.registers_per_warpgroup_bytes},
+          {"max_warpgroups_smem", c.max_warpgroups_smem}, {"max_warpgroups_registers", c.max_warpgroups_registers},
+          {"registers_per_thread", c.registers_per_thread}, {"rates", rates}, {"bound_unit", c.bound_unit},
+          {"compute_s_per_iteration", c.compute_s_per_iteration},
+          {"transfer_s_per_iteration", c.transfer_s_per_iteration}, {"compute_bound", c.compute_bound},
+          {"ideal_flops_per_s", c.ideal_flops_per_s}, {"period_clk_per_row", c.period_clk_per_row},
+          {"efficiency", c.efficiency}, {"predicted_flops_per_s", c.predicted_flops_per_s}};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, double, double>>>>
+timeline_of(const search::Configuration& c, double clock_hz) {
+  // Clocks of one SM iteration: every warpgroup's rows through the tensor core one after the
+  // other, each warpgroup's softmax on the SFU once its first GEMM is done, the FMA rescale
+  // after it, and the producer's TMA load of the next chunk from the start.
+  const double rows = static_cast<double>(c.config.rows_per_warpgroup);
+  const double first = c.rates.empty() ? 0 : c.rates.front().clk_per_row;
+  const double nt = (1 + c.config.overhead) * c.sfu_clk_per_row;
+  std::vector<std::tuple<std::string, std::string, double, double>> tc, sfu, fma, tma;
+  double t_tc = 0, t_sfu = 0;
+  for (int w = 0; w < c.warpgroups; ++w) {
+    const double start = t_tc;
+    tc.emplace_back(fmt::format("WG{} first GEMM", w + 1), "tensor", start / clock_hz, (start + first * rows) / clock_hz);
+    const double rest = (c.tensor_clk_per_row - first) * rows;
+    tc.emplace_back(fmt::format("WG{} second GEMM", w + 1), "tensor", (start + first * rows) / clock_hz,
+                    (start + first * rows + rest) / clock_hz);
+    t_tc = start + c.tensor_clk_per_row * rows;
+    const double s0 = std::max(t_sfu, start + first * rows);
+    sfu.emplace_back(fmt::format("WG{} softmax exp", w + 1), "sfu", s0 / clock_hz, (s0 + nt * rows) / clock_hz);
+    fma.emplace_back(fmt::format("WG{} rescale", w + 1), "fma", (s0 + nt * rows) / clock_hz,
+                     (s0 + nt * rows + c.fma_clk_per_row * rows) / clock_hz);
+    t_sfu = s0 + nt * rows;
+  }
+  tma.emplace_back("next K/V chunk", "memory", 0, c.transfer_s_per_iteration);
+  return {{"TMA (producer)", tma}, {"tensor core", tc}, {"SFU", sfu}, {"FMA", fma}};
+}
+
+CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), o.json);
+  const ir::Diagram& d = parsed->diagram;
+  if (o.machine.empty()) return failure(plain_error("--machine: expected a machine name (see `napkin machines`)"), o.json);
+  auto m = arch::find_machine(o.machine, arch::default_machines_dir());
+  if (!m) return failure(m.error(), o.json);
+  search::SearchOptions so;
+  so.overhead = o.overhead;
+  so.subloops = o.subloops;
+  if (o.accumulator) {
+    auto t = parse_dtype(*o.accumulator);
+    if (!t || !is_float(*t))
+      return failure(plain_error(fmt::format("--accumulator: '{}' is not a floating-point dtype", *o.accumulator)), o.json);
+    so.accumulator_dtype = t;
+  }
+  if (o.overhead < 0) return failure(plain_error("--overhead: expected a non-negative fraction such as 0.5"), o.json);
+  const auto start = std::chrono::steady_clock::now();
+  const sched::StreamingReport report = sched::analyse_streaming(d);
+  auto r = search::search(d, report, *m, so);
+  if (!r) return failure(r.error(), o.json);
+  const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int rejected = 0;
+  for (const auto& [k, n] : r->rejected) rejected += n;
+  CommandOutput out;
+  if (r->ranked.empty()) {
+    std::string why = fmt::format("no feasible configuration among {} candidates:", r->considered);
+    for (const auto& [k, n] : r->rejected) why += fmt::format(" {} {},", k, n);
+    why.pop_back();
+    return failure(plain_error(why + " (run with -v for each reason)"), o.json);
+  }
+  const search::Ranked& best = r->ranked.front();
+  if (!o.timeline_svg.empty() && best.configuration) {
+    std::vector<emit::TimelineLane> lanes;
+    for (const auto& [unit, spans] : timeline_of(*best.configuration, m->clock_hz.value)) {
+      emit::TimelineLane lane{unit, {}};
+      for (const auto& [label, kind, s0, s1] : spans) lane.spans.push_back({label, kind, s0, s1});
+      lanes.push_back(lane);
+    }
+    const double period = best.configuration->warpgroups * best.configuration->config.rows_per_warpgroup *
+                          best.configuration->period_clk_per_row / m->clock_hz.value;
+    std::ofstream f(o.timeline_svg);
+    f << emit::draw_timeline_svg(lanes, period, fmt::format("{} on {}: one iteration per SM", d.source_name, m->name));
+    if (!f) return failure(plain_error(fmt::format("{}: cannot write the timeline", o.timeline_svg)), o.json);
+  }
+  if (o.json) {
+    json top = json::array();
+    for (std::size_t i = 0; i < r->ranked.size() && i < static_cast<std::size_t>(o.top); ++i) {
+      const auto& k = r->ranked[i];
+      top.push_back({{"schedule", sched::to_string(k.schedule)}, {"summary", k.summary},
+                     {"predicted_time_s", k.predicted_time_s}, {"tflops", k.tflops}, {"bound", k.bound},
+                     {"groups_per_sm", k.groups_per_sm}});
+    }
+    json rej = json::object();
+    for (const auto& [k, n] : r->rejected) rej[k] = n;
+    json j{{"file", args.file}, {"diagram", ir::diagram_key(d)}, {"machine", m->name}, {"method", r->method},
+           {"schedule", sched::to_string(best.schedule)}, {"predicted_time_s", best.predicted_time_s},
+           {"tflops", best.tflops}, {"bound", best.bound}, {"groups_per_sm", best.groups_per_sm},
+           {"considered", r->considered}, {"feasible", r->ranked.size()}, {"rejected", rej}, {"top", top},
+           {"search_s", search_s}};
+    if (best.configuration) j["configuration"] = configuration_json(*best.configuration);
+    if (o.verbose) {
+      json all = json::array();
+      for (const auto& x : r->rejections) all.push_back({{"candidate", x.candidate}, {"reason", x.reason}});
+      j["rejections"] = all;
+    }
+    out.out = j.dump(2) + "\n";
+    return out;
+  }
+  std::string s = fmt::format("napkin derive {} on {} ({})\ndiagram: {}\n", args.file, m->name, m->display_name,
+                              ir::diagram_key(d));
+  s += fmt::format("method: {}; {} candidates, {} feasible, {} rejected (", r->method, r->considered,
+                   r->ranked.size(), rejected);
+  bool first = true;
+  for (const auto& [k, n] : r->rejected) {
+    s += fmt::format("{}{} {}", first ? "" : ", ", k, n);
+    first = false;
+  }
+  s += ")\n\n";
+  s += fmt::format("best: {}\n  predicted {}, {:.1f} TFLOP/s, bound by {}\n  schedule: {}\n\n", best.summary,
+                   ms(best.predicted_time_s), best.tflops, best.bound, sched::to_string(best.schedule));
+  if (best.configuration) s += configuration_text(*best.configuration, *m) + "\n";
+  s += fmt::format("top {}:\n", std::min<std::size_t>(r->ranked.size(), static_cast<std::size_t>(o.top)));
+  for (std::size_t i = 0; i < r->ranked.size() && i < static_cast<std::size_t>(o.top); ++i) {
+    const auto& k = r->ranked[i];
+    s += fmt::format("  {:>2}. {:<52} {:>10} {:>8.1f} TFLOP/s  {}\n", i + 1, k.summary.substr(0, 52), ms(k.predicted_time_s),
+                     k.tflops, k.bound);
+  }
+  if (o.verbose) {
+    s += "rejected:\n";
+    for (const auto& x : r->rejections) s += fmt::format("  {:<52} {}\n", x.candidate.substr(0, 52), x.reason);
+  }
+  out.out = s;
+  return out;
+}
+
+}  // namespace napkin::driver
