@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs napkin and cuDNN once (after a warm-up) on a few rows of the suite, for Nsight Compute:
-    ncu --clock-control none -k regex:'fmha_fwd|sdpa' --launch-skip 0 --section ... python3 bench/attention/profile.py
+(Not named profile.py: that would shadow the standard library module of that name, which torch._dynamo imports.)
+    ncu --clock-control none -k regex:'fmha_fwd|sdpa' --launch-skip 0 --section ... python3 bench/attention/ncu_rows.py
 Rows: d:causal:seqlen, bf16, batch = 16384 / seqlen, heads = 2048 / d."""
 import math
 import pathlib
