@@ -7,11 +7,12 @@ include(CheckLanguage)
 
 # napkin_find_cutlass(<var>): the include directory of the nvidia-cutlass package, or "".
 function(napkin_find_cutlass out)
-  find_package(Python3 COMPONENTS Interpreter QUIET)
+  # The python3 on PATH: the one tools/install_deps.sh ran `python3 -m pip install` with.
+  find_program(NAPKIN_PYTHON3 NAMES python3)
   set(dir "")
-  if(Python3_Interpreter_FOUND)
+  if(NAPKIN_PYTHON3)
     execute_process(
-      COMMAND ${Python3_EXECUTABLE} -c
+      COMMAND ${NAPKIN_PYTHON3} -c
               "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))"
       OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
     if(NOT rc EQUAL 0 OR NOT EXISTS "${dir}/cute/tensor.hpp")
