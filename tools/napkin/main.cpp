@@ -13,6 +13,7 @@
 #include "driver/draw_command.h"
 #include "driver/exec_command.h"
 #include "driver/machines_command.h"
+#include "driver/pseudocode_command.h"
 
 namespace {
 
@@ -100,6 +101,21 @@ int main(int argc, char** argv) {
   analyze->callback([&] {
     if (!analyze_schedule.empty()) analyze_options.schedule = analyze_schedule;
     run = [&] { return napkin::driver::analyze(analyze_args, analyze_options); };
+  });
+
+  DiagramArgs pseudocode_args;
+  napkin::driver::PseudocodeOptions pseudocode_options;
+  std::string pseudocode_schedule;
+  auto* pseudocode = app.add_subcommand(
+      "pseudocode", "the algorithm of one schedule as pseudocode (init / loop / finalize) with its variable table");
+  add_diagram_args(pseudocode, pseudocode_args);
+  pseudocode->add_option("--machine", pseudocode_options.machine, "machine name (see `napkin machines`)")->required();
+  pseudocode->add_option("--schedule", pseudocode_schedule,
+                         "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
+  pseudocode->add_flag("--markdown", pseudocode_options.markdown, "print Markdown (fenced code and a table)");
+  pseudocode->callback([&] {
+    if (!pseudocode_schedule.empty()) pseudocode_options.schedule = pseudocode_schedule;
+    run = [&] { return napkin::driver::pseudocode(pseudocode_args, pseudocode_options); };
   });
 
   DiagramArgs compare_args;

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver/pseudocode_command.h"
+
+#include "arch/load.h"
+#include "cost/cost.h"
+#include "emit/pseudocode.h"
+#include "sched/schedule.h"
+#include "sched/streaming.h"
+
+namespace napkin::driver {
+
+CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& options) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), false);
+  const ir::Diagram& d = parsed->diagram;
+  if (options.machine.empty())
+    return failure(plain_error("--machine: expected a machine name (see `napkin machines`)"), false);
+  const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
+  auto machine = arch::find_machine(options.machine, dir);
+  if (!machine) return failure(machine.error(), false);
+  sched::Schedule schedule;
+  if (options.schedule) {
+    auto s = sched::parse_schedule(*options.schedule, d);
+    if (!s) return failure(s.error(), false);
+    schedule = s.value();
+  } else {
+    schedule = cost::default_schedule(d, sched::analyse_streaming(d), *machine);
+  }
+  for (const sched::LevelSchedule& l : schedule.levels)
+    if (!machine->level(l.level))
+      return failure(plain_error("--schedule: level '" + l.level + "' is not a level of machine " + machine->name),
+                     false);
+  CommandOutput r;
+  r.out = options.markdown ? emit::pseudocode_markdown(d, schedule, &*machine)
+                           : emit::pseudocode_text(d, schedule, &*machine);
+  return r;
+}
+
+}  // namespace napkin::driver
