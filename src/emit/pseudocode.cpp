@@ -706,7 +706,6 @@ class Writer {
 
   void build() {
     int indent = 0;
-    const std::size_t ci = compute_index();
     for (const std::string& axis : extra_streams_)
       emit(0, "", fmt::format("note: only the stream of {} is derived with its recurrences; {} is reduced whole "
                               "inside each chunk shown", d_.axis(*stream_).name, axis));
@@ -776,7 +775,6 @@ class Writer {
     std::vector<NodeId> outs;
     for (const ir::Output& o : d_.outputs) outs.push_back(o.node);
     emit_stores(indent + 1, outs);
-    (void)ci;
   }
 
   bool is_statement(NodeId id) const {
@@ -786,10 +784,7 @@ class Writer {
   void emit_statements(int indent, const std::vector<NodeId>& nodes, Ctx ctx) {
     for (NodeId id : nodes) {
       if (!is_statement(id)) continue;
-      const Node& x = d_.node(id);
-      const std::string comment = ctx == Ctx::post && place_[static_cast<std::size_t>(id)] == Place::folded &&
-                                          !x.name.empty() && is_output(id) ? "" : "";
-      emit(indent, fmt::format("{} <- {}", var_[static_cast<std::size_t>(id)], definition(id, ctx).text), comment);
+      emit(indent, fmt::format("{} <- {}", var_[static_cast<std::size_t>(id)], definition(id, ctx).text));
       add_row(id, "");
     }
   }
