@@ -163,21 +163,6 @@ int main(int argc, char** argv) {
     run = [&] { return napkin::driver::derive(derive_args, derive_options); };
   });
 
-  DiagramArgs run_schedule_args;
-  napkin::driver::RunScheduleOptions run_schedule_options;
-  auto* run_schedule = app.add_subcommand(
-      "run-schedule", "run a schedule's loop nest on the CPU against the reference; print errors and transfers");
-  add_diagram_args(run_schedule, run_schedule_args);
-  run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
-      ->required();
-  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)");
-  run_schedule->add_option("--max-work", run_schedule_options.max_work,
-                           "refuse diagrams needing more f64 steps than this (default 1e8)");
-  run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
-  run_schedule->callback([&] {
-    run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
-  });
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
