@@ -313,43 +313,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     int q_iter = 0;
     const bool pp = Cfg::kConsumerWGs >= 2 && p.pingpong;
     if (w == Cfg::kConsumerWGs - 1) pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);  // warpgroup 0 goes first
-
-    // A tile as the consumers see it: its index (-1: none left), coordinates, key chunks and
-    // Q buffer. With two Q buffers the first S GEMM of the next tile is issued before the
-    // current tile's epilogue (kCrossTile), so the tensor cores work through it.
-    constexpr bool kCrossTile = Cfg::kQBuffers == 2;
-    struct Tile {
-      int tile, n_blocks, qb;
-      TileCoord tc;
-    };
-    auto issue_first_s = [&](const Tile& t) {
-      Tensor sQt = make_tensor(make_smem_ptr(ss.q.data() + (t.qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
-                               typename Cfg::SmemLayoutQ{});                              // (64, D)
-      ss.k_ring.consumer_wait(k_st);
-      pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-      wgmma_batch<true, false>(mma_qk, thr_qk.partition_fragment_A(sQt), tSrK(_, _, _, k_st.index), rS);
-      pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
-    };
-    auto fetch = [&](Tile& t, bool start_s) {
-      t.qb = q_iter % Cfg::kQBuffers;
-      ss.q_bar[t.qb].wait((q_iter / Cfg::kQBuffers) & 1);
+    while (true) {
+      qb = q_iter % Cfg::kQBuffers;
+      ss.q_bar[qb].wait((q_iter / Cfg::kQBuffers) & 1);
       ++q_iter;
       int tile = 0;
-      if (lane == 0) tile = atomicAdd(&ss.tile_idx[t.qb], 0);
-      t.tile = __shfl_sync(0xffffffffu, tile, 0);
-      t.n_blocks = 0;
-      if (t.tile < 0) return;
-      t.tc = sched.decode(t.tile);
-      t.n_blocks = fwd_num_n_blocks<Cfg>(t.tc.m_block, p.seqlen_q, p.seqlen_k);
-      if (start_s && t.n_blocks > 0) issue_first_s(t);
-    };
-
-    Tile cur;
-    fetch(cur, kCrossTile);
-    while (cur.tile >= 0) {
-      const TileCoord tc = cur.tc;
-      const int n_blocks = cur.n_blocks;
-      qb = cur.qb;
+      if (lane == 0) tile = atomicAdd(&ss.tile_idx[qb], 0);
+      tile = __shfl_sync(0xffffffffu, tile, 0);
+      if (tile < 0) break;
+      const TileCoord tc = sched.decode(tile);
+      const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
       const int diag = p.seqlen_k - p.seqlen_q;              // causal: row i sees keys <= i + diag
 
@@ -376,17 +349,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                  typename Cfg::SmemLayoutQ{});                             // (64, D)
       Tensor tSrQ = thr_qk.partition_fragment_A(sQcur);                     // (MMA, 1, D/16)
-      Tile next;
-      next.tile = -1;
-      bool fetched = false;
       if (n_blocks > 0) {
         float corr[2];
 
         // First chunk (the last one along the keys: it may be partial or on the diagonal).
         int n = n_blocks - 1;
-        if (!kCrossTile) issue_first_s(cur);
+        ss.k_ring.consumer_wait(k_st);
+        pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+        wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+        pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
-        warpgroup_fence_operand(rS);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (Cfg::kSeparateO && n == 0) release_q();
@@ -410,14 +382,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           first_pv = false;
           warpgroup_wait<1>();
-          warpgroup_fence_operand(rS);
           release(ss.k_ring, k_st);
           k_st.advance();
           if (Cfg::kSeparateO && n == 0) release_q();
           if (needs_mask(n)) mask(n);
           softmax.step(rS, p.scale_log2, corr);
           warpgroup_wait<0>();
-          warpgroup_fence_operand(rO);
           release(ss.v_ring, v_st);
           v_st.advance();
           scale_rows<kHeadDim>(rO, corr);
@@ -431,19 +401,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
         }
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
-        if constexpr (kCrossTile) {
-          // The next tile's first S GEMM goes in behind this P V (rS is free: P is in rP).
-          fetch(next, true);
-          fetched = true;
-          if (next.tile >= 0 && next.n_blocks > 0) {
-            warpgroup_wait<1>();
-          } else {
-            warpgroup_wait<0>();
-          }
-        } else {
-          warpgroup_wait<0>();
-        }
-        warpgroup_fence_operand(rO);
+        warpgroup_wait<0>();
         release(ss.v_ring, v_st);
         v_st.advance();
       }
@@ -470,35 +428,33 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
             *reinterpret_cast<uint4*>(p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] +
                                       tc.head * p.o_strides[2] + (i % kChunks) * 8) = make_uint4(0, 0, 0, 0);
         }
-      } else {
-        scale_rows<kHeadDim>(rO, inv_sum);
-        // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
-        // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
-        // tile's store has read it.
+        continue;
+      }
+      scale_rows<kHeadDim>(rO, inv_sum);
+      // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
+      // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
+      // tile's store has read it.
+      if (tid == 0) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(128, 1 + w);
+      CUTE_UNROLL
+      for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
+      tma_store_fence();
+      cutlass::arch::NamedBarrier::sync(128, 1 + w);
+      if (tid == 0) {
+        Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
+        Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
+                               make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));           // (64, D)
+        auto tma_o = p.tma_o.get_slice(0);
+        copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
+        tma_store_arrive();
+      }
+      if constexpr (!Cfg::kSeparateO) {
+        // O was staged in the Q buffer: free it once the store has read it. (Storing straight
+        // from registers instead, which frees Q earlier, measured 3-8 % slower at d = 256.)
         if (tid == 0) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(128, 1 + w);
-        CUTE_UNROLL
-        for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
-        tma_store_fence();
-        cutlass::arch::NamedBarrier::sync(128, 1 + w);
-        if (tid == 0) {
-          Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
-          Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
-                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
-          auto tma_o = p.tma_o.get_slice(0);
-          copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
-          tma_store_arrive();
-        }
-        if constexpr (!Cfg::kSeparateO) {
-          // O was staged in the Q buffer: free it once the store has read it. (Storing straight
-          // from registers instead, which frees Q earlier, measured 3-8 % slower at d = 256.)
-          if (tid == 0) tma_store_wait<0>();
-          cutlass::arch::NamedBarrier::sync(128, 1 + w);
-          release_q();
-        }
+        release_q();
       }
-      if (!fetched) fetch(next, kCrossTile);
-      cur = next;
     }
     if (tid == 0) tma_store_wait<0>();
   }
