@@ -35,6 +35,14 @@ fi
 if [[ "${1:-}" == "--cuda" ]]; then
   if ! python3 -m pip show nvidia-cutlass 2>/dev/null | grep -q '^Version: 4.2.0.0$'; then
     echo "install_deps: installing $CUTLASS_PIP (CuTe/CUTLASS headers)"
-    python3 -m pip install -q "$CUTLASS_PIP"
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+      $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+    fi
+    # Debian's python3 refuses system-wide pip installs (PEP 668): fall back to allowing it, then
+    # to the user site (headers only; nothing of the system's is replaced).
+    python3 -m pip install -q "$CUTLASS_PIP" 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages "$CUTLASS_PIP" 2>/dev/null ||
+      python3 -m pip install -q --user --break-system-packages "$CUTLASS_PIP"
   fi
 fi
