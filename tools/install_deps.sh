@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev       # GoogleTest, Google Benchmark
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   librsvg2-bin                                     # rsvg-convert: SVG -> PNG in tests
+  chromium                                         # headless browser: napkin report's page test
 )
 # CUTLASS/CuTe headers for runtime/ (pinned: the device library is written against this API).
 CUTLASS_PIP="nvidia-cutlass==4.2.0.0"

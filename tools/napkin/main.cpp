@@ -14,6 +14,7 @@
 #include "driver/exec_command.h"
 #include "driver/machines_command.h"
 #include "driver/pseudocode_command.h"
+#include "driver/report_command.h"
 
 namespace {
 
@@ -128,6 +129,16 @@ int main(int argc, char** argv) {
       ->delimiter(',')->required();
   compare->add_flag("--json", compare_options.json, "print the rows as JSON");
   compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
+
+  DiagramArgs report_args;
+  napkin::driver::ReportOptions report_options;
+  auto* report = app.add_subcommand(
+      "report", "one self-contained HTML page: drawings, derivation, ranked schedules, pseudocode, plots");
+  add_diagram_args(report, report_args);
+  report->add_option("--machine", report_options.machine, "machine name (see `napkin machines`)")->required();
+  report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")->required();
+  report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)");
+  report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
 
   DiagramArgs run_schedule_args;
   napkin::driver::RunScheduleOptions run_schedule_options;
