@@ -351,7 +351,14 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   const double ctas = batch * std::ceil(rows_total / rows_per_sm);
   const double waves = std::ceil(ctas / sms);
   const double chunks = std::ceil(static_cast<double>(d.axis(sh.stream).size) / static_cast<double>(c.chunk));
-  out.predicted_time_s = waves * chunks * rows_per_sm * out.period_clk_per_row / clock;
+  // Each tile also fills its pipeline before the first chunk computes: its resident inputs
+  // (Q) and first chunks load at the SM's share of HBM bandwidth (§4). The store of the
+  // previous tile's output overlaps (persistent CTAs with separate staging).
+  double fill_bytes = chunk_bytes;
+  for (NodeId id : d.inputs())
+    if (!has(d.node(id), sh.stream)) fill_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype) * out.warpgroups;
+  out.tile_fill_s = fill_bytes / (m.bytes_per_s(arch::kL2) / sms);
+  out.predicted_time_s = waves * (chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
 
   // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
   sched::LevelSchedule smem, rmem;

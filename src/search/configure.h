@@ -83,7 +83,8 @@ struct Configuration {
   double period_clk_per_row = 0;        // under the overlap schedule
   double efficiency = 0;                // ideal / period
   double predicted_flops_per_s = 0;
-  double predicted_time_s = 0;          // the whole diagram, with wave quantization
+  double tile_fill_s = 0;               // per tile: loading the resident inputs and first chunks
+  double predicted_time_s = 0;          // the whole diagram: waves x (chunks x period + fill)
   std::optional<std::string> rejection;  // why this configuration is infeasible, if it is
   sched::Schedule schedule;             // the configuration as a schedule (smem and rmem levels)
 };
