@@ -14,6 +14,11 @@
 // can instantiate a derived schedule: head dim, chunk size, consumer warpgroups, stages, mask.
 #pragma once
 
+// WGMMA N shapes that are multiples of 8 but not of 16/32/64 (e.g. the 80-key chunks at d = 256).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
+
 #include <algorithm>
 #include <cstdint>
 
