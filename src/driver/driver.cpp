@@ -66,17 +66,6 @@ json diagram_json(const ir::Diagram& d) {
           {"nodes", nodes}, {"outputs", outputs}};
 }
 
-// Scalar steps the interpreter takes for d: the size of each node's loop space.
-double interpreter_work(const ir::Diagram& d) {
-  double work = 0;
-  for (const ir::Node& n : d.nodes) {
-    double space = static_cast<double>(d.elements(n.axes));
-    for (ir::AxisId a : n.over) space *= static_cast<double>(d.axis(a).size);
-    work += space * (ir::op_class(n.op) == ir::OpClass::composite ? 4.0 : 1.0);
-  }
-  return work;
-}
-
 }  // namespace
 
 Result<ir::ParsedDiagram> load(const DiagramArgs& args) {
@@ -149,7 +138,7 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
   const ir::Diagram& d = parsed->diagram;
   if (options.output_dir.empty())
     return failure(plain_error("--output-dir: expected a directory to write the outputs to"), options.json);
-  const double work = interpreter_work(d);
+  const double work = reference::work_estimate(d);
   if (work > options.max_work)
     return failure(plain_error(fmt::format(
                        "{}: evaluating needs about {:.3g} f64 steps, more than --max-work {:.3g}; "

@@ -20,16 +20,6 @@ constexpr double kTolerance = 1e-9;      // f64 rounding, summation order aside
 constexpr double kCastTolerance = 0.1;   // a cast of a partial value rounds at its dtype
 
 // f64 steps of one evaluation: each node's loop space (the executor does about as many).
-double work_of(const ir::Diagram& d) {
-  double work = 0;
-  for (const ir::Node& n : d.nodes) {
-    double space = static_cast<double>(d.elements(n.axes));
-    for (ir::AxisId a : n.over) space *= static_cast<double>(d.axis(a).size);
-    work += space;
-  }
-  return work;
-}
-
 std::string number(double x) { return fmt::format("{:.3g}", x); }
 
 }  // namespace
@@ -40,7 +30,7 @@ CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& op
   const ir::Diagram& d = parsed->diagram;
   auto schedule = sched::parse_schedule(options.schedule, d);
   if (!schedule) return failure(schedule.error(), options.json);
-  const double work = work_of(d);
+  const double work = reference::work_estimate(d);
   if (work > options.max_work)
     return failure(plain_error(fmt::format(
                        "{}: running needs about {:.3g} f64 steps, more than --max-work {:.3g}; bind "

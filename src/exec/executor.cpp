@@ -359,43 +359,6 @@ Result<Plan> make_plan(const Diagram& d, AxisId a) {
 // ---------------------------------------------------------------------------------------------
 // 3. The run.
 
-// The reference interpreter's elementwise semantics (reference/interpreter.cpp).
-double unary(const Node& n, double x) {
-  switch (n.op) {
-    case OpKind::exp: return std::exp(x);
-    case OpKind::exp2: return std::exp2(x);
-    case OpKind::log: return std::log(x);
-    case OpKind::neg: return -x;
-    case OpKind::tanh: return std::tanh(x);
-    case OpKind::abs: return std::fabs(x);
-    case OpKind::logical_not: return x != 0.0 ? 0.0 : 1.0;
-    case OpKind::cast: return round_to_dtype(x, n.dtype);
-    case OpKind::scale: return x * n.scalar;
-    case OpKind::softcap: return n.scalar * std::tanh(x / n.scalar);
-    default: NAPKIN_CHECK(false, "not a unary op");
-  }
-}
-
-double binary(OpKind op, double a, double b) {
-  switch (op) {
-    case OpKind::add: return a + b;
-    case OpKind::sub: return a - b;
-    case OpKind::mul: return a * b;
-    case OpKind::div: return a / b;
-    case OpKind::max: return std::fmax(a, b);
-    case OpKind::min: return std::fmin(a, b);
-    case OpKind::lt: return a < b;
-    case OpKind::le: return a <= b;
-    case OpKind::gt: return a > b;
-    case OpKind::ge: return a >= b;
-    case OpKind::eq: return a == b;
-    case OpKind::ne: return a != b;
-    case OpKind::logical_and: return (a != 0.0) && (b != 0.0);
-    case OpKind::logical_or: return (a != 0.0) || (b != 0.0);
-    default: NAPKIN_CHECK(false, "not a binary op");
-  }
-}
-
 // Node n on `box`, from its operands' values there; elementwise results are over out_axes.
 Block evaluate_node(const Node& n, const std::vector<AxisId>& out_axes, const Box& box,
                     const std::vector<const Block*>& xs, const reference::TensorMap& inputs) {
@@ -404,8 +367,8 @@ Block evaluate_node(const Node& n, const std::vector<AxisId>& out_axes, const Bo
       if (n.op == OpKind::input) return slice(inputs.at(n.name), box, n.dtype);
       if (n.op == OpKind::constant) return Block::scalar(n.scalar);
       return iota(n.axis, box);
-    case OpClass::unary: return map(out_axes, box, xs, [&](const double* v) { return unary(n, v[0]); });
-    case OpClass::binary: return map(out_axes, box, xs, [&](const double* v) { return binary(n.op, v[0], v[1]); });
+    case OpClass::unary: return map(out_axes, box, xs, [&](const double* v) { return reference::apply_unary(n, v[0]); });
+    case OpClass::binary: return map(out_axes, box, xs, [&](const double* v) { return reference::apply_binary(n.op, v[0], v[1]); });
     case OpClass::ternary: return map(out_axes, box, xs, [](const double* v) { return v[0] != 0.0 ? v[1] : v[2]; });
     case OpClass::reduction:
       if (n.op == OpKind::reduce_sum)

@@ -30,22 +30,9 @@ namespace {
 // Binding strength of the printed form of each node, for minimal parentheses.
 enum Prec { kCast = 0, kOr = 1, kAnd = 2, kCmp = 3, kAdd = 4, kMul = 5, kUnary = 6, kAtom = 7 };
 
+// Binary ops printed as infix operators use their symbol (ir::op_symbol); the others are calls.
 std::string_view infix(OpKind k) {
-  switch (k) {
-    case OpKind::add: return "+";
-    case OpKind::sub: return "-";
-    case OpKind::mul: return "*";
-    case OpKind::div: return "/";
-    case OpKind::lt: return "<";
-    case OpKind::le: return "<=";
-    case OpKind::gt: return ">";
-    case OpKind::ge: return ">=";
-    case OpKind::eq: return "==";
-    case OpKind::ne: return "!=";
-    case OpKind::logical_and: return "&&";
-    case OpKind::logical_or: return "||";
-    default: return {};
-  }
+  return k == OpKind::max || k == OpKind::min ? std::string_view{} : op_symbol(k);
 }
 
 int infix_prec(OpKind k) {

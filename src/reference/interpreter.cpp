@@ -144,7 +144,9 @@ Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
   }
 }
 
-double unary(const Node& n, double x) {
+}  // namespace
+
+double apply_unary(const Node& n, double x) {
   switch (n.op) {
     case OpKind::exp: return std::exp(x);
     case OpKind::exp2: return std::exp2(x);
@@ -160,7 +162,7 @@ double unary(const Node& n, double x) {
   }
 }
 
-double binary(OpKind op, double a, double b) {
+double apply_binary(OpKind op, double a, double b) {
   switch (op) {
     case OpKind::add: return a + b;
     case OpKind::sub: return a - b;
@@ -180,7 +182,6 @@ double binary(OpKind op, double a, double b) {
   }
 }
 
-}  // namespace
 
 TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   TensorMap out;
@@ -230,10 +231,10 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
         }
         break;
       case ir::OpClass::unary:
-        v = map(d, n.axes, xs, [&](const double* x) { return unary(n, x[0]); });
+        v = map(d, n.axes, xs, [&](const double* x) { return apply_unary(n, x[0]); });
         break;
       case ir::OpClass::binary:
-        v = map(d, n.axes, xs, [&](const double* x) { return binary(n.op, x[0], x[1]); });
+        v = map(d, n.axes, xs, [&](const double* x) { return apply_binary(n.op, x[0], x[1]); });
         break;
       case ir::OpClass::ternary:
         v = map(d, n.axes, xs, [](const double* x) { return x[0] != 0.0 ? x[1] : x[2]; });
@@ -253,6 +254,16 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
     values.push_back(std::move(v));
   }
   return values;
+}
+
+double work_estimate(const Diagram& d) {
+  double work = 0;
+  for (const Node& n : d.nodes) {
+    double space = static_cast<double>(d.elements(n.axes));
+    for (AxisId a : n.over) space *= static_cast<double>(d.axis(a).size);
+    work += space * (ir::op_class(n.op) == ir::OpClass::composite ? 4.0 : 1.0);
+  }
+  return work;
 }
 
 Result<TensorMap> evaluate(const Diagram& d, const TensorMap& inputs) {

@@ -20,6 +20,15 @@ using TensorMap = std::map<std::string, Tensor>;  // by input or output name
 // i32 uniform in [-8, 8], bool uniform in {0, 1}. Each tensor in its declared axis order.
 TensorMap random_inputs(const ir::Diagram& d, std::uint64_t seed);
 
+// The scalar semantics of elementwise ops (ir.h), shared with every executor so that they
+// cannot drift apart. Pre: op_class(n.op) is unary / binary.
+double apply_unary(const ir::Node& n, double x);
+double apply_binary(ir::OpKind op, double a, double b);
+
+// Scalar steps evaluating d takes: the size of each node's loop space (composites count 4
+// passes). Used to refuse evaluations that would take minutes.
+double work_estimate(const ir::Diagram& d);
+
 // Evaluates every output (in its Output axis order). `inputs` must hold a tensor for every
 // input, over exactly its declared axes and sizes; errors name the input.
 Result<TensorMap> evaluate(const ir::Diagram& d, const TensorMap& inputs);
