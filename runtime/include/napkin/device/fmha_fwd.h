@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fused attention forward for Hopper (sm_90a): TMA loads on mbarrier rings, WGMMA, online
 // softmax, producer/consumer warp specialisation with register reallocation, and a TMA-store
-// epilogue. One CTA computes a tile of kBlockM = 64 * kConsumerWGs query rows of one (batch,
-// head) and streams the keys in chunks of kBlockN.
+// epilogue. Persistent: each CTA claims tiles of kBlockM = 64 * kConsumerWGs query rows of one
+// (batch, head) from a global counter and streams the keys in chunks of kBlockN.
 //
-//   warpgroup 0        producer: one thread issues TMA loads of Q (once) and K, V (per chunk)
+//   warpgroup 0        producer: one thread claims tiles, issues TMA loads of Q (per tile,
+//                      double-buffered where shared memory allows) and K, V (per chunk)
 //   warpgroups 1..W    consumers: each owns 64 query rows; per key chunk j
 //                        S_j = Q K_j^T (SS-WGMMA) -> mask -> online softmax -> P_j (registers)
 //                        O  += P_j V_j (RS-WGMMA), issued before the softmax of chunk j+1 so
