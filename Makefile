@@ -23,8 +23,7 @@ run: build
 	$(NAPKIN) check examples/attention.napkin
 	$(NAPKIN) print examples/attention.napkin
 	$(NAPKIN) eval examples/attention.napkin --set b=1 --set h=2 --set q=256 --set k=256 -o out/attention
-	$(NAPKIN) derive examples/attention.napkin --machine h100-sxm5 --top 3 --timeline out/timeline.svg
-	$(NAPKIN) pseudocode examples/attention.napkin --machine h100-sxm5
+	$(NAPKIN) derive examples/attention.napkin --machine h100-sxm5 --top 3 --pseudocode --timeline out/timeline.svg
 	$(NAPKIN) report examples/attention.napkin --machine h100-sxm5 -o out/report
 
 # Fuzz first (bounded), then the test suite, so ctest's summary is the last thing printed.

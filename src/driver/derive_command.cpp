@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/load.h"
+#include "emit/pseudocode.h"
 #include "emit/svg.h"
 #include "ir/printer.h"
 #include "sched/schedule.h"
@@ -206,6 +207,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
     s += "rejected:\n";
     for (const auto& x : r->rejections) s += fmt::format("  {:<52} {}\n", x.candidate.substr(0, 52), x.reason);
   }
+  if (o.pseudocode) s += "\npseudocode of the best schedule:\n" + emit::pseudocode_text(d, best.schedule, &*m);
   out.out = s;
   return out;
 }

@@ -22,6 +22,7 @@ struct DeriveOptions {
   std::vector<std::int64_t> subloops;         // tensor-core sub-loops (the paper: 32,8)
   double overhead = 0.5;                      // allowance on non-tensor work
   std::string timeline_svg;                   // if set: write the best configuration's timeline here
+  bool pseudocode = false;                    // append the best schedule's pseudocode
 };
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& options);
 

@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
   derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")->delimiter(',');
   derive->add_option("--overhead", derive_options.overhead, "allowance on non-tensor work (default 0.5)");
   derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here");
+  derive->add_flag("--pseudocode", derive_options.pseudocode, "print the best schedule's pseudocode after the derivation");
   derive->callback([&] {
     if (!derive_accumulator.empty()) derive_options.accumulator = derive_accumulator;
     run = [&] { return napkin::driver::derive(derive_args, derive_options); };

@@ -34,6 +34,14 @@ TEST(Derive, PaperExampleTextMatchesGolden) {
   EXPECT_NE(v.out.find("divisibility: w_q = 64 is not a multiple of 128"), std::string::npos) << v.out.substr(0, 2000);
 }
 
+TEST(Derive, PseudocodeOfTheBestSchedule) {
+  auto r = run_napkin("derive examples/causal.napkin --machine h100-sxm5 --top 1 --pseudocode");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.out.find("pseudocode of the best schedule:");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(r.out.find("O_acc <- alpha * O_acc + (P @ V over k)", at), std::string::npos) << r.out.substr(at);
+}
+
 TEST(Derive, BadArguments) {
   auto acc = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --accumulator i32");
   EXPECT_EQ(acc.exit_code, 1);
