@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Model speed (CPU, one core).
+//   estimate_attention: the cost read-out of examples/attention.napkin under one schedule
+//                       (target: < 1 ms)
+//   derive_attention:   the whole search over 864 configurations (target: < 100 ms)
+#include <benchmark/benchmark.h>
+
+#include "arch/load.h"
+#include "cost/cost.h"
+#include "ir/parser.h"
+#include "sched/schedule.h"
+#include "search/search.h"
+
+namespace {
+
+const char* kSchedule =
+    "l2{tile b=1 h=1 q=8192; keep Q K V O} smem{tile b=1 h=1 q=128; stream k=64:online_softmax; "
+    "keep Q K V O; stages=2} rmem{tile b=1 h=1 q=64; stream k=64:online_softmax; keep O; groups=2}";
+
+struct Inputs {
+  napkin::ir::Diagram diagram;
+  napkin::arch::Machine machine;
+};
+
+Inputs load() {
+  auto p = napkin::ir::load_diagram(std::string(NAPKIN_SOURCE_DIR) + "/examples/attention.napkin");
+  auto m = napkin::arch::find_machine("h100-sxm5", std::string(NAPKIN_SOURCE_DIR) + "/machines");
+  return {p->diagram, m.value()};
+}
+
+void estimate_attention(benchmark::State& state) {
+  const Inputs in = load();
+  auto s = napkin::sched::parse_schedule(kSchedule, in.diagram);
+  if (!s) {
+    state.SkipWithError(s.error().format().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto e = napkin::cost::estimate(in.diagram, s.value(), in.machine);
+    benchmark::DoNotOptimize(e);
+  }
+}
+BENCHMARK(estimate_attention)->Unit(benchmark::kMicrosecond);
+
+void derive_attention(benchmark::State& state) {
+  const Inputs in = load();
+  for (auto _ : state) {
+    const auto report = napkin::sched::analyse_streaming(in.diagram);
+    auto r = napkin::search::search(in.diagram, report, in.machine);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(derive_attention)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
