@@ -433,8 +433,9 @@ Value Builder::composite(OpKind op, Value x, const std::vector<AxisId>& over, do
 Value Builder::named(const std::string& name, Value v, SourceLoc loc) {
   if (!usable({v})) return {};
   Node& n = d_.nodes[static_cast<std::size_t>(v.id)];
-  if (!n.name.empty() || n.op == OpKind::iota) {
-    // Already named (or an axis index): name a copy so both names exist.
+  if (!n.name.empty() || n.op == OpKind::iota || n.op == OpKind::constant) {
+    // Already named, an axis index or a literal: name a copy, so that both names exist and a
+    // defined constant stays a definition (only `param` declares a named constant).
     if (!check_name_free(name, loc)) return {};
     Value copy = cast(v, n.dtype, loc);
     if (!copy.valid()) return {};

@@ -5,6 +5,7 @@
 
 #include "common/test_util.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 
 namespace napkin::ir {
 namespace {
@@ -28,12 +29,21 @@ TEST(Errors, EachBadFileGivesItsExactMessage) {
   EXPECT_GE(count, 25);
 }
 
-// Every input that ever crashed the fuzzer, and every seed, parses to a value or an error.
+// Every input that ever crashed the fuzzer, and every seed, checked for what the fuzzer
+// checks (tests/fuzz/fuzz_parser.cpp): a value or an error, and a value prints and re-parses
+// equal.
 TEST(Errors, FuzzRegressionsDoNotCrash) {
   for (const char* sub : {"tests/fuzz/regressions", "tests/errors"}) {
     for (const auto& f : testing::files_in(testing::source_dir() / sub, "")) {
       auto p = parse_diagram(SourceText{f.string(), testing::read_text(f)});
-      if (!p.ok()) EXPECT_FALSE(p.error().message.empty());
+      if (!p.ok()) {
+        EXPECT_FALSE(p.error().message.empty()) << f;
+        continue;
+      }
+      const std::string printed = print_diagram(p->diagram);
+      auto again = parse_diagram(SourceText{"printed.napkin", printed});
+      ASSERT_TRUE(again.ok()) << f << "\n" << printed << "\n" << again.error().format();
+      EXPECT_TRUE(again->diagram == p->diagram) << f << "\n" << printed;
     }
   }
 }
