@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The two commands of the README:
-#   make run    build napkin and run its main job on examples/attention.napkin
+#   make run    build napkin; check, print and evaluate examples/attention.napkin, derive it for
+#               h100-sxm5 (with pseudocode and timeline) and write its report under out/
 #   make test   build and run every test this machine can run (fuzzing the parser included)
 # Each installs what it needs first (tools/install_deps.sh: Debian packages and PyPI only).
 
