@@ -78,17 +78,6 @@ int main(int argc, char** argv) {
   machines->add_flag("--json", machines_options.json, "print the list as JSON");
   machines->callback([&] { run = [&] { return napkin::driver::machines(machines_options); }; });
 
-  DiagramArgs draw_args;
-  napkin::driver::DrawOptions draw_options;
-  auto* draw = app.add_subcommand(
-      "draw", "draw the diagram (and the machine) as SVG: DIR/diagram.svg, DIR/machine.svg");
-  add_diagram_args(draw, draw_args);
-  draw->add_option("--machine", draw_options.machine, "machine name: colours its levels, adds machine.svg");
-  draw->add_option("--schedule", draw_options.schedule,
-                   "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks");
-  draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
-  draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
-
   DiagramArgs analyze_args;
   napkin::driver::AnalyzeOptions analyze_options;
   std::string analyze_schedule;
@@ -104,21 +93,6 @@ int main(int argc, char** argv) {
     run = [&] { return napkin::driver::analyze(analyze_args, analyze_options); };
   });
 
-  DiagramArgs pseudocode_args;
-  napkin::driver::PseudocodeOptions pseudocode_options;
-  std::string pseudocode_schedule;
-  auto* pseudocode = app.add_subcommand(
-      "pseudocode", "the algorithm of one schedule as pseudocode (init / loop / finalize) with its variable table");
-  add_diagram_args(pseudocode, pseudocode_args);
-  pseudocode->add_option("--machine", pseudocode_options.machine, "machine name (see `napkin machines`)")->required();
-  pseudocode->add_option("--schedule", pseudocode_schedule,
-                         "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
-  pseudocode->add_flag("--markdown", pseudocode_options.markdown, "print Markdown (fenced code and a table)");
-  pseudocode->callback([&] {
-    if (!pseudocode_schedule.empty()) pseudocode_options.schedule = pseudocode_schedule;
-    run = [&] { return napkin::driver::pseudocode(pseudocode_args, pseudocode_options); };
-  });
-
   DiagramArgs compare_args;
   napkin::driver::CompareOptions compare_options;
   auto* compare = app.add_subcommand("compare", "one table of the estimate across machines and precisions");
@@ -129,31 +103,6 @@ int main(int argc, char** argv) {
       ->delimiter(',')->required();
   compare->add_flag("--json", compare_options.json, "print the rows as JSON");
   compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
-
-  DiagramArgs report_args;
-  napkin::driver::ReportOptions report_options;
-  auto* report = app.add_subcommand(
-      "report", "one self-contained HTML page: drawings, derivation, ranked schedules, pseudocode, plots");
-  add_diagram_args(report, report_args);
-  report->add_option("--machine", report_options.machine, "machine name (see `napkin machines`)")->required();
-  report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")->required();
-  report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)");
-  report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
-
-  DiagramArgs run_schedule_args;
-  napkin::driver::RunScheduleOptions run_schedule_options;
-  auto* run_schedule = app.add_subcommand(
-      "run-schedule", "run a schedule's loop nest on the CPU against the reference; print errors and transfers");
-  add_diagram_args(run_schedule, run_schedule_args);
-  run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
-      ->required();
-  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)");
-  run_schedule->add_option("--max-work", run_schedule_options.max_work,
-                           "refuse diagrams needing more f64 steps than this (default 1e8)");
-  run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
-  run_schedule->callback([&] {
-    run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
-  });
 
   DiagramArgs derive_args;
   napkin::driver::DeriveOptions derive_options;
@@ -174,6 +123,57 @@ int main(int argc, char** argv) {
     if (!derive_accumulator.empty()) derive_options.accumulator = derive_accumulator;
     run = [&] { return napkin::driver::derive(derive_args, derive_options); };
   });
+
+  DiagramArgs pseudocode_args;
+  napkin::driver::PseudocodeOptions pseudocode_options;
+  std::string pseudocode_schedule;
+  auto* pseudocode = app.add_subcommand(
+      "pseudocode", "the algorithm of one schedule as pseudocode (init / loop / finalize) with its variable table");
+  add_diagram_args(pseudocode, pseudocode_args);
+  pseudocode->add_option("--machine", pseudocode_options.machine, "machine name (see `napkin machines`)")->required();
+  pseudocode->add_option("--schedule", pseudocode_schedule,
+                         "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
+  pseudocode->add_flag("--markdown", pseudocode_options.markdown, "print Markdown (fenced code and a table)");
+  pseudocode->callback([&] {
+    if (!pseudocode_schedule.empty()) pseudocode_options.schedule = pseudocode_schedule;
+    run = [&] { return napkin::driver::pseudocode(pseudocode_args, pseudocode_options); };
+  });
+
+  DiagramArgs run_schedule_args;
+  napkin::driver::RunScheduleOptions run_schedule_options;
+  auto* run_schedule = app.add_subcommand(
+      "run-schedule", "run a schedule's loop nest on the CPU against the reference; print errors and transfers");
+  add_diagram_args(run_schedule, run_schedule_args);
+  run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
+      ->required();
+  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)");
+  run_schedule->add_option("--max-work", run_schedule_options.max_work,
+                           "refuse diagrams needing more f64 steps than this (default 1e8)");
+  run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
+  run_schedule->callback([&] {
+    run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
+  });
+
+  DiagramArgs draw_args;
+  napkin::driver::DrawOptions draw_options;
+  auto* draw = app.add_subcommand(
+      "draw", "draw the diagram (and the machine) as SVG: DIR/diagram.svg, DIR/machine.svg");
+  add_diagram_args(draw, draw_args);
+  draw->add_option("--machine", draw_options.machine, "machine name: colours its levels, adds machine.svg");
+  draw->add_option("--schedule", draw_options.schedule,
+                   "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks");
+  draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
+  draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
+
+  DiagramArgs report_args;
+  napkin::driver::ReportOptions report_options;
+  auto* report = app.add_subcommand(
+      "report", "one self-contained HTML page: drawings, derivation, ranked schedules, pseudocode, plots");
+  add_diagram_args(report, report_args);
+  report->add_option("--machine", report_options.machine, "machine name (see `napkin machines`)")->required();
+  report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")->required();
+  report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)");
+  report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
 
   try {
     app.parse(argc, argv);
