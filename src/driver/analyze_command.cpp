@@ -126,9 +126,7 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), options.json);
   const ir::Diagram& d = parsed->diagram;
-  const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
-  if (options.machine.empty()) return failure(plain_error("--machine: expected a machine name (see `napkin machines`)"), options.json);
-  auto machine = arch::find_machine(options.machine, dir);
+  auto machine = load_machine(options.machine, options.machines_dir);
   if (!machine) return failure(machine.error(), options.json);
   const auto start = std::chrono::steady_clock::now();
   const sched::StreamingReport report = sched::analyse_streaming(d);
@@ -201,12 +199,11 @@ CommandOutput compare(const DiagramArgs& args, const CompareOptions& options) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), options.json);
   const ir::Diagram& d = parsed->diagram;
-  const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
   if (options.machines.empty()) return failure(plain_error("--machines: expected a comma-separated list of machine names"), options.json);
   if (options.dtypes.empty()) return failure(plain_error("--dtypes: expected a comma-separated list such as bf16,fp8"), options.json);
   std::vector<arch::Machine> machines;
   for (const std::string& name : options.machines) {
-    auto m = arch::find_machine(name, dir);
+    auto m = load_machine(name, options.machines_dir);
     if (!m) return failure(m.error(), options.json);
     machines.push_back(m.value());
   }

@@ -119,8 +119,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), o.json);
   const ir::Diagram& d = parsed->diagram;
-  if (o.machine.empty()) return failure(plain_error("--machine: expected a machine name (see `napkin machines`)"), o.json);
-  auto m = arch::find_machine(o.machine, arch::default_machines_dir());
+  auto m = load_machine(o.machine);
   if (!m) return failure(m.error(), o.json);
   search::SearchOptions so;
   so.overhead = o.overhead;

@@ -31,8 +31,7 @@ CommandOutput draw(const DiagramArgs& args, const DrawOptions& options) {
   const ir::Diagram& d = parsed->diagram;
   std::optional<arch::Machine> machine;
   if (!options.machine.empty()) {
-    const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
-    auto m = arch::find_machine(options.machine, dir);
+    auto m = load_machine(options.machine, options.machines_dir);
     if (!m) return failure(m.error(), false);
     machine = std::move(m.value());
   }

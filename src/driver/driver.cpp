@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "arch/load.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "reference/interpreter.h"
@@ -76,6 +77,11 @@ Result<ir::ParsedDiagram> load(const DiagramArgs& args) {
     bindings.push_back(b.value());
   }
   return ir::load_diagram(args.file, bindings);
+}
+
+Result<arch::Machine> load_machine(const std::string& name, const std::string& dir) {
+  if (name.empty()) return plain_error("--machine: expected a machine name (see `napkin machines`)");
+  return arch::find_machine(name, dir.empty() ? arch::default_machines_dir() : dir);
 }
 
 CommandOutput failure(const Diagnostic& d, bool json_out) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/machine.h"
 #include "ir/parser.h"
 
 namespace napkin::driver {
@@ -27,6 +28,10 @@ struct DiagramArgs {
 
 // Parses the bindings and the file; warnings are returned alongside the diagram.
 Result<ir::ParsedDiagram> load(const DiagramArgs& args);
+
+// The machine called `name` from `dir` (empty: arch::default_machines_dir()). An empty name
+// is the error "--machine: expected a machine name (see `napkin machines`)".
+Result<arch::Machine> load_machine(const std::string& name, const std::string& dir = {});
 
 // The failure of a command: the diagnostic on stderr (or as JSON on stdout), exit code 1.
 CommandOutput failure(const Diagnostic& d, bool json);

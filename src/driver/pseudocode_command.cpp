@@ -13,10 +13,7 @@ CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& optio
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), false);
   const ir::Diagram& d = parsed->diagram;
-  if (options.machine.empty())
-    return failure(plain_error("--machine: expected a machine name (see `napkin machines`)"), false);
-  const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
-  auto machine = arch::find_machine(options.machine, dir);
+  auto machine = load_machine(options.machine, options.machines_dir);
   if (!machine) return failure(machine.error(), false);
   sched::Schedule schedule;
   if (options.schedule) {

@@ -346,9 +346,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
   auto parsed = load(args);
   if (!parsed) return parsed.error();
   const ir::Diagram& d = parsed->diagram;
-  const std::string dir = options.machines_dir.empty() ? arch::default_machines_dir() : options.machines_dir;
-  if (options.machine.empty()) return plain_error("--machine: expected a machine name (see `napkin machines`)");
-  auto machine = arch::find_machine(options.machine, dir);
+  auto machine = load_machine(options.machine, options.machines_dir);
   if (!machine) return machine.error();
   const arch::Machine& m = *machine;
 
@@ -520,7 +518,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
     std::vector<std::string> notes;
     std::vector<std::optional<arch::Machine>> machines;
     for (const std::string& name : options.plot_machines) {
-      auto pm = arch::find_machine(name, dir);
+      auto pm = load_machine(name, options.machines_dir);
       if (!pm) {
         notes.push_back(fmt::format("{}: skipped, no machine file ({})", name, pm.error().message));
         continue;

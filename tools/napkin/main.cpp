@@ -28,6 +28,11 @@ void add_diagram_args(CLI::App* cmd, DiagramArgs& args) {
       ->type_name("NAME=VALUE");
 }
 
+// Adds the required --machine option of the commands that estimate on a machine.
+void add_machine_arg(CLI::App* cmd, std::string& machine) {
+  cmd->add_option("--machine", machine, "machine name (see `napkin machines`)")->required();
+}
+
 int emit(const CommandOutput& r) {
   std::fputs(r.out.c_str(), stdout);
   std::fputs(r.err.c_str(), stderr);
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
   auto* analyze = app.add_subcommand(
       "analyze", "streamable axes, the closed-form transfer bound, thresholds, and one schedule's estimate");
   add_diagram_args(analyze, analyze_args);
-  analyze->add_option("--machine", analyze_options.machine, "machine name (see `napkin machines`)")->required();
+  add_machine_arg(analyze, analyze_options.machine);
   analyze->add_option("--schedule", analyze_schedule,
                       "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
   analyze->add_flag("--json", analyze_options.json, "print the analysis as JSON");
@@ -110,7 +115,7 @@ int main(int argc, char** argv) {
   auto* derive = app.add_subcommand(
       "derive", "derive the configured algorithm: search, divisibility, footprints, throughput, overlap");
   add_diagram_args(derive, derive_args);
-  derive->add_option("--machine", derive_options.machine, "machine name (see `napkin machines`)")->required();
+  add_machine_arg(derive, derive_options.machine);
   derive->add_option("--top", derive_options.top, "how many ranked schedules to print (default 5)");
   derive->add_flag("-v,--verbose", derive_options.verbose, "list every rejected candidate with its reason");
   derive->add_flag("--json", derive_options.json, "print the derivation as JSON");
@@ -130,7 +135,7 @@ int main(int argc, char** argv) {
   auto* pseudocode = app.add_subcommand(
       "pseudocode", "the algorithm of one schedule as pseudocode (init / loop / finalize) with its variable table");
   add_diagram_args(pseudocode, pseudocode_args);
-  pseudocode->add_option("--machine", pseudocode_options.machine, "machine name (see `napkin machines`)")->required();
+  add_machine_arg(pseudocode, pseudocode_options.machine);
   pseudocode->add_option("--schedule", pseudocode_schedule,
                          "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
   pseudocode->add_flag("--markdown", pseudocode_options.markdown, "print Markdown (fenced code and a table)");
@@ -170,7 +175,7 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand(
       "report", "one self-contained HTML page: drawings, derivation, ranked schedules, pseudocode, plots");
   add_diagram_args(report, report_args);
-  report->add_option("--machine", report_options.machine, "machine name (see `napkin machines`)")->required();
+  add_machine_arg(report, report_options.machine);
   report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")->required();
   report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)");
   report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
