@@ -2,7 +2,10 @@
 // napkin::attention_fwd: argument checks and dispatch to the per-(dtype, head dim) kernels.
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include <cutlass/numeric_types.h>
 
@@ -11,6 +14,29 @@
 namespace napkin::detail {
 template <class Element, int kHeadDim>
 cudaError_t run_fwd_dim(const AttentionFwdArgs& a, cudaStream_t stream);
+
+// One counter per (device, stream): launches on one stream run in order, so they can share
+// it; launches on different streams may overlap, so they must not. Kept for the process's
+// lifetime (4 bytes each). Replaces a stream-ordered allocation and a memset per launch.
+cudaError_t tile_counter_for(cudaStream_t stream, int** counter) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, int*> counters;
+  int device = 0;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(mutex);
+  int*& slot = counters[{device, stream}];
+  if (slot == nullptr) {
+    int* p = nullptr;
+    if (cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p), sizeof(int)); err != cudaSuccess) return err;
+    if (cudaError_t err = cudaMemsetAsync(p, 0, sizeof(int), stream); err != cudaSuccess) {
+      cudaFree(p);
+      return err;
+    }
+    slot = p;
+  }
+  *counter = slot;
+  return cudaSuccess;
+}
 }  // namespace napkin::detail
 
 namespace napkin {

@@ -24,15 +24,21 @@ template <> struct FwdSchedule<256> { static constexpr int kBlockN = 80,  kConsu
 struct FwdScheduleD64Short { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2; };
 inline bool use_short_schedule(const AttentionFwdArgs& a) { return a.causal && a.seqlen_q <= 1024; }
 
+// The persistent scheduler's tile counter for launches on `stream` (current device): allocated
+// and zeroed on first use, then kept zero by the kernel itself. Defined in attention_fwd.cu.
+cudaError_t tile_counter_for(cudaStream_t stream, int** counter);
+
 template <class Element, int kHeadDim, bool kCausal, class Sched = FwdSchedule<kHeadDim>>
 cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal>;
+  int* counter = nullptr;
+  if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};
   const int64_t ks[3] = {a.k_batch_stride, a.k_seq_stride, a.k_head_stride};
   const int64_t vs[3] = {a.v_batch_stride, a.v_seq_stride, a.v_head_stride};
   const int64_t os[3] = {a.o_batch_stride, a.o_seq_stride, a.o_head_stride};
   return device::launch_fmha_fwd<Cfg>(a.q, a.k, a.v, a.o, a.lse, a.batch, a.heads_q, a.heads_kv,
-                                      a.seqlen_q, a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, stream);
+                                      a.seqlen_q, a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, counter, stream);
 }
 
 template <class Element, int kHeadDim>

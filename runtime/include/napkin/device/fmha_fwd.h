@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include <cute/tensor.hpp>
+#include <cute/arch/copy_sm90.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
@@ -143,7 +144,7 @@ struct FwdParams {
   typename Cfg::Element* o;       // for tiles with every row masked (written directly)
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
-  int* tile_counter;              // zero at launch; tiles claimed beyond the first gridDim.x
+  int* tile_counter;              // zero at launch, zero again at exit (see the producer)
   float scale_log2;  // softmax_scale * log2(e)
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
 };
@@ -232,7 +233,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       auto tma_v = p.tma_v.get_slice(0);
       RingState<Cfg::kStages> st;
       int q_iter = 0;
-      for (int tile = blockIdx.x;; tile = atomicAdd(p.tile_counter, 1) + gridDim.x) {
+      // Claims: every CTA takes tiles until one claim fails, so the counter is bumped exactly
+      // num_tiles times; the claim that sees num_tiles - 1 is the launch's last access and
+      // resets it, ready for the next launch on the stream (no memset per launch).
+      auto claim = [&]() {
+        const int old = atomicAdd(p.tile_counter, 1);
+        if (old == p.num_tiles - 1) atomicExch(p.tile_counter, 0);
+        return old + static_cast<int>(gridDim.x);
+      };
+      for (int tile = blockIdx.x;; tile = claim()) {
         // Q buffer qb and its tile_idx: rewritten once every consumer warp is done with them.
         const int qb = q_iter % Cfg::kQBuffers;
         if (q_iter >= Cfg::kQBuffers)
@@ -295,7 +304,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     auto thr_pv = mma_pv.get_thread_slice(tid);
     Tensor tSrK = thr_qk.partition_fragment_B(sK);                          // (MMA, 1, D/16, S)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);                         // (MMA, 1, N/16, S)
-    Tensor tOsO = thr_pv.partition_C(sO);                                   // ((2,2,D/8), 1, 1)
     Tensor rS = partition_fragment_C(mma_qk, Shape<_64, N>{});              // ((2,2,N/8), 1, 1) f32
     Tensor rO = partition_fragment_C(mma_pv, Shape<_64, D>{});              // ((2,2,D/8), 1, 1) f32
     Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
@@ -442,8 +450,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       // tile's store has read it.
       if (tid == 0) tma_store_wait<0>();
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
-      CUTE_UNROLL
-      for (int i = 0; i < size(rO); ++i) tOsO(i) = static_cast<Element>(rO(i));
+      {
+        // O as Element, written with stmatrix (four 8x8 matrices per instruction, shared-memory
+        // addressing) into the swizzled staging tile.
+        Tensor rOe = make_tensor_like<Element>(rO);
+        CUTE_UNROLL
+        for (int i = 0; i < size(rO); ++i) rOe(i) = static_cast<Element>(rO(i));
+        auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_pv);
+        auto thr_stsm = stsm.get_thread_slice(tid);
+        copy(stsm, thr_stsm.retile_S(rOe), thr_stsm.partition_D(sO));
+      }
       tma_store_fence();
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
       if (tid == 0) {
@@ -468,13 +484,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 }
 
 // Builds the parameters (TMA descriptors included) and launches. Arguments are checked by
-// the caller (attention_fwd_check).
+// the caller (attention_fwd_check). `tile_counter`: an int in device memory that is zero and
+// used by no launch running concurrently (one per stream); the kernel leaves it zero.
 template <class Cfg>
 cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o, float* lse,
                             int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                             const int64_t (&q_strides)[3], const int64_t (&k_strides)[3],
                             const int64_t (&v_strides)[3], const int64_t (&o_strides)[3],
-                            float softmax_scale, bool pingpong, cudaStream_t stream) {
+                            float softmax_scale, bool pingpong, int* tile_counter, cudaStream_t stream) {
   using namespace cute;
   using Element = typename Cfg::Element;
   // strides: {batch, seq, head}
@@ -517,13 +534,9 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
   dim3 grid(std::min(p.num_tiles, num_sms));
-  // The tile counter lives in stream-ordered memory of its own, so concurrent launches on
-  // different streams never share one.
-  if ((err = cudaMallocAsync(reinterpret_cast<void**>(&p.tile_counter), sizeof(int), stream)) != cudaSuccess) return err;
-  if ((err = cudaMemsetAsync(p.tile_counter, 0, sizeof(int), stream)) != cudaSuccess) return err;
+  p.tile_counter = tile_counter;
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
-  if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  return cudaFreeAsync(p.tile_counter, stream);
+  return cudaGetLastError();
 }
 
 }  // namespace napkin::device
