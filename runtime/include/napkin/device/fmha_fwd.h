@@ -472,7 +472,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       }
       if constexpr (!Cfg::kSeparateO) {
         // O was staged in the Q buffer: free it once the store has read it. (Storing straight
-        // from registers instead, which frees Q earlier, measured 3-8 % slower at d = 256.)
+        // from registers instead, which frees Q earlier, measured 2-10 % slower at d = 256:
+        // bench/NOTES.md, v12.)
         if (tid == 0) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(128, 1 + w);
         release_q();
