@@ -69,6 +69,12 @@ struct FwdConfig {
 
   using MmaQK = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
+  // Narrow chunks (causal): where a warpgroup's rows see none of a chunk's keys past the first
+  // 64 (its diagonal chunk, when the tile's rows start at the chunk's keys), P V runs on those
+  // 64 keys only. (S stays full width: a 64-key S WGMMA on part of the same accumulator made
+  // ptxas serialise every WGMMA, C7511/C7515.)
+  static constexpr bool kNarrowChunks = kCausal && kBlockN > 64;
+  static constexpr int kNarrowN = 64;
   using MmaPV = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
@@ -158,8 +164,9 @@ __device__ __forceinline__ int fwd_num_n_blocks(int m_block, int seqlen_q, int s
 }
 
 // One WGMMA batch: c (+)= a * b over the K mode, committed as one group. kARegs: a is a
-// register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA).
-template <bool kZeroInit, bool kARegs, class Mma, class TA, class TB, class TC>
+// register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA). kKBlocks:
+// the first kKBlocks blocks of the K mode only (-1: all).
+template <bool kZeroInit, bool kARegs, int kKBlocks = -1, class Mma, class TA, class TB, class TC>
 __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, TC& c) {
   using namespace cute;
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
@@ -167,7 +174,7 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = SM90::GMMA::ScaleOut::Zero;
   CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(a); ++kb) {
+  for (int kb = 0; kb < (kKBlocks < 0 ? int(size<2>(a)) : kKBlocks); ++kb) {
     gemm(mma, a(_, _, kb), b(_, _, kb), c);
     mma.accumulate_ = SM90::GMMA::ScaleOut::One;
   }
@@ -309,6 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
     static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
     static_assert(decltype(size(rO))::value == kHeadDim / 2);
+    constexpr int kNarrowKBlocks = Cfg::kNarrowN / 16;
 
     auto convert_p = [&]() {
       CUTE_UNROLL
@@ -368,6 +376,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
         // First chunk (the last one along the keys: it may be partial or on the diagonal).
         int n = n_blocks - 1;
+        // Narrow when this warpgroup's rows see no key past the chunk's first 64: the mask sets
+        // the other columns to -inf, so their P is 0 and the P V can skip them.
+        bool narrow = false;
+        if constexpr (Cfg::kNarrowChunks) {
+          int seen_end = p.seqlen_k;  // this warpgroup's rows see keys < seen_end
+          if constexpr (Cfg::kCausal) seen_end = min(seen_end, row0 + 64 + diag);
+          narrow = seen_end - n * kBlockN <= Cfg::kNarrowN;
+        }
         ss.k_ring.consumer_wait(k_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
@@ -388,7 +404,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           ss.v_ring.consumer_wait(v_st);
           pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
           wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
-          if (first_pv) {
+          if (first_pv && narrow) {
+            wgmma_batch<true, true, kNarrowKBlocks>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+          } else if (first_pv) {
             wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           } else {
             wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
@@ -409,7 +427,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         }
         ss.v_ring.consumer_wait(v_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-        if (first_pv) {
+        if (first_pv && narrow) {
+          wgmma_batch<true, true, kNarrowKBlocks>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
+        } else if (first_pv) {
           wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
         } else {
           wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
