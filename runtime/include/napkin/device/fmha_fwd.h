@@ -396,14 +396,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
 
-        // The first P V overwrites O (zero-init), so O needs no clearing.
+        // O (+)= P V of the chunk whose P is in rP. The tile's first P V overwrites O (so O
+        // needs no clearing), on a narrow chunk over its first 64 keys only.
         bool first_pv = true;
-        for (--n; n >= 0; --n) {
-          // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}; the softmax of S_n overlaps the latter.
-          ss.k_ring.consumer_wait(k_st);
-          ss.v_ring.consumer_wait(v_st);
-          pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-          wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+        auto issue_pv = [&]() {
           if (first_pv && narrow) {
             wgmma_batch<true, true, kNarrowKBlocks>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           } else if (first_pv) {
@@ -411,8 +407,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           } else {
             wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           }
-          pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           first_pv = false;
+        };
+        for (--n; n >= 0; --n) {
+          // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}, as one batch. (ptxas places the
+          // softmax of S_n after both complete; ping-pong hides it: docs/runtime.md.)
+          ss.k_ring.consumer_wait(k_st);
+          ss.v_ring.consumer_wait(v_st);
+          pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+          wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+          issue_pv();
+          pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           warpgroup_wait<1>();
           release(ss.k_ring, k_st);
           k_st.advance();
@@ -427,13 +432,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         }
         ss.v_ring.consumer_wait(v_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-        if (first_pv && narrow) {
-          wgmma_batch<true, true, kNarrowKBlocks>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-        } else if (first_pv) {
-          wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-        } else {
-          wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-        }
+        issue_pv();
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
         release(ss.v_ring, v_st);
