@@ -7,8 +7,9 @@ not, bf16 and fp16).
 Every implementation is validated on the row's inputs before it is timed: its error against an
 f64 reference on sampled query rows must be at most twice that of PyTorch's own low-precision
 attention (FlashAttention's rule). Timing: CUDA events around each call, L2 flushed before
-each, median of --reps. Prints a table (TFLOP/s, ratio to cuDNN) and appends one JSON line per
-row and implementation to --out.
+each, median of --reps. Prints a table (TFLOP/s, ratio to cuDNN, and napkin's own prediction
+for this GPU beside the measurement, from bench/attention/predictions.json, which predict.py
+computes on the host) and appends one JSON line per row and implementation to --out.
 
     python3 bench/attention/run.py --out bench/results/attention.jsonl
 """
@@ -35,6 +36,24 @@ SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 def flops(batch, heads, seqlen, d, causal):
     f = 4 * batch * heads * seqlen * seqlen * d
     return f / 2 if causal else f
+
+
+def predict_machine(gpu_name):
+    """napkin's machine file for this GPU (machines/*.toml), or None."""
+    if "H100" in gpu_name:
+        return "h100-pcie" if "PCIe" in gpu_name else "h100-sxm5"
+    if "H200" in gpu_name:
+        return "h200"
+    return None
+
+
+def load_predictions(path, machine):
+    """{(d, causal, seqlen): predicted TFLOP/s or None (no feasible configuration)}."""
+    p = pathlib.Path(path)
+    if machine is None or not p.exists():
+        return {}
+    rows = json.loads(p.read_text())["machines"].get(machine, [])
+    return {(r["d"], r["causal"], r["seqlen"]): r["predicted_tflops"] for r in rows}
 
 
 def gpu_info():
@@ -96,12 +115,18 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--note", default="")
+    ap.add_argument("--predictions", default=str(pathlib.Path(__file__).with_name("predictions.json")),
+                    help="napkin's predictions (predict.py); missing file: no prediction column")
+    ap.add_argument("--predict-machine", default="auto",
+                    help="machine file whose predictions to show (auto: from the GPU's name)")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
     info = gpu_info()
     run_id = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
     timer = Timer(args.reps, args.warmup)
+    pmachine = predict_machine(info["gpu"]) if args.predict_machine == "auto" else args.predict_machine
+    predictions = load_predictions(args.predictions, pmachine)
 
     # The two ceilings of this GPU, measured in this run (METHOD.md): a bf16 GEMM and a copy.
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -197,6 +222,9 @@ def main():
                                "cuda": info["cuda"], "cudnn": info["cudnn"], "torch": info["torch"],
                                "gemm_tflops_ceiling": round(gemm_tflops, 1), "copy_tbps_ceiling": round(copy_tbps, 3),
                                "note": args.note}
+                        if name == "napkin" and predictions:
+                            rec.update(predicted_machine=pmachine,
+                                       predicted_tflops=predictions.get((d, causal, seqlen)))
                         with out_path.open("a") as fh:
                             fh.write(json.dumps(rec) + "\n")
                     rows_out.append((dtype_name, d, causal, seqlen, result))
@@ -206,17 +234,25 @@ def main():
 
     # Table last, so it lands at the end of the log.
     print(f"\nrun {run_id}, {info['gpu']}, TFLOP/s (median of {args.reps}, L2 flushed); ratio = napkin / cuDNN")
+    if predictions:
+        print(f"pred: napkin's prediction for {pmachine} (napkin derive; causal rows as if masked scores "
+              f"were computed, '-': no feasible configuration); meas/pred = napkin measured / predicted")
     extra = [n for n in impls if n not in ("napkin", "cudnn", "fa2", "flex")]
     print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio"
-          + "".join(f" | {n}" for n in extra))
+          + (f" | {'pred':>7} meas/pred" if predictions else "") + "".join(f" | {n}" for n in extra))
     ratios = []
     for dtype_name, d, causal, seqlen, r in rows_out:
         cell = lambda n: f"{r[n]:7.1f}" if n in r else f"{'-':>7}"  # noqa: E731
         ratio = r["napkin"] / r["cudnn"] if "napkin" in r and "cudnn" in r else float("nan")
         if ratio == ratio:
             ratios.append(ratio)
+        pred = ""
+        if predictions:
+            pt = predictions.get((d, causal, seqlen))
+            pred = (f" | {pt:7.1f} {r['napkin'] / pt:9.2f}" if pt and "napkin" in r
+                    else f" | {(f'{pt:7.1f}' if pt else '-'):>7} {'-':>9}")
         print(f"{dtype_name:9} {d:>4} {str(causal):>6} {seqlen:>6} | {cell('napkin')} {cell('cudnn')} {cell('fa2')} "
-              f"{cell('flex')} | {ratio:5.3f}" + "".join(f" | {cell(n)}" for n in extra))
+              f"{cell('flex')} | {ratio:5.3f}" + pred + "".join(f" | {cell(n)}" for n in extra))
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geomean napkin/cuDNN over {len(ratios)} rows: {gm:.3f}; rows with napkin >= cuDNN: "

@@ -59,6 +59,10 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
                    c.efficiency * 100);
   s += fmt::format("   ideal (bound unit at peak, all else hidden): {:.3f} PFLOP/s; predicted: {:.3f} PFLOP/s\n",
                    c.ideal_flops_per_s / 1e15, c.predicted_flops_per_s / 1e15);
+  if (c.visited_fraction < 1)
+    s += fmt::format("6. masks: {:.1f}% of the (tile, chunk) blocks are visited; the others are all -inf and "
+                     "skipped\n",
+                     c.visited_fraction * 100);
   return s;
 }
 
@@ -83,7 +87,8 @@ json configuration_json(const search::Configuration& c) {
           {"compute_s_per_iteration", c.compute_s_per_iteration},
           {"transfer_s_per_iteration", c.transfer_s_per_iteration}, {"compute_bound", c.compute_bound},
           {"ideal_flops_per_s", c.ideal_flops_per_s}, {"period_clk_per_row", c.period_clk_per_row},
-          {"efficiency", c.efficiency}, {"predicted_flops_per_s", c.predicted_flops_per_s}};
+          {"efficiency", c.efficiency}, {"predicted_flops_per_s", c.predicted_flops_per_s},
+          {"visited_fraction", c.visited_fraction}};
 }
 
 }  // namespace

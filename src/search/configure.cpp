@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "sched/skip.h"
 
 namespace napkin::search {
 
@@ -358,7 +359,16 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   for (NodeId id : d.inputs())
     if (!has(d.node(id), sh.stream)) fill_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype) * out.warpgroups;
   out.tile_fill_s = fill_bytes / (m.bytes_per_s(arch::kL2) / sms);
-  out.predicted_time_s = waves * (chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
+  // Blocks that a mask makes all -inf (causal: above the diagonal) are skipped (sched/skip.h);
+  // the persistent scheduler spreads the remaining blocks evenly over the SMs. Only for
+  // feasible configurations: the analysis walks every (tile, chunk) block.
+  if (!out.rejection) {
+    const std::int64_t cta_rows = std::min(static_cast<std::int64_t>(std::max(1.0, last_per_wg)) * out.warpgroups,
+                                           d.axis(last_row).size);
+    out.visited_fraction = sched::block_skipping(d, last_row, cta_rows, sh.stream, c.chunk).visited_fraction();
+  }
+  out.predicted_time_s =
+      waves * (out.visited_fraction * chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
 
   // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
   sched::LevelSchedule smem, rmem;

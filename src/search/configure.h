@@ -84,7 +84,8 @@ struct Configuration {
   double efficiency = 0;                // ideal / period
   double predicted_flops_per_s = 0;
   double tile_fill_s = 0;               // per tile: loading the resident inputs and first chunks
-  double predicted_time_s = 0;          // the whole diagram: waves x (chunks x period + fill)
+  double visited_fraction = 1;          // of (tile, chunk) blocks: the others a mask skips
+  double predicted_time_s = 0;          // the whole diagram: waves x (visited x chunks x period + fill)
   std::optional<std::string> rejection;  // why this configuration is infeasible, if it is
   sched::Schedule schedule;             // the configuration as a schedule (smem and rmem levels)
 };

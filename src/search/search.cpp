@@ -53,7 +53,6 @@ Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingR
             Ranked k;
             k.schedule = conf->schedule;
             k.predicted_time_s = conf->predicted_time_s;
-            k.tflops = conf->predicted_time_s > 0 ? 0 : 0;
             k.bound = conf->efficiency < 1 - 1e-9 ? std::string("overlap (") + std::string(overlap_name(ov)) + ")"
                                                    : conf->bound_unit;
             if (!conf->compute_bound && conf->period_clk_per_row > conf->tensor_clk_per_row) k.bound = "transfer gmem->l2";
@@ -131,8 +130,11 @@ Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& 
       for (ir::AxisId a : n.over) loop *= static_cast<double>(d.axis(a).size);
       flops += 2 * loop;
     }
-  for (Ranked& k : r->ranked)
-    if (k.predicted_time_s > 0) k.tflops = flops / k.predicted_time_s / 1e12;
+  // TFLOP/s of the work done: blocks a mask skips are not computed.
+  for (Ranked& k : r->ranked) {
+    const double done = k.configuration ? k.configuration->visited_fraction : 1.0;
+    if (k.predicted_time_s > 0) k.tflops = flops * done / k.predicted_time_s / 1e12;
+  }
   std::stable_sort(r->ranked.begin(), r->ranked.end(),
                    [](const Ranked& a, const Ranked& b) { return a.predicted_time_s < b.predicted_time_s; });
   return r;

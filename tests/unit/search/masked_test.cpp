@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// The configuration solver skips the blocks a mask makes all -inf: causal attention costs the
+// visited fraction of the unmasked time, and the fraction is the block count of the diagonal.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "arch/load.h"
+#include "common/test_util.h"
+#include "ir/parser.h"
+#include "search/configure.h"
+#include "search/search.h"
+
+namespace napkin::search {
+namespace {
+
+struct Fixture {
+  ir::Diagram d;
+  sched::StreamingReport report;
+  arch::Machine m;
+};
+
+Fixture load(const std::string& file) {
+  auto p = ir::load_diagram((testing::source_dir() / "examples" / file).string());
+  EXPECT_TRUE(p.ok()) << p.error().format();
+  auto m = arch::find_machine("h100-sxm5", arch::default_machines_dir());
+  EXPECT_TRUE(m.ok());
+  return {p->diagram, sched::analyse_streaming(p->diagram), m.value()};
+}
+
+Config config() {
+  Config c;
+  c.rows_per_warpgroup = 128;
+  c.chunk = 32;
+  c.warpgroups = 2;
+  c.stages = 2;
+  c.overlap = Overlap::pingpong;
+  return c;
+}
+
+TEST(MaskedConfiguration, CausalCostsTheVisitedBlocksOfTheUnmaskedTime) {
+  const Fixture full = load("attention.napkin"), causal = load("causal.napkin");  // same sizes
+  auto a = configure(full.d, full.report, full.m, config());
+  auto b = configure(causal.d, causal.report, causal.m, config());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_FALSE(a->rejection) << *a->rejection;
+  ASSERT_FALSE(b->rejection) << *b->rejection;
+  EXPECT_EQ(a->visited_fraction, 1.0);
+  // q = k = 8192, CTA tiles of 2 x 128 = 256 rows, chunks of 32 keys: tile i visits 8 (i + 1)
+  // of the 256 chunks.
+  const double tiles = 8192 / 256, chunks = 8192 / 32;
+  EXPECT_DOUBLE_EQ(b->visited_fraction, 8 * tiles * (tiles + 1) / 2 / (tiles * chunks));
+  const double fill = a->tile_fill_s;
+  ASSERT_EQ(a->tile_fill_s, b->tile_fill_s);
+  const double waves = std::ceil(2.0 * 16 * tiles / 132);
+  EXPECT_NEAR(b->predicted_time_s - waves * fill, b->visited_fraction * (a->predicted_time_s - waves * fill), 1e-12);
+}
+
+TEST(MaskedConfiguration, SearchReportsTheThroughputOfTheWorkDone) {
+  const Fixture causal = load("causal.napkin");
+  auto r = search(causal.d, causal.report, causal.m, SearchOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().format();
+  ASSERT_FALSE(r->ranked.empty());
+  const Ranked& best = r->ranked.front();
+  ASSERT_TRUE(best.configuration.has_value());
+  const double flops = 4.0 * 2 * 16 * 8192.0 * 8192 * 128;  // both contractions, all blocks
+  EXPECT_NEAR(best.tflops, flops * best.configuration->visited_fraction / best.predicted_time_s / 1e12, 1e-6);
+  EXPECT_LT(best.configuration->visited_fraction, 0.6);
+}
+
+}  // namespace
+}  // namespace napkin::search
