@@ -7,8 +7,9 @@ suite's sizes bound by --set, per machine. run.py prints them beside the measure
         --machines h100-sxm5,h200 --out bench/attention/predictions.json
 
 FLOPs follow run.py's convention (4 b h s^2 d, halved when causal), so predicted and measured
-TFLOP/s compare directly. napkin's cost model computes masked scores rather than skipping them,
-so for causal rows it predicts the time of the full product (docs/cost_model.md)."""
+TFLOP/s compare directly. The solver skips the blocks the causal mask makes all -inf
+(docs/configuration.md, section 5). A row with no feasible configuration in napkin's model
+keeps napkin's reason instead of a number."""
 import argparse
 import json
 import pathlib

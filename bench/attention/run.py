@@ -235,8 +235,8 @@ def main():
     # Table last, so it lands at the end of the log.
     print(f"\nrun {run_id}, {info['gpu']}, TFLOP/s (median of {args.reps}, L2 flushed); ratio = napkin / cuDNN")
     if predictions:
-        print(f"pred: napkin's prediction for {pmachine} (napkin derive; causal rows as if masked scores "
-              f"were computed, '-': no feasible configuration); meas/pred = napkin measured / predicted")
+        print(f"pred: napkin's prediction for {pmachine} (napkin derive, masked blocks skipped; '-': no "
+              f"feasible configuration in napkin's model); meas/pred = napkin measured / predicted")
     extra = [n for n in impls if n not in ("napkin", "cudnn", "fa2", "flex")]
     print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio"
           + (f" | {'pred':>7} meas/pred" if predictions else "") + "".join(f" | {n}" for n in extra))
