@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """napkin's own predictions for the attention benchmark suite, computed on the host (no GPU):
-`napkin derive --json` on examples/attention.napkin and examples/causal.napkin with the
-suite's sizes bound by --set, per machine. run.py prints them beside the measurements.
+`napkin derive --json --row-layout quad` (WGMMA's row layout, as the kernel uses) on
+examples/attention.napkin and examples/causal.napkin with the suite's sizes bound by --set,
+per machine. run.py prints them beside the measurements.
 
     python3 bench/attention/predict.py --napkin build/release/bin/napkin \
         --machines h100-sxm5,h200 --out bench/attention/predictions.json
@@ -37,7 +38,7 @@ def main():
                     b, h = 16384 // s, 2048 // d
                     cmd = [args.napkin, "derive", str(diagram), "--machine", machine, "--json",
                            "--set", f"b={b}", "--set", f"h={h}", "--set", f"q={s}", "--set", f"k={s}",
-                           "--set", f"d={d}"]
+                           "--set", f"d={d}", "--row-layout", "quad"]
                     r = subprocess.run(cmd, capture_output=True, text=True)
                     row = {"d": d, "causal": causal, "seqlen": s, "batch": b, "heads": h}
                     if r.returncode != 0:

@@ -76,7 +76,8 @@ json configuration_json(const search::Configuration& c) {
   for (const auto& r : c.rates)
     rates.push_back({{"op", r.op}, {"unit", arch::unit_name(r.unit)}, {"dtype", dtype_name(r.dtype)},
                      {"ops_per_row", r.ops_per_row}, {"ops_per_clk", r.ops_per_clk}, {"clk_per_row", r.clk_per_row}});
-  return {{"rows_per_warpgroup", c.config.rows_per_warpgroup}, {"chunk", c.config.chunk},
+  return {{"rows_per_warpgroup", c.config.rows_per_warpgroup}, {"row_layout", search::row_layout_name(c.config.row_layout)},
+          {"chunk", c.config.chunk},
           {"stages", c.config.stages}, {"overlap", search::overlap_name(c.config.overlap)},
           {"overhead", c.config.overhead}, {"warpgroups", c.warpgroups}, {"divisibility", div},
           {"variables", vars}, {"smem_per_cta_bytes", c.smem_per_cta_bytes},
@@ -136,6 +137,11 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
     so.accumulator_dtype = t;
   }
   if (o.overhead < 0) return failure(plain_error("--overhead: expected a non-negative fraction such as 0.5"), o.json);
+  if (auto rl = search::parse_row_layout(o.row_layout)) {
+    so.row_layout = *rl;
+  } else {
+    return failure(plain_error(fmt::format("--row-layout: expected 'thread' or 'quad', got '{}'", o.row_layout)), o.json);
+  }
   const auto start = std::chrono::steady_clock::now();
   const sched::StreamingReport report = sched::analyse_streaming(d);
   auto r = search::search(d, report, *m, so);

@@ -21,6 +21,7 @@ struct DeriveOptions {
   std::optional<std::string> accumulator;     // dtype of the output accumulators (default f32)
   std::vector<std::int64_t> subloops;         // tensor-core sub-loops (the paper: 32,8)
   double overhead = 0.5;                      // allowance on non-tensor work
+  std::string row_layout = "thread";          // "thread" (the paper) or "quad" (WGMMA's layout)
   std::string timeline_svg;                   // if set: write the best configuration's timeline here
   bool pseudocode = false;                    // append the best schedule's pseudocode
 };

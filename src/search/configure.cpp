@@ -19,6 +19,14 @@ using ir::Node;
 using ir::NodeId;
 using ir::OpKind;
 
+std::string_view row_layout_name(RowLayout r) { return r == RowLayout::quad ? "quad" : "thread"; }
+
+std::optional<RowLayout> parse_row_layout(std::string_view name) {
+  if (name == "thread") return RowLayout::thread;
+  if (name == "quad") return RowLayout::quad;
+  return std::nullopt;
+}
+
 std::string_view overlap_name(Overlap o) {
   switch (o) {
     case Overlap::sequential: return "sequential";
@@ -126,8 +134,8 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     reject(fmt::format("rows: w_q = {} is not a multiple of the other row axes' {} rows", c.rows_per_warpgroup, other_rows));
 
   // §1 Divisibility: WGMMA shapes (M = 64 per warpgroup, N % 8, K % 16 for 16-bit and % 32
-  // for 8-bit operands), one row per thread, and 128-byte coalescing of every input's
-  // contiguous axis, combined by LCM.
+  // for 8-bit operands), one row per thread (RowLayout::thread only), and 128-byte coalescing
+  // of every input's contiguous axis, combined by LCM.
   Divisibility rows_div{"w_" + d.axis(last_row).name, 1, {}, c.rows_per_warpgroup};
   Divisibility chunk_div{"s_" + stream_name, 1, {}, c.chunk};
   std::vector<Divisibility> whole_div;
@@ -144,7 +152,8 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     return nullptr;
   };
   need(rows_div, 64, "WGMMA M = 64 per warpgroup");
-  need(rows_div, static_cast<std::int64_t>(threads), "one row per thread of a warpgroup");
+  if (c.row_layout == RowLayout::thread)
+    need(rows_div, static_cast<std::int64_t>(threads), "one row per thread of a warpgroup");
   for (const Node& n : dn.nodes) {
     if (n.op != OpKind::contract) continue;
     DType fmt_t = DType::f32;

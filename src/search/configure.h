@@ -27,6 +27,15 @@ namespace napkin::search {
 enum class Overlap : std::uint8_t { sequential, intra_warpgroup, pingpong };
 std::string_view overlap_name(Overlap o);
 
+// Where a warpgroup's rows live in its threads:
+//   thread  one row per thread, so w_q is a multiple of 128 (the paper's model, §1)
+//   quad    WGMMA's accumulator layout: 64 rows per warpgroup instruction, each row spread
+//           over a quad of four threads (two rows per thread), so w_q is a multiple of 64;
+//           what Hopper attention kernels (FA3, cuDNN, napkin's runtime/) do
+enum class RowLayout : std::uint8_t { thread, quad };
+std::string_view row_layout_name(RowLayout r);
+std::optional<RowLayout> parse_row_layout(std::string_view name);
+
 struct Config {
   std::int64_t rows_per_warpgroup = 128;  // w_q: rows of the tile per consumer warpgroup
   std::int64_t chunk = 64;                // s_x: chunk of the streamed axis
@@ -36,6 +45,7 @@ struct Config {
   double overhead = 0.0;                  // f: allowance on non-tensor work
   std::optional<DType> accumulator_dtype;  // of the output accumulators (default f32)
   std::vector<std::int64_t> subloops;     // tensor-core sub-loops over the output's last axis (d', d'')
+  RowLayout row_layout = RowLayout::thread;
 };
 
 struct Divisibility {

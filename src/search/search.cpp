@@ -41,6 +41,7 @@ Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingR
             c.overhead = o.overhead;
             c.accumulator_dtype = o.accumulator_dtype;
             c.subloops = o.subloops;
+            c.row_layout = o.row_layout;
             ++r.considered;
             auto conf = configure(d, report, m, c);
             if (!conf) return conf.error();

@@ -24,6 +24,7 @@ struct SearchOptions {
   double overhead = 0.5;                     // allowance on non-tensor work (the paper's 50 %)
   std::optional<DType> accumulator_dtype;
   std::vector<std::int64_t> subloops;
+  RowLayout row_layout = RowLayout::thread;  // the paper's one row per thread by default
 };
 
 // One ranked candidate: a schedule with its predicted time, from either path.

@@ -122,6 +122,9 @@ int main(int argc, char** argv) {
   derive->add_option("--accumulator", derive_accumulator, "dtype of the output accumulators (default f32)");
   derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")->delimiter(',');
   derive->add_option("--overhead", derive_options.overhead, "allowance on non-tensor work (default 0.5)");
+  derive->add_option("--row-layout", derive_options.row_layout,
+                     "rows in a warpgroup: thread (one per thread, the paper; default) or quad (WGMMA's layout, "
+                     "a row over four threads, 64 rows per warpgroup)");
   derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here");
   derive->add_flag("--pseudocode", derive_options.pseudocode, "print the best schedule's pseudocode after the derivation");
   derive->callback([&] {

@@ -42,10 +42,28 @@ TEST(Derive, PseudocodeOfTheBestSchedule) {
   EXPECT_NE(r.out.find("O_acc <- alpha * O_acc + (P @ V over k)", at), std::string::npos) << r.out.substr(at);
 }
 
+TEST(Derive, RowLayoutQuadMakesHeadDim256Feasible) {
+  // One row per thread (the paper) needs 128 KiB of registers per warpgroup for a d = 256
+  // accumulator; WGMMA's layout (64 rows per warpgroup over quads of threads) needs half.
+  auto paper = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --set d=256 --set h=8");
+  EXPECT_EQ(paper.exit_code, 1);
+  EXPECT_NE(paper.err.find("no feasible configuration"), std::string::npos) << paper.err;
+  auto quad = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --set d=256 --set h=8 --row-layout quad --json");
+  ASSERT_EQ(quad.exit_code, 0) << quad.err;
+  const auto j = nlohmann::json::parse(quad.out);
+  EXPECT_EQ(j["configuration"]["row_layout"], "quad");
+  EXPECT_EQ(j["configuration"]["rows_per_warpgroup"].get<int>() % 64, 0);
+  for (const auto& dv : j["configuration"]["divisibility"])
+    for (const auto& why : dv["reasons"]) EXPECT_EQ(why.get<std::string>().find("one row per thread"), std::string::npos);
+}
+
 TEST(Derive, BadArguments) {
   auto acc = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --accumulator i32");
   EXPECT_EQ(acc.exit_code, 1);
   EXPECT_EQ(acc.err.substr(0, acc.err.find('\n')), "error: --accumulator: 'i32' is not a floating-point dtype");
+  auto layout = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --row-layout quads");
+  EXPECT_EQ(layout.exit_code, 1);
+  EXPECT_EQ(layout.err.substr(0, layout.err.find('\n')), "error: --row-layout: expected 'thread' or 'quad', got 'quads'");
   auto a100 = run_napkin("derive examples/attention_hopper_paper.napkin --machine a100-sxm4-80g");
   EXPECT_EQ(a100.exit_code, 1);
   EXPECT_NE(a100.err.find("a100-sxm4-80g"), std::string::npos) << a100.err;
