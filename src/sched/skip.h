@@ -25,7 +25,9 @@ struct BlockSkipping {
 };
 
 // Tiles of `row_tile` indices along `row_axis` against chunks of `chunk` along `stream_axis`
-// (the last tile and chunk may be partial); every other axis spans its whole range.
+// (the last tile and chunk may be partial); every other axis spans its whole range. Exact up
+// to 2^16 blocks; beyond, neighbouring blocks are judged in groups, so `visited` may exceed
+// the exact count along the mask's boundary, never fall below it.
 // Pre: d verified, row_tile >= 1, chunk >= 1, the two axes distinct.
 BlockSkipping block_skipping(const ir::Diagram& d, ir::AxisId row_axis, std::int64_t row_tile,
                              ir::AxisId stream_axis, std::int64_t chunk);

@@ -95,6 +95,17 @@ TEST(BlockSkipping, MatchesBruteForceOnAffineMasks) {
       }
 }
 
+TEST(BlockSkipping, LargeDiagramsAreJudgedInGroupsAndNeverUndercount) {
+  // 2^20 queries and keys, 256-row tiles, 32-key chunks: 2^27 blocks, far past the analysis's
+  // budget of evaluations. Exact: tile i visits 8 (i + 1) of the 32768 chunks.
+  const BlockSkipping s = skipping(attention(1 << 20, 1 << 20, "visible = q >= k"), 256, 32);
+  const double tiles = 4096, chunks = 32768;
+  const double exact = 8 * tiles * (tiles + 1) / 2 / (tiles * chunks);
+  EXPECT_EQ(s.blocks, 4096 * 32768);
+  EXPECT_GE(s.visited_fraction(), exact);
+  EXPECT_LT(s.visited_fraction(), exact + 0.005);
+}
+
 TEST(BlockSkipping, DataDependentMasksSkipNothing) {
   const BlockSkipping s = skipping(attention(64, 64, "visible = S > 0"), 16, 16);
   EXPECT_EQ(s.masks, 1);
