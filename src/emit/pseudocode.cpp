@@ -20,6 +20,7 @@
 
 #include "emit/svg_canvas.h"
 #include "ir/printer.h"
+#include "sched/skip.h"
 #include "sched/streaming.h"
 
 namespace napkin::emit {
@@ -834,6 +835,12 @@ class Writer {
                            : fmt::format("for each of {} sub-chunks of {} ({} each{}) in the chunk:", pieces, axis, c, ragged),
              first ? fmt::format("{} streams {}", s_.levels[i].level, axis) : "");
         ++indent;
+        // A mask that is false on a whole (tile, chunk) block makes every score there -inf:
+        // the chunk adds nothing, so it is neither loaded nor computed (sched/skip.h).
+        if (first)
+          for (NodeId p : sched::mask_predicates(d_, a))
+            emit(indent, fmt::format("skip the chunk if ({}) holds nowhere in the (tile, chunk) block", definition(p, Ctx::body).text),
+                 "all -inf: nothing to add");
         chunk = c;
         first = false;
       }

@@ -113,15 +113,20 @@ bool reaches_reduction(const Diagram& d, NodeId id, AxisId axis) {
 
 }  // namespace
 
-BlockSkipping block_skipping(const Diagram& d, AxisId row_axis, std::int64_t row_tile, AxisId stream_axis,
-                             std::int64_t chunk) {
-  BlockSkipping r;
+std::vector<NodeId> mask_predicates(const Diagram& d, AxisId stream_axis) {
   std::vector<NodeId> predicates;
   for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
     const Node& n = d.node(id);
     if (n.op == OpKind::select && is_minus_infinity(d.node(n.operands[2])) && reaches_reduction(d, id, stream_axis))
       predicates.push_back(n.operands[0]);
   }
+  return predicates;
+}
+
+BlockSkipping block_skipping(const Diagram& d, AxisId row_axis, std::int64_t row_tile, AxisId stream_axis,
+                             std::int64_t chunk) {
+  BlockSkipping r;
+  const std::vector<NodeId> predicates = mask_predicates(d, stream_axis);
   r.masks = static_cast<int>(predicates.size());
   const std::int64_t rows = d.axis(row_axis).size, keys = d.axis(stream_axis).size;
   const std::int64_t tiles = (rows + row_tile - 1) / row_tile, chunks = (keys + chunk - 1) / chunk;

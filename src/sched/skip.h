@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ir/ir.h"
 
@@ -23,6 +24,10 @@ struct BlockSkipping {
   std::int64_t visited = 0;   // blocks not provably all masked
   double visited_fraction() const { return blocks ? static_cast<double>(visited) / static_cast<double>(blocks) : 1.0; }
 };
+
+// The predicates of the masks on the way to a softmax, logsumexp or max over `stream_axis`:
+// for each `select(pred, x, -inf)` found, `pred` (node order).
+std::vector<ir::NodeId> mask_predicates(const ir::Diagram& d, ir::AxisId stream_axis);
 
 // Tiles of `row_tile` indices along `row_axis` against chunks of `chunk` along `stream_axis`
 // (the last tile and chunk may be partial); every other axis spans its whole range. Exact up
