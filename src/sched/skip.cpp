@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "support/dtype.h"
+
 namespace napkin::sched {
 namespace {
 
@@ -50,7 +52,13 @@ class Evaluator {
     switch (n.op) {
       case OpKind::iota: return axes_[static_cast<std::size_t>(n.axis)];
       case OpKind::constant: return number(n.scalar, n.scalar);
-      case OpKind::cast: return x(0);
+      case OpKind::cast: {
+        // Rounding is monotone, so the rounded ends bound the rounded values (the reference
+        // rounds only inputs and casts). A cast to or from bool is left unbounded.
+        const Range a = x(0);
+        if (n.dtype == DType::boolean || d_.node(n.operands[0]).dtype == DType::boolean) return kUnknown;
+        return number(round_to_dtype(a.lo, n.dtype), round_to_dtype(a.hi, n.dtype));
+      }
       case OpKind::neg: { const Range a = x(0); return number(-a.hi, -a.lo); }
       case OpKind::abs: {
         const Range a = x(0);
