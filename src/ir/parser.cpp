@@ -747,6 +747,15 @@ class Elaborator {
     }
     in_progress_.insert(def.name.text);
     stack_.push_back(def.name.text);
+    // Values defined later in the file come first, before any node of this expression, so that
+    // node order is dependency order whatever the statement order: the printed text (which
+    // lists definitions before their uses) then parses back to the same diagram.
+    define_forward_references(*def.value);
+    if (b_.failed()) {
+      stack_.pop_back();
+      in_progress_.erase(def.name.text);
+      return {};
+    }
     Value v = elaborate(*def.value);
     stack_.pop_back();
     in_progress_.erase(def.name.text);
@@ -756,6 +765,13 @@ class Elaborator {
     if (def.annotation && !check_annotation(def.name, *def.annotation, v)) return {};
     values_[def.name.text] = v;
     return v;
+  }
+
+  void define_forward_references(const Expr& e) {
+    if (e.kind == Expr::Kind::ref && !values_.count(e.name) && !in_progress_.count(e.name))
+      if (auto it = definitions_.find(e.name); it != definitions_.end()) define(*it->second);
+    for (const auto& a : e.args)
+      if (a && !b_.failed()) define_forward_references(*a);
   }
 
   bool check_annotation(const Name& n, const std::vector<Name>& written, Value v) {
