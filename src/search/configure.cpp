@@ -368,14 +368,14 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   for (NodeId id : d.inputs())
     if (!has(d.node(id), sh.stream)) fill_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype) * out.warpgroups;
   out.tile_fill_s = fill_bytes / (m.bytes_per_s(arch::kL2) / sms);
+  // The tile of the last row axis: per warpgroup, and per CTA (the smem level).
+  const std::int64_t last_wg = static_cast<std::int64_t>(std::max(1.0, last_per_wg));
+  const std::int64_t last_cta = std::min(last_wg * out.warpgroups, d.axis(last_row).size);
   // Blocks that a mask makes all -inf (causal: above the diagonal) are skipped (sched/skip.h);
   // the persistent scheduler spreads the remaining blocks evenly over the SMs. Only for
   // feasible configurations: the analysis walks every (tile, chunk) block.
-  if (!out.rejection) {
-    const std::int64_t cta_rows = std::min(static_cast<std::int64_t>(std::max(1.0, last_per_wg)) * out.warpgroups,
-                                           d.axis(last_row).size);
-    out.visited_fraction = sched::block_skipping(d, last_row, cta_rows, sh.stream, c.chunk).visited_fraction();
-  }
+  if (!out.rejection)
+    out.visited_fraction = sched::block_skipping(d, last_row, last_cta, sh.stream, c.chunk).visited_fraction();
   out.predicted_time_s =
       waves * (out.visited_fraction * chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
 
@@ -391,8 +391,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     smem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
     rmem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
   }
-  const std::int64_t last_wg = static_cast<std::int64_t>(std::max(1.0, last_per_wg));
-  smem.tiles.push_back({d.axis(last_row).name, std::min(last_wg * out.warpgroups, d.axis(last_row).size)});
+  smem.tiles.push_back({d.axis(last_row).name, last_cta});
   rmem.tiles.push_back({d.axis(last_row).name, std::min(last_wg, d.axis(last_row).size)});
   const std::int64_t chunk = std::min(c.chunk, d.axis(sh.stream).size);
   smem.streams.push_back({stream_name, chunk, sh.accumulators});

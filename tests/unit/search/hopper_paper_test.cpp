@@ -5,29 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "arch/load.h"
-#include "common/test_util.h"
-#include "ir/parser.h"
 #include "search/configure.h"
 #include "search/search.h"
+#include "unit/search/fixture.h"
 
 namespace napkin::search {
 namespace {
 
-struct Fixture {
-  ir::Diagram d;
-  sched::StreamingReport report;
-  arch::Machine m;
-};
-
-Fixture load(const std::string& text_or_file, bool file = true) {
-  auto p = file ? ir::load_diagram((testing::source_dir() / "examples" / text_or_file).string())
-                : ir::parse_diagram(SourceText{"t.napkin", text_or_file});
-  EXPECT_TRUE(p.ok()) << p.error().format();
-  auto m = arch::find_machine("h100-sxm5", arch::default_machines_dir());
-  EXPECT_TRUE(m.ok());
-  return {p->diagram, sched::analyse_streaming(p->diagram), m.value()};
-}
+using testing_fixture::Fixture;
+using testing_fixture::load;
 
 // The paper's choices (Tables 1-2): w_q = 128, s_x = 64, FP16 accumulation, sub-loops d' = 32
 // and d'' = 8; the number of warpgroups is left to the solver.

@@ -5,28 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "arch/load.h"
-#include "common/test_util.h"
-#include "ir/parser.h"
 #include "search/configure.h"
 #include "search/search.h"
+#include "unit/search/fixture.h"
 
 namespace napkin::search {
 namespace {
 
-struct Fixture {
-  ir::Diagram d;
-  sched::StreamingReport report;
-  arch::Machine m;
-};
-
-Fixture load(const std::string& file) {
-  auto p = ir::load_diagram((testing::source_dir() / "examples" / file).string());
-  EXPECT_TRUE(p.ok()) << p.error().format();
-  auto m = arch::find_machine("h100-sxm5", arch::default_machines_dir());
-  EXPECT_TRUE(m.ok());
-  return {p->diagram, sched::analyse_streaming(p->diagram), m.value()};
-}
+using testing_fixture::Fixture;
+using testing_fixture::load;
 
 Config config() {
   Config c;
