@@ -12,21 +12,15 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 variants=()
 while [[ $# -gt 0 && $1 != -- ]]; do variants+=("$1"); shift; done
 shift || true
-NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I.cutlass/include --expt-relaxed-constexpr -Xcompiler -fPIC -Xptxas -v"
-build() {  # name flags rev
-  local name=$1 flags=$2 rev=$3 dir=build/ab/$1
-  mkdir -p "$dir/lib" "$dir/obj"
-  local src=runtime
-  if [[ -n $rev ]]; then src=$rev/runtime; fi
-  ls $src/src/*.cu | xargs -P 16 -I{} sh -c "nvcc $NVFLAGS $flags -I$src/include -c {} -o $dir/obj/\$(basename {} .cu).o > $dir/obj/\$(basename {} .cu).log 2>&1" || return 1
-  nvcc -shared -o "$dir/lib/libnapkin_attention.so" $dir/obj/*.o || return 1
-  cat $dir/obj/*.log | grep -E "Compiling entry|spill|Used|C75[0-9][0-9]" > "$OUT/ptxas_$name.log"
-  if grep -q "C75" "$OUT/ptxas_$name.log"; then echo "$name: ptxas serialised WGMMA"; return 1; fi
+build() {  # name flags src
+  local name=$1 flags=$2 src=${3:-runtime}
+  # shellcheck disable=SC2086  # flags are words
+  bench/attention/build_kernels.sh "$src" "build/ab/$name" "$OUT/ptxas_$name.log" $flags
 }
 t0=$(date +%s)
 for v in "${variants[@]}"; do
   name=${v%%=*}; rest=${v#*=}; flags=${rest%@*}; rev=""; [[ $rest == *@* ]] && rev=${rest##*@}
-  build "$name" "$flags" "$rev" > "$OUT/build_$name.log" 2>&1 &
+  build "$name" "$flags" "${rev:+$rev/runtime}" > "$OUT/build_$name.log" 2>&1 &
 done
 wait
 echo "builds: $(( $(date +%s) - t0 )) s"

@@ -13,15 +13,8 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 # Build the kernel library here when asked (16 cores; the host has 2): NAPKIN_DEVICE_BUILD=1,
 # with the CuTe headers carried in .cutlass/include. ptxas resource reports go to $OUT.
 if [[ ${NAPKIN_DEVICE_BUILD:-0} == 1 ]]; then
-  mkdir -p build/cuda/lib build/cuda/obj build/cuda/runtime
-  export NVFLAGS="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Iruntime/include -I.cutlass/include --expt-relaxed-constexpr -Xcompiler -fPIC -Xptxas -v"
   t0=$(date +%s)
-  ls runtime/src/*.cu | xargs -P 8 -I{} sh -c 'b=$(basename {} .cu); nvcc $NVFLAGS -c {} -o build/cuda/obj/$b.o > build/cuda/obj/$b.log 2>&1 || { cat build/cuda/obj/$b.log; exit 1; }' || exit 1
-  nvcc -shared -o build/cuda/lib/libnapkin_attention.so build/cuda/obj/*.o || exit 1
-  nvcc $NVFLAGS runtime/tests/sanitize_attention.cu -Lbuild/cuda/lib -lnapkin_attention -Xlinker -rpath -Xlinker $PWD/build/cuda/lib -o build/cuda/runtime/sanitize_attention || exit 1
-  cat build/cuda/obj/*.log | grep -E "Compiling entry|spill|Used|C75[0-9][0-9]" > "$OUT/ptxas.log"
-  # ptxas C75xx: WGMMAs serialised (or setmaxnreg ignored): a silent 25-30 % loss; refuse to go on.
-  if grep -q "C75[0-9][0-9]" "$OUT/ptxas.log"; then grep "C75" "$OUT/ptxas.log" | head -5; echo "ERROR: ptxas serialised WGMMA"; exit 1; fi
+  BUILD_SANITIZER=1 JOBS=8 bench/attention/build_kernels.sh runtime build/cuda "$OUT/ptxas.log" || exit 1
   echo "device build: $(( $(date +%s) - t0 )) s"; grep -E "spill|Used" "$OUT/ptxas.log" | sort | uniq -c
 fi
 # Build the binding once (small; the kernels are in the carried library).
