@@ -98,11 +98,16 @@ struct FwdConfig {
   static constexpr uint32_t kQBytes = kConsumerWGs * kQTileElems * sizeof(Element);
   static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
 
-  // O is staged in its own buffer when shared memory allows (the next tile's Q then loads
-  // while this tile's epilogue runs); otherwise (d = 256) in the Q buffer.
+  // O is staged in its own buffer when shared memory allows; otherwise (d = 256) at the start
+  // of the V ring, which the producer refills for the next tile only once the epilogue's
+  // store has read it (o_free). Either way Q is free after the tile's last S GEMM, so the
+  // next tile's Q loads while this tile's last P V and epilogue run.
   static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
   static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
   static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024;
+  static constexpr bool kOInV = !kSeparateO;
+  static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
+                "O staging must fit in the V ring");
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
   static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024 ? 2 : 1;
   struct SharedStorage {
@@ -114,8 +119,9 @@ struct FwdConfig {
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
     uint64_t q_empty[kQBuffers];    // every consumer warp is done with that Q and has read tile_idx
+    uint64_t o_free;                // kOInV: the V ring is free of the previous tile's O (see the producer)
     int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
-    __device__ Element* o_staging() { return kSeparateO ? o.data() : q.data(); }
+    __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 };
@@ -187,6 +193,9 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
 // a warpgroup waits for its turn before issuing a batch of WGMMAs and hands the turn to the
 // next one (round robin) right after issuing, so the tensor cores run one warpgroup's GEMMs
 // while the others compute their softmax.
+// Named barrier of all consumer warpgroups (0 is __syncthreads, 1 + w the epilogue's, 8 + w
+// ping-pong's).
+constexpr int kConsumersBarrier = 6;
 template <int kWGs>
 __device__ __forceinline__ void pingpong_wait_turn(bool on, int w) {
   if (on) cutlass::arch::NamedBarrier::sync(256, 8 + w);
@@ -222,6 +231,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
     }
     ss.k_ring.init(4 * Cfg::kConsumerWGs);  // one arrival per consumer warp frees a slot
     ss.v_ring.init(4 * Cfg::kConsumerWGs);
+    cutlass::arch::ClusterBarrier::init(&ss.o_free, Cfg::kConsumerWGs);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
@@ -240,6 +250,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       auto tma_v = p.tma_v.get_slice(0);
       RingState<Cfg::kStages> st;
       int q_iter = 0;
+      int o_tiles = 0;  // tiles with O to store so far
       // Claims: every CTA takes tiles until one claim fails, so the counter is bumped exactly
       // num_tiles times; the claim that sees num_tiles - 1 is the launch's last access and
       // resets it, ready for the next launch on the stream (no memset per launch).
@@ -285,10 +296,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         for (int n = n_blocks - 1; n >= 0; --n) {
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
+          // kOInV: the previous tile's O, staged in the V ring, must have been stored before
+          // this tile's V overwrites it. o_free completes once per tile that stores O, when the
+          // consumers have issued its first S GEMM and the previous such tile's store has read
+          // shared memory; they cannot complete the next phase before these V loads, so the
+          // parity is exact.
+          if (Cfg::kOInV && n == n_blocks - 1)
+            cutlass::arch::ClusterBarrier::wait(&ss.o_free, o_tiles & 1);
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
         }
+        ++o_tiles;
       }
     }
   } else {
@@ -333,6 +352,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
 
     RingState<Cfg::kStages> k_st, v_st;
     int q_iter = 0;
+    // kOInV: arrives on o_free once the previous tile's O store (if any) has read the V ring.
+    // Called once per tile that stores O, after its first S GEMM is issued, so the store's
+    // latency hides under that GEMM; the producer waits for it before the tile's first V.
+    auto free_o_staging = [&]() {
+      if constexpr (Cfg::kOInV) {
+        if (tid == 0) {
+          tma_store_wait<0>();
+          cutlass::arch::ClusterBarrier::arrive(&ss.o_free);
+        }
+      }
+    };
     const bool pp = Cfg::kConsumerWGs >= 2 && p.pingpong;
     if (w == Cfg::kConsumerWGs - 1) pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);  // warpgroup 0 goes first
     while (true) {
@@ -388,10 +418,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
+        free_o_staging();
         warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
-        if (Cfg::kSeparateO && n == 0) release_q();
+        if (n == 0) release_q();
         if (needs_mask(n)) mask(n);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
@@ -421,7 +452,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
           warpgroup_wait<1>();
           release(ss.k_ring, k_st);
           k_st.advance();
-          if (Cfg::kSeparateO && n == 0) release_q();
+          if (n == 0) release_q();
           if (needs_mask(n)) mask(n);
           softmax.step(rS, p.scale_log2, corr);
           warpgroup_wait<0>();
@@ -451,7 +482,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         }
       }
       if (n_blocks == 0) {
-        release_q();
+        release_q();  // (o_free counts only tiles that store O: nothing to signal here)
         // Every row is masked: O = 0, written straight to global (16 bytes a thread a step), so
         // no shared-memory buffer is touched while the producer may be loading the next Q.
         constexpr int kChunks = kHeadDim / 8;
@@ -468,7 +499,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
       // tile's store has read it.
       if (tid == 0) tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(128, 1 + w);
+      if constexpr (Cfg::kOInV) {
+        // The staging tile overlaps V slots that the other warpgroups may still be reading.
+        cutlass::arch::NamedBarrier::sync(128 * Cfg::kConsumerWGs, kConsumersBarrier);
+      } else {
+        cutlass::arch::NamedBarrier::sync(128, 1 + w);
+      }
       {
         // O as Element, written with stmatrix (four 8x8 matrices per instruction, shared-memory
         // addressing) into the swizzled staging tile.
@@ -488,14 +524,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CO
         auto tma_o = p.tma_o.get_slice(0);
         copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();
-      }
-      if constexpr (!Cfg::kSeparateO) {
-        // O was staged in the Q buffer: free it once the store has read it. (Storing straight
-        // from registers instead, which frees Q earlier, measured 2-10 % slower at d = 256:
-        // bench/NOTES.md, v12.)
-        if (tid == 0) tma_store_wait<0>();
-        cutlass::arch::NamedBarrier::sync(128, 1 + w);
-        release_q();
       }
     }
     if (tid == 0) tma_store_wait<0>();
