@@ -11,17 +11,20 @@
 
 namespace napkin::detail {
 
-// Tile schedule per head dim: {kBlockN, consumer warpgroups, stages}. See docs/runtime.md.
+// Tile schedule per head dim: {kBlockN, consumer warpgroups, stages, CTAs per SM}. See
+// docs/runtime.md.
 template <int kHeadDim> struct FwdSchedule;
-template <> struct FwdSchedule<64>  { static constexpr int kBlockN = 128, kConsumerWGs = 3, kStages = 2; };
-template <> struct FwdSchedule<128> { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2; };
+template <> struct FwdSchedule<64>  { static constexpr int kBlockN = 128, kConsumerWGs = 3, kStages = 2, kCtasPerSM = 1; };
+template <> struct FwdSchedule<128> { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1; };
 // d = 256: 80-key chunks (CuTe extended WGMMA shapes); measured +4-8 % over 64 on non-causal rows.
-template <> struct FwdSchedule<256> { static constexpr int kBlockN = 80,  kConsumerWGs = 2, kStages = 2; };
+template <> struct FwdSchedule<256> { static constexpr int kBlockN = 80,  kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1; };
 
-// Causal d = 64 with short queries: 128-row tiles waste less work on the diagonal than 192-row
-// ones (measured on H200, bf16: s = 512 221 vs 201 TFLOP/s, 1k 300 vs 271; from 2k the 192-row
-// tiles win). See bench/NOTES.md.
-struct FwdScheduleD64Short { static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2; };
+// Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
+// Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
+// which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
+// bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322; at 2k the same as the
+// 192-row tiles, and slower on non-causal rows. See bench/NOTES.md, v20.
+struct FwdScheduleD64Short { static constexpr int kBlockN = 64, kConsumerWGs = 1, kStages = 2, kCtasPerSM = 3; };
 inline bool use_short_schedule(const AttentionFwdArgs& a) { return a.causal && a.seqlen_q <= 1024; }
 
 // The persistent scheduler's tile counter for launches on `stream` (current device): allocated
@@ -30,7 +33,8 @@ cudaError_t tile_counter_for(cudaStream_t stream, int** counter);
 
 template <class Element, int kHeadDim, bool kCausal, class Sched = FwdSchedule<kHeadDim>>
 cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
-  using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal>;
+  using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal,
+                                Sched::kCtasPerSM>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};

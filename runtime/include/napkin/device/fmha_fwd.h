@@ -38,7 +38,8 @@
 
 namespace napkin::device {
 
-template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_>
+template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
+          int kCtasPerSM_ = 1>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -48,9 +49,16 @@ struct FwdConfig {
   static constexpr int kStages = kStages_;
   static constexpr bool kCausal = kCausal_;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  // setmaxnreg budgets: (producer + W * consumer) * 128 <= 65536.
-  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
+  // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
+  static constexpr int kCtasPerSM = kCtasPerSM_;
+  // setmaxnreg budgets: the registers a CTA gets at launch (the launch bounds' cap, in steps
+  // of 8) are shared out as producer + W * consumer.
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSM) / 8 * 8;
+  static constexpr int kProducerRegs = kConsumerWGs == 3 ? 32 : 24;
+  static constexpr int kConsumerRegs =
+      std::min(240, (kLaunchRegs * (kConsumerWGs + 1) - kProducerRegs) / kConsumerWGs / 8 * 8);
+  static_assert((kProducerRegs + kConsumerWGs * kConsumerRegs) * 128 <= 65536 / kCtasPerSM);
 
   static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256);
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256);
@@ -206,7 +214,7 @@ __device__ __forceinline__ void pingpong_pass_turn(bool on, int w) {
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) fmha_fwd_kernel(CUTE_GRID_CONSTANT FwdParams<Cfg> const p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kernel(CUTE_GRID_CONSTANT FwdParams<Cfg> const p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cute;
   using Element = typename Cfg::Element;
@@ -581,7 +589,10 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   int device = 0, num_sms = 0;
   if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  dim3 grid(std::min(p.num_tiles, num_sms));
+  int ctas_per_sm = 0;
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, smem)) != cudaSuccess)
+    return err;
+  dim3 grid(std::min(p.num_tiles, num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM))));
   p.tile_counter = tile_counter;
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
   return cudaGetLastError();
