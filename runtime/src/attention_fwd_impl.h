@@ -22,10 +22,10 @@ template <> struct FwdSchedule<256> { static constexpr int kBlockN = 80,  kConsu
 // Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
 // which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
-// bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322; at 2k the same as the
-// 192-row tiles, and slower on non-causal rows. See bench/NOTES.md, v20.
+// bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322, 2k 402 vs 393 (192-row
+// tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20.
 struct FwdScheduleD64Short { static constexpr int kBlockN = 64, kConsumerWGs = 1, kStages = 2, kCtasPerSM = 3; };
-inline bool use_short_schedule(const AttentionFwdArgs& a) { return a.causal && a.seqlen_q <= 1024; }
+inline bool use_short_schedule(const AttentionFwdArgs& a) { return a.causal && a.seqlen_q <= 2048; }
 
 // The persistent scheduler's tile counter for launches on `stream` (current device): allocated
 // and zeroed on first use, then kept zero by the kernel itself. Defined in attention_fwd.cu.
