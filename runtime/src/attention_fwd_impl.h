@@ -25,6 +25,8 @@ template <> struct FwdSchedule<256> { static constexpr int kBlockN = 80,  kConsu
 // bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322, 2k 402 vs 393 (192-row
 // tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20.
 struct FwdScheduleD64Short { static constexpr int kBlockN = 64, kConsumerWGs = 1, kStages = 2, kCtasPerSM = 3; };
+// (tests/gpu/test_attention.py and runtime/tests/sanitize_attention.cu each run a length past
+// this threshold, so that both d = 64 causal kernels are tested.)
 inline bool use_short_schedule(const AttentionFwdArgs& a) { return a.causal && a.seqlen_q <= 2048; }
 
 // The persistent scheduler's tile counter for launches on `stream` (current device): allocated
