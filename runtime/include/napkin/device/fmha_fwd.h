@@ -197,13 +197,14 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
 }
 
+// Named barrier of all consumer warpgroups (0 is __syncthreads, 1 + w the epilogue's, 8 + w
+// ping-pong's).
+constexpr int kConsumersBarrier = 6;
+
 // Ping-pong between the consumer warpgroups (named barriers 8 + w; 1 + w are the epilogue's):
 // a warpgroup waits for its turn before issuing a batch of WGMMAs and hands the turn to the
 // next one (round robin) right after issuing, so the tensor cores run one warpgroup's GEMMs
 // while the others compute their softmax.
-// Named barrier of all consumer warpgroups (0 is __syncthreads, 1 + w the epilogue's, 8 + w
-// ping-pong's).
-constexpr int kConsumersBarrier = 6;
 template <int kWGs>
 __device__ __forceinline__ void pingpong_wait_turn(bool on, int w) {
   if (on) cutlass::arch::NamedBarrier::sync(256, 8 + w);
