@@ -260,6 +260,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       RingState<Cfg::kStages> st;
       int q_iter = 0;
       int o_tiles = 0;  // tiles with O to store so far
+      // A single Q buffer (d = 256) is refilled only once the previous tile's last S GEMM has
+      // read it, shortly before the new Q is needed; and tiles of equal work keep the CTAs in
+      // step, so every CTA would read its next Q from DRAM at that same moment. Prefetching it
+      // into L2 when the tile is claimed, about two chunks earlier, spreads those reads.
+      // (Prefetching K and V too, or ahead in the chunk loop, measured slower: bench/NOTES.md, v21.)
+      // Q is read once: first out of L2 (K and V are reread by the head's other tiles).
+      constexpr auto kQCacheHint = TMA::CacheHintSm90::EVICT_FIRST;
+      auto prefetch_q_to_l2 = [&](int t) {
+        const TileCoord c = sched.decode(t);
+        CUTE_UNROLL
+        for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
+          Tensor gQ = local_tile(mQ(_, _, c.head, c.batch), Shape<_64, D>{},
+                                 make_coord(c.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
+          prefetch(p.tma_q, tma_q.partition_S(gQ));
+        }
+      };
       // Claims: every CTA takes tiles until one claim fails, so the counter is bumped exactly
       // num_tiles times; the claim that sees num_tiles - 1 is the launch's last access and
       // resets it, ready for the next launch on the stream (no memset per launch).
@@ -269,6 +285,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         return old + static_cast<int>(gridDim.x);
       };
       for (int tile = blockIdx.x;; tile = claim()) {
+        if constexpr (Cfg::kQBuffers == 1)
+          if (tile < p.num_tiles) prefetch_q_to_l2(tile);
         // Q buffer qb and its tile_idx: rewritten once every consumer warp is done with them.
         const int qb = q_iter % Cfg::kQBuffers;
         if (q_iter >= Cfg::kQBuffers)
@@ -293,7 +311,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                                  make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
           Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                   typename Cfg::SmemLayoutQ{});                                // (64, D)
-          copy(p.tma_q.with(ss.q_bar[qb].bar), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
+          copy(p.tma_q.with(ss.q_bar[qb].bar, 0, kQCacheHint), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
         }
         const int head_kv = tc.head / p.group;
         Tensor gK = local_tile(mK(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
@@ -306,12 +324,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
-          // this tile's V overwrites it. o_free completes once per tile that stores O, when the
-          // consumers have issued its first S GEMM and the previous such tile's store has read
-          // shared memory; they cannot complete the next phase before these V loads, so the
-          // parity is exact.
-          if (Cfg::kOInV && n == n_blocks - 1)
-            cutlass::arch::ClusterBarrier::wait(&ss.o_free, o_tiles & 1);
+          // this tile's first V overwrites it. o_free completes once per tile that stores O,
+          // when every consumer warpgroup's store of it has read shared memory (the epilogue);
+          // this waits for the previous such tile, so the parity is exact.
+          if (Cfg::kOInV && n == n_blocks - 1 && o_tiles > 0)
+            cutlass::arch::ClusterBarrier::wait(&ss.o_free, (o_tiles - 1) & 1);
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
@@ -361,17 +378,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 
     RingState<Cfg::kStages> k_st, v_st;
     int q_iter = 0;
-    // kOInV: arrives on o_free once the previous tile's O store (if any) has read the V ring.
-    // Called once per tile that stores O, after its first S GEMM is issued, so the store's
-    // latency hides under that GEMM; the producer waits for it before the tile's first V.
-    auto free_o_staging = [&]() {
-      if constexpr (Cfg::kOInV) {
-        if (tid == 0) {
-          tma_store_wait<0>();
-          cutlass::arch::ClusterBarrier::arrive(&ss.o_free);
-        }
-      }
-    };
     const bool pp = Cfg::kConsumerWGs >= 2 && p.pingpong;
     if (w == Cfg::kConsumerWGs - 1) pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);  // warpgroup 0 goes first
     while (true) {
@@ -427,7 +433,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
-        free_o_staging();
         warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
@@ -533,6 +538,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         auto tma_o = p.tma_o.get_slice(0);
         copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();
+        if constexpr (Cfg::kOInV) {
+          // The V ring is free of this O once the store has read it: the producer's next V
+          // waits for that (o_free), while the next tile's Q and K load meanwhile.
+          tma_store_wait<0>();
+          cutlass::arch::ClusterBarrier::arrive(&ss.o_free);
+        }
       }
     }
     if (tid == 0) tma_store_wait<0>();
