@@ -77,12 +77,6 @@ struct FwdConfig {
 
   using MmaQK = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
-  // Narrow chunks (causal): where a warpgroup's rows see none of a chunk's keys past the first
-  // 64 (its diagonal chunk, when the tile's rows start at the chunk's keys), P V runs on those
-  // 64 keys only. (S stays full width: a 64-key S WGMMA on part of the same accumulator made
-  // ptxas serialise every WGMMA, C7511/C7515.)
-  static constexpr bool kNarrowChunks = kCausal && kBlockN > 64;
-  static constexpr int kNarrowN = 64;
   using MmaPV = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
@@ -178,9 +172,8 @@ __device__ __forceinline__ int fwd_num_n_blocks(int m_block, int seqlen_q, int s
 }
 
 // One WGMMA batch: c (+)= a * b over the K mode, committed as one group. kARegs: a is a
-// register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA). kKBlocks:
-// the first kKBlocks blocks of the K mode only (-1: all).
-template <bool kZeroInit, bool kARegs, int kKBlocks = -1, class Mma, class TA, class TB, class TC>
+// register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA).
+template <bool kZeroInit, bool kARegs, class Mma, class TA, class TB, class TC>
 __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, TC& c) {
   using namespace cute;
   if constexpr (kARegs) warpgroup_fence_operand(const_cast<TA&>(a));
@@ -188,7 +181,7 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = SM90::GMMA::ScaleOut::Zero;
   CUTE_UNROLL
-  for (int kb = 0; kb < (kKBlocks < 0 ? int(size<2>(a)) : kKBlocks); ++kb) {
+  for (int kb = 0; kb < size<2>(a); ++kb) {
     gemm(mma, a(_, _, kb), b(_, _, kb), c);
     mma.accumulate_ = SM90::GMMA::ScaleOut::One;
   }
@@ -320,14 +313,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         Tensor tKsK = tma_k.partition_D(sK);
         Tensor tVgV = tma_v.partition_S(gV);
         Tensor tVsV = tma_v.partition_D(sV);
-        for (int n = n_blocks - 1; n >= 0; --n) {
+        for (int n = 0; n < n_blocks; ++n) {
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
           // when every consumer warpgroup's store of it has read shared memory (the epilogue);
           // this waits for the previous such tile, so the parity is exact.
-          if (Cfg::kOInV && n == n_blocks - 1 && o_tiles > 0)
+          if (Cfg::kOInV && n == 0 && o_tiles > 0)
             cutlass::arch::ClusterBarrier::wait(&ss.o_free, (o_tiles - 1) & 1);
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
@@ -361,7 +354,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
     static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
     static_assert(decltype(size(rO))::value == kHeadDim / 2);
-    constexpr int kNarrowKBlocks = Cfg::kNarrowN / 16;
 
     auto convert_p = [&]() {
       CUTE_UNROLL
@@ -419,16 +411,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if (n_blocks > 0) {
         float corr[2];
 
-        // First chunk (the last one along the keys: it may be partial or on the diagonal).
-        int n = n_blocks - 1;
-        // Narrow when this warpgroup's rows see no key past the chunk's first 64: the mask sets
-        // the other columns to -inf, so their P is 0 and the P V can skip them.
-        bool narrow = false;
-        if constexpr (Cfg::kNarrowChunks) {
-          int seen_end = p.seqlen_k;  // this warpgroup's rows see keys < seen_end
-          if constexpr (Cfg::kCausal) seen_end = min(seen_end, row0 + 64 + diag);
-          narrow = seen_end - n * kBlockN <= Cfg::kNarrowN;
-        }
+        // The keys are walked upwards (chunk n_blocks - 1 - i at step i, the partial or
+        // diagonal chunk last), so the tiles of a head, which start together, read each K/V
+        // chunk at about the same time, once from DRAM: bench/NOTES.md, v22.
+        int i = n_blocks - 1;  // chunks left after this one
         ss.k_ring.consumer_wait(k_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
@@ -436,26 +422,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
-        if (n == 0) release_q();
-        if (needs_mask(n)) mask(n);
+        if (i == 0) release_q();
+        if (needs_mask(0)) mask(0);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
 
         // O (+)= P V of the chunk whose P is in rP. The tile's first P V overwrites O (so O
-        // needs no clearing), on a narrow chunk over its first 64 keys only.
+        // needs no clearing).
         bool first_pv = true;
         auto issue_pv = [&]() {
-          if (first_pv && narrow) {
-            wgmma_batch<true, true, kNarrowKBlocks>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
-          } else if (first_pv) {
+          if (first_pv) {
             wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           } else {
             wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           }
           first_pv = false;
         };
-        for (--n; n >= 0; --n) {
-          // Issue S_n = Q K_n^T, then O += P_{n+1} V_{n+1}, as one batch. (ptxas places the
+        for (--i; i >= 0; --i) {
+          const int n = n_blocks - 1 - i;
+          // Issue S_n = Q K_n^T, then O += P_{n-1} V_{n-1}, as one batch. (ptxas places the
           // softmax of S_n after both complete; ping-pong hides it: docs/runtime.md.)
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
@@ -466,7 +451,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           warpgroup_wait<1>();
           release(ss.k_ring, k_st);
           k_st.advance();
-          if (n == 0) release_q();
+          if (i == 0) release_q();
           if (needs_mask(n)) mask(n);
           softmax.step(rS, p.scale_log2, corr);
           warpgroup_wait<0>();
