@@ -21,6 +21,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include <cute/tensor.hpp>
@@ -536,6 +537,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 #endif
 }
 
+// The persistent grid's size on the current device: SMs x CTAs per SM (Cfg::kCtasPerSM, or
+// fewer if the occupancy API says so), after allowing the kernel its dynamic shared memory.
+// Both are properties of the kernel and the GPU, so they are found on the first launch on each
+// device and kept (a race between threads only repeats the same idempotent calls).
+template <class Cfg>
+cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices];  // 0: not found yet
+  int device = 0;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  if (device < kMaxDevices && (*resident_ctas = known[device].load(std::memory_order_acquire)) > 0)
+    return cudaSuccess;
+  auto kernel = fmha_fwd_kernel<Cfg>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  int num_sms = 0, ctas_per_sm = 0;
+  if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes)) !=
+      cudaSuccess)
+    return err;
+  *resident_ctas = num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM));
+  if (device < kMaxDevices) known[device].store(*resident_ctas, std::memory_order_release);
+  return cudaSuccess;
+}
+
 // Builds the parameters (TMA descriptors included) and launches. Arguments are checked by
 // the caller (attention_fwd_check). `tile_counter`: an int in device memory that is zero and
 // used by no launch running concurrently (one per stream); the kernel leaves it zero.
@@ -579,19 +605,11 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.scale_log2 = softmax_scale * 1.4426950408889634f;
   p.pingpong = pingpong;
 
-  auto kernel = fmha_fwd_kernel<Cfg>;
-  constexpr int smem = Cfg::kSmemBytes;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
-  int device = 0, num_sms = 0;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  int ctas_per_sm = 0;
-  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, smem)) != cudaSuccess)
-    return err;
-  dim3 grid(std::min(p.num_tiles, num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM))));
+  int resident_ctas = 0;
+  if (cudaError_t err = fmha_fwd_resident_ctas<Cfg>(&resident_ctas); err != cudaSuccess) return err;
+  dim3 grid(std::min(p.num_tiles, resident_ctas));
   p.tile_counter = tile_counter;
-  kernel<<<grid, Cfg::kThreads, smem, stream>>>(p);
+  fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
