@@ -261,14 +261,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // (Prefetching K and V too, or ahead in the chunk loop, measured slower: bench/NOTES.md, v21.)
       // Q is read once: first out of L2 (K and V are reread by the head's other tiles).
       constexpr auto kQCacheHint = TMA::CacheHintSm90::EVICT_FIRST;
+      // Rows [64 w, 64 w + 64) of tile c's Q: consumer warpgroup w's part.
+      auto q_rows_of = [&](TileCoord c, int w) {
+        return local_tile(mQ(_, _, c.head, c.batch), Shape<_64, D>{},
+                          make_coord(c.m_block * Cfg::kConsumerWGs + w, 0));                 // (64, D)
+      };
       auto prefetch_q_to_l2 = [&](int t) {
         const TileCoord c = sched.decode(t);
         CUTE_UNROLL
-        for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
-          Tensor gQ = local_tile(mQ(_, _, c.head, c.batch), Shape<_64, D>{},
-                                 make_coord(c.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
-          prefetch(p.tma_q, tma_q.partition_S(gQ));
-        }
+        for (int w = 0; w < Cfg::kConsumerWGs; ++w) prefetch(p.tma_q, tma_q.partition_S(q_rows_of(c, w)));
       };
       // Claims: every CTA takes tiles until one claim fails, so the counter is bumped exactly
       // num_tiles times; the claim that sees num_tiles - 1 is the launch's last access and
@@ -301,8 +302,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         ss.q_bar[qb].arrive_expect(Cfg::kQBytes);
         CUTE_UNROLL
         for (int w = 0; w < Cfg::kConsumerWGs; ++w) {
-          Tensor gQ = local_tile(mQ(_, _, tc.head, tc.batch), Shape<_64, D>{},
-                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
+          Tensor gQ = q_rows_of(tc, w);                                                        // (64, D)
           Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                   typename Cfg::SmemLayoutQ{});                                // (64, D)
           copy(p.tma_q.with(ss.q_bar[qb].bar, 0, kQCacheHint), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
