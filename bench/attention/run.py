@@ -7,9 +7,10 @@ not, bf16 and fp16).
 Every implementation is validated on the row's inputs before it is timed: its error against an
 f64 reference on sampled query rows must be at most twice that of PyTorch's own low-precision
 attention (FlashAttention's rule). Timing: CUDA events around each call, L2 flushed before
-each, median of --reps. Prints a table (TFLOP/s, ratio to cuDNN, and napkin's own prediction
-for this GPU beside the measurement, from bench/attention/predictions.json, which predict.py
-computes on the host) and appends one JSON line per row and implementation to --out.
+each, median of --reps, the implementations' calls taken in turns. Prints a table (TFLOP/s,
+ratio to cuDNN, and napkin's own prediction for this GPU beside the measurement, from
+bench/attention/predictions.json, which predict.py computes on the host) and appends one JSON
+line per row and implementation to --out.
 
     python3 bench/attention/run.py --out bench/results/attention.jsonl
 """
@@ -88,6 +89,25 @@ class Timer:
             e.record()
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+    def median_ms_interleaved(self, fns):
+        """Median time of each function in `fns` (name -> fn), the calls taken in turns (a, b, c,
+        a, b, c, ...) so that every implementation sees the same clocks and temperature; the
+        long rows heat the GPU, and timed one block after another the later blocks ran slower."""
+        for fn in fns.values():
+            for _ in range(self.warmup):
+                fn()
+        events = {name: [] for name in fns}
+        for _ in range(self.reps):
+            for name, fn in fns.items():
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                self.flush.zero_()
+                s.record()
+                fn()
+                e.record()
+                events[name].append((s, e))
+        torch.cuda.synchronize()
+        return {name: statistics.median(s.elapsed_time(e) for s, e in ev) for name, ev in events.items()}
 
 
 def sampled_reference(q, k, v, causal, scale, rows, dtype):
@@ -206,13 +226,13 @@ def main():
                         except Exception as e:  # noqa: BLE001
                             valid[name] = (False, f"{type(e).__name__}: {e}"[:200])
                     result = {}
-                    for name, fn in fns.items():
-                        ok, err = valid[name]
-                        if not ok:
-                            print(f"  INVALID {name} {dtype_name} d={d} causal={causal} s={seqlen}: err {err} "
+                    for name in fns:
+                        if not valid[name][0]:
+                            print(f"  INVALID {name} {dtype_name} d={d} causal={causal} s={seqlen}: err {valid[name][1]} "
                                   f"(bound {2 * err_low + 1e-5:.3e}); not timed")
-                            continue
-                        ms = timer.median_ms(fn)
+                    times = timer.median_ms_interleaved({n: fn for n, fn in fns.items() if valid[n][0]})
+                    for name, ms in times.items():
+                        err = valid[name][1]
                         tf = flops(batch, heads, seqlen, d, causal) / ms / 1e9
                         result[name] = tf
                         rec = {"run_id": run_id, "gpu": info["gpu"], "impl": name, "dtype": dtype_name, "d": d,

@@ -21,6 +21,8 @@ CASES = [
     (3, 513, 513, 4, 1, 128, True),      # MQA
     (1, 128, 128, 16, 16, 64, False),
     (1, 2100, 2200, 4, 2, 64, True),     # d64 causal past the short-query schedule (2048)
+    (2, 1000, 1000, 4, 2, 64, False),    # d64 non-causal, padded schedule: 2 of 18 warpgroups idle
+    (1, 2100, 2100, 2, 1, 64, False),    # d64 non-causal, no warpgroup idle: the plain schedule
 ]
 DTYPES = ["bfloat16", "float16"]
 

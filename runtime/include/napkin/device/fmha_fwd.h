@@ -40,7 +40,7 @@
 namespace napkin::device {
 
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
-          int kCtasPerSM_ = 1>
+          int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -50,6 +50,19 @@ struct FwdConfig {
   static constexpr int kStages = kStages_;
   static constexpr bool kCausal = kCausal_;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  // The order a tile walks its key chunks (fwd_chunk_at_step). Always upwards from key 0, so
+  // the tiles of a head, which start together, read each K/V chunk at about the same time,
+  // once from DRAM (bench/NOTES.md, v22). The one chunk out of order: non-causal, the last
+  // chunk (partial where seqlen_k is not a multiple of kBlockN) goes first; causal, the
+  // diagonal chunk stays last. Measured on the H100 (bench/NOTES.md, v23): partial first +1.5 %
+  // on d256 non-causal 512, neutral elsewhere; the causal diagonal first -2 to -3 % at d256.
+  static constexpr bool kLastChunkFirst = !kCausal;
+  // A consumer warpgroup whose rows all lie past seqlen_q (a head's last, partial tile) skips
+  // its GEMMs and softmax. The branch costs 2-5 % on every tile where no warpgroup is idle
+  // (ptxas schedules the chunk loop differently; bench/NOTES.md, v23), so the host picks this
+  // only where the padding is worth more (attention_fwd_impl.h). Not with O staged in the V
+  // ring, whose write waits for every warpgroup.
+  static constexpr bool kSkipIdleWarpgroups = kSkipIdleWarpgroups_;
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
   static constexpr int kCtasPerSM = kCtasPerSM_;
@@ -111,6 +124,13 @@ struct FwdConfig {
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
+  // kOInV with two warpgroups and two V stages: each warpgroup stages its O in a V stage of its
+  // own, as soon as its own last P V is done and that stage is free: warpgroup 0 in the stage
+  // the tile's last V is not in (free once warpgroup 1's second-to-last P V is done), warpgroup
+  // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
+  // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
+  static constexpr bool kOStagedPerWarpgroup =
+      kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
   static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024 ? 2 : 1;
   struct SharedStorage {
@@ -172,6 +192,13 @@ __device__ __forceinline__ int fwd_num_n_blocks(int m_block, int seqlen_q, int s
   return end <= 0 ? 0 : (end + Cfg::kBlockN - 1) / Cfg::kBlockN;
 }
 
+// The key chunk a tile visits at step `step` of its n_blocks (Cfg::kLastChunkFirst).
+template <class Cfg>
+__device__ __forceinline__ int fwd_chunk_at_step(int step, int n_blocks) {
+  if constexpr (Cfg::kLastChunkFirst) return step == 0 ? n_blocks - 1 : step - 1;
+  return step;
+}
+
 // One WGMMA batch: c (+)= a * b over the K mode, committed as one group. kARegs: a is a
 // register fragment (RS-WGMMA) rather than shared-memory descriptors (SS-WGMMA).
 template <bool kZeroInit, bool kARegs, class Mma, class TA, class TB, class TC>
@@ -194,6 +221,10 @@ __device__ __forceinline__ void wgmma_batch(Mma& mma, TA const& a, TB const& b, 
 // Named barrier of all consumer warpgroups (0 is __syncthreads, 1 + w the epilogue's, 8 + w
 // ping-pong's).
 constexpr int kConsumersBarrier = 6;
+// Cfg::kOStagedPerWarpgroup: warpgroup 1 is done with the V stage warpgroup 0 stages O in (4),
+// warpgroup 0 with the stage warpgroup 1 stages O in (5).
+constexpr int kOtherVStageFreeBarrier = 4;
+constexpr int kLastVStageFreeBarrier = 5;
 
 // Ping-pong between the consumer warpgroups (named barriers 8 + w; 1 + w are the epilogue's):
 // a warpgroup waits for its turn before issuing a batch of WGMMAs and hands the turn to the
@@ -314,14 +345,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         Tensor tKsK = tma_k.partition_D(sK);
         Tensor tVgV = tma_v.partition_S(gV);
         Tensor tVsV = tma_v.partition_D(sV);
-        for (int n = 0; n < n_blocks; ++n) {
+        for (int step = 0; step < n_blocks; ++step) {
+          const int n = fwd_chunk_at_step<Cfg>(step, n_blocks);
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
           // when every consumer warpgroup's store of it has read shared memory (the epilogue);
           // this waits for the previous such tile, so the parity is exact.
-          if (Cfg::kOInV && n == 0 && o_tiles > 0)
+          if (Cfg::kOInV && step == 0 && o_tiles > 0)
             cutlass::arch::ClusterBarrier::wait(&ss.o_free, (o_tiles - 1) & 1);
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
@@ -339,8 +371,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
                             typename Cfg::SmemLayoutQ{});                                  // (64, D) buffer 0
-    Tensor sO = make_tensor(make_smem_ptr(ss.o_staging() + w * Cfg::kQTileElems),
-                            typename Cfg::SmemLayoutQ{});                                  // (64, D)
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});     // (N, D, S)
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutVt{});   // (D, N, S)
 
@@ -404,18 +434,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         return m;
       };
 
+      // An idle warpgroup (Cfg::kSkipIdleWarpgroups) computes nothing: it keeps its place in
+      // the ping-pong order (one turn per WGMMA batch of the others) and frees Q and each K/V
+      // slot once loaded, as the other warpgroups expect.
+      if constexpr (Cfg::kSkipIdleWarpgroups && !Cfg::kOInV) {
+        if (row0 >= p.seqlen_q && n_blocks > 0) {
+          release_q();
+          auto skip_turn = [&]() {
+            pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+            pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
+          };
+          ss.k_ring.consumer_wait(k_st);
+          skip_turn();
+          release(ss.k_ring, k_st);
+          k_st.advance();
+          for (int i = n_blocks - 2; i >= 0; --i) {
+            ss.k_ring.consumer_wait(k_st);
+            ss.v_ring.consumer_wait(v_st);
+            skip_turn();
+            release(ss.k_ring, k_st);
+            k_st.advance();
+            release(ss.v_ring, v_st);
+            v_st.advance();
+          }
+          ss.v_ring.consumer_wait(v_st);
+          skip_turn();
+          release(ss.v_ring, v_st);
+          v_st.advance();
+          continue;
+        }
+      }
+
       OnlineSoftmax<kBlockN> softmax;
       softmax.init();
       Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                  typename Cfg::SmemLayoutQ{});                             // (64, D)
       Tensor tSrQ = thr_qk.partition_fragment_A(sQcur);                     // (MMA, 1, D/16)
+      int last_v_stage = 0;  // the V stage of the tile's last chunk
       if (n_blocks > 0) {
         float corr[2];
 
-        // The keys are walked upwards (chunk n_blocks - 1 - i at step i, the partial or
-        // diagonal chunk last), so the tiles of a head, which start together, read each K/V
-        // chunk at about the same time, once from DRAM: bench/NOTES.md, v22.
+        // Chunks in the order of fwd_chunk_at_step, as the producer loads them.
         int i = n_blocks - 1;  // chunks left after this one
+        const int n0 = fwd_chunk_at_step<Cfg>(0, n_blocks);
         ss.k_ring.consumer_wait(k_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
@@ -424,7 +485,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         release(ss.k_ring, k_st);
         k_st.advance();
         if (i == 0) release_q();
-        if (needs_mask(0)) mask(0);
+        if (needs_mask(n0)) mask(n0);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
 
@@ -440,8 +501,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           first_pv = false;
         };
         for (--i; i >= 0; --i) {
-          const int n = n_blocks - 1 - i;
-          // Issue S_n = Q K_n^T, then O += P_{n-1} V_{n-1}, as one batch. (ptxas places the
+          const int n = fwd_chunk_at_step<Cfg>(n_blocks - 1 - i, n_blocks);
+          // Issue S_n = Q K_n^T, then O += P V of the previous step's chunk, as one batch. (ptxas places the
           // softmax of S_n after both complete; ping-pong hides it: docs/runtime.md.)
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
@@ -458,6 +519,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           warpgroup_wait<0>();
           release(ss.v_ring, v_st);
           v_st.advance();
+          if constexpr (Cfg::kOStagedPerWarpgroup)
+            if (i == 0 && w == 1) cutlass::arch::NamedBarrier::arrive(256, kOtherVStageFreeBarrier);
           scale_rows<kHeadDim>(rO, corr);
           convert_p();
         }
@@ -467,7 +530,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
         release(ss.v_ring, v_st);
+        last_v_stage = v_st.index;
         v_st.advance();
+        if constexpr (Cfg::kOStagedPerWarpgroup) {
+          if (w == 0) cutlass::arch::NamedBarrier::arrive(256, kLastVStageFreeBarrier);
+          if (w == 1 && n_blocks == 1) cutlass::arch::NamedBarrier::arrive(256, kOtherVStageFreeBarrier);
+        }
       }
 
       // -------------------------------------------------------------- epilogue
@@ -499,7 +567,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
       // tile's store has read it.
       if (tid == 0) tma_store_wait<0>();
-      if constexpr (Cfg::kOInV) {
+      Element* o_smem = ss.o_staging() + w * Cfg::kQTileElems;
+      if constexpr (Cfg::kOStagedPerWarpgroup) o_smem = ss.v.data() + (last_v_stage ^ (w == 0)) * (kBlockN * kHeadDim);
+      Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Cfg::SmemLayoutQ{});         // (64, D)
+      if constexpr (Cfg::kOStagedPerWarpgroup) {
+        cutlass::arch::NamedBarrier::sync(256, w == 0 ? kOtherVStageFreeBarrier : kLastVStageFreeBarrier);
+      } else if constexpr (Cfg::kOInV) {
         // The staging tile overlaps V slots that the other warpgroups may still be reading.
         cutlass::arch::NamedBarrier::sync(128 * Cfg::kConsumerWGs, kConsumersBarrier);
       } else {
