@@ -502,8 +502,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         };
         for (--i; i >= 0; --i) {
           const int n = fwd_chunk_at_step<Cfg>(n_blocks - 1 - i, n_blocks);
-          // Issue S_n = Q K_n^T, then O += P V of the previous step's chunk, as one batch. (ptxas places the
-          // softmax of S_n after both complete; ping-pong hides it: docs/runtime.md.)
+          // Issue S_n = Q K_n^T, then O += P V of the previous step's chunk, as one batch.
+          // (ptxas places the softmax of S_n after both complete; ping-pong hides it:
+          // docs/runtime.md.)
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
           pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
@@ -533,6 +534,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         last_v_stage = v_st.index;
         v_st.advance();
         if constexpr (Cfg::kOStagedPerWarpgroup) {
+          // (With one chunk the other stage held no V of this tile: warpgroup 1 frees it here.)
           if (w == 0) cutlass::arch::NamedBarrier::arrive(256, kLastVStageFreeBarrier);
           if (w == 1 && n_blocks == 1) cutlass::arch::NamedBarrier::arrive(256, kOtherVStageFreeBarrier);
         }
@@ -571,6 +573,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if constexpr (Cfg::kOStagedPerWarpgroup) o_smem = ss.v.data() + (last_v_stage ^ (w == 0)) * (kBlockN * kHeadDim);
       Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Cfg::SmemLayoutQ{});         // (64, D)
       if constexpr (Cfg::kOStagedPerWarpgroup) {
+        // Only this tile's P Vs can still read the stage: the previous tile's O stores read it
+        // before the producer's o_free wait, which came before this tile's V loads.
         cutlass::arch::NamedBarrier::sync(256, w == 0 ? kOtherVStageFreeBarrier : kLastVStageFreeBarrier);
       } else if constexpr (Cfg::kOInV) {
         // The staging tile overlaps V slots that the other warpgroups may still be reading.
