@@ -16,6 +16,7 @@ CASES = [
     (1, 4097, 4097, 2, 2, 256, True),
     (2, 17, 1000, 8, 2, 128, True),      # q shorter than k, GQA 4:1
     (2, 1000, 17, 4, 1, 64, True),       # q longer than k: fully masked rows, MQA
+    (1, 700, 300, 4, 2, 128, True),      # fully masked tiles before and between visited ones
     (2, 1000, 17, 4, 4, 256, False),
     (1, 300, 700, 6, 3, 256, False),
     (3, 513, 513, 4, 1, 128, True),      # MQA
