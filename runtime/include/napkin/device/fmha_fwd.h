@@ -61,7 +61,7 @@ struct FwdConfig {
   // its GEMMs and softmax. The branch costs 2-5 % on every tile where no warpgroup is idle
   // (ptxas schedules the chunk loop differently; bench/NOTES.md, v23), so the host picks this
   // only where the padding is worth more (attention_fwd_impl.h). Not with O staged in the V
-  // ring, whose write waits for every warpgroup.
+  // ring, whose write waits for every warpgroup (static_assert below).
   static constexpr bool kSkipIdleWarpgroups = kSkipIdleWarpgroups_;
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
@@ -129,6 +129,7 @@ struct FwdConfig {
   // the tile's last V is not in (free once warpgroup 1's second-to-last P V is done), warpgroup
   // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
   // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
+  static_assert(!(kSkipIdleWarpgroups && kOInV), "idle warpgroups cannot skip where O is staged in the V ring");
   static constexpr bool kOStagedPerWarpgroup =
       kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
@@ -437,7 +438,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // An idle warpgroup (Cfg::kSkipIdleWarpgroups) computes nothing: it keeps its place in
       // the ping-pong order (one turn per WGMMA batch of the others) and frees Q and each K/V
       // slot once loaded, as the other warpgroups expect.
-      if constexpr (Cfg::kSkipIdleWarpgroups && !Cfg::kOInV) {
+      if constexpr (Cfg::kSkipIdleWarpgroups) {
         if (row0 >= p.seqlen_q && n_blocks > 0) {
           release_q();
           auto skip_turn = [&]() {
