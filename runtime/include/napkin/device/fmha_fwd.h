@@ -119,8 +119,11 @@ struct FwdConfig {
   // store has read it (o_free). Either way Q is free after the tile's last S GEMM, so the
   // next tile's Q loads while this tile's last P V and epilogue run.
   static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
+  // Shared memory a CTA may use: the SM's 228 KiB shared by kCtasPerSM CTAs, less the 1 KiB the
+  // hardware reserves per CTA.
+  static constexpr int kSmemPerCta = 228 * 1024 / kCtasPerSM - 1024;
   static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
-  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024;
+  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= kSmemPerCta;
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
@@ -133,7 +136,7 @@ struct FwdConfig {
   static constexpr bool kOStagedPerWarpgroup =
       kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
-  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= 227 * 1024 ? 2 : 1;
+  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= kSmemPerCta ? 2 : 1;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
