@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tile schedules of the attention forward kernel and which one a call takes. Host-only (no
+// CUDA), so the choice is tested without a GPU (runtime/tests/schedule_choice.cpp). The kernels
+// are instantiated from these in attention_fwd_impl.h. See docs/runtime.md.
+#pragma once
+
+#include "napkin/attention.h"
+
+namespace napkin::detail {
+
+// Tile schedule per head dim: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle
+// warpgroups skipped}. See docs/runtime.md.
+template <int kHeadDim> struct FwdSchedule;
+template <> struct FwdSchedule<64> {
+  static constexpr int kBlockN = 128, kConsumerWGs = 3, kStages = 2, kCtasPerSM = 1;
+  static constexpr bool kSkipIdleWarpgroups = false;
+};
+template <> struct FwdSchedule<128> {
+  static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1;
+  static constexpr bool kSkipIdleWarpgroups = false;
+};
+// d = 256: 80-key chunks (CuTe extended WGMMA shapes); measured +4-8 % over 64 on non-causal rows.
+template <> struct FwdSchedule<256> {
+  static constexpr int kBlockN = 80, kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1;
+  static constexpr bool kSkipIdleWarpgroups = false;
+};
+
+// Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
+// Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
+// which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
+// bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322, 2k 402 vs 393 (192-row
+// tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20.
+struct FwdScheduleD64Short {
+  static constexpr int kBlockN = 64, kConsumerWGs = 1, kStages = 2, kCtasPerSM = 3;
+  static constexpr bool kSkipIdleWarpgroups = false;
+};
+
+// Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows
+// all lie past seqlen_q computes nothing. Worth it from 1/16 of the warpgroups idle (512 and 1k:
+// 1/9; measured +1-3 %), not below (2k-8k: 1/33 to 1/129; measured -2 to -5 %): bench/NOTES.md, v23.
+struct FwdScheduleD64Padded : FwdSchedule<64> { static constexpr bool kSkipIdleWarpgroups = true; };
+
+// Non-causal d = 128 with long keys: 176-key chunks, so each chunk's fixed work (row max and
+// sum, barriers, ping-pong turns) is spread over more keys. Shared memory then holds one Q
+// buffer, and O is staged in the V ring (as at d = 256). Measured on the H100 against 128-key
+// chunks: 8k and 16k +3 to +8 %, 4k +1 %, 2k even, 1k -3 %, 512 -6 % (short tiles pay for the
+// single Q buffer): bench/NOTES.md, v24.
+struct FwdScheduleD128Long : FwdSchedule<128> { static constexpr int kBlockN = 176; };
+
+// Which of the schedules above a call takes (FwdSchedule<head_dim> where none of the others).
+// runtime/tests/schedule_choice.cpp checks the thresholds without a GPU; tests/gpu and
+// runtime/tests/sanitize_attention.cu run lengths on both sides of each, so every kernel is
+// tested on the GPU.
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long };
+inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a) {
+  if (a.head_dim == 64 && a.causal && a.seqlen_q <= 2048) return FwdScheduleKind::kD64Short;
+  if (a.head_dim == 64 && !a.causal) {
+    constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
+    const int wg_used = (a.seqlen_q + 63) / 64;
+    const int wg_launched = (wg_used + kWGs - 1) / kWGs * kWGs;
+    if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
+  }
+  if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
+  return FwdScheduleKind::kPlain;
+}
+
+}  // namespace napkin::detail

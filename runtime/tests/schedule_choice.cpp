@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// Which tile schedule a call takes (napkin::detail::choose_fwd_schedule): the thresholds of
+// docs/runtime.md's table, on both sides of each, and the suite's lengths. Runs without a GPU.
+#include <cstdio>
+
+#include "attention_fwd_schedule.h"
+
+namespace {
+
+using napkin::detail::FwdScheduleKind;
+
+int failures = 0;
+
+const char* name(FwdScheduleKind k) {
+  switch (k) {
+    case FwdScheduleKind::kPlain: return "plain";
+    case FwdScheduleKind::kD64Short: return "d64 short";
+    case FwdScheduleKind::kD64Padded: return "d64 padded";
+    case FwdScheduleKind::kD128Long: return "d128 long";
+  }
+  return "?";
+}
+
+void expect(int head_dim, bool causal, int seqlen_q, int seqlen_k, FwdScheduleKind want) {
+  napkin::AttentionFwdArgs a;
+  a.head_dim = head_dim, a.causal = causal, a.seqlen_q = seqlen_q, a.seqlen_k = seqlen_k;
+  const FwdScheduleKind got = napkin::detail::choose_fwd_schedule(a);
+  if (got != want) {
+    std::printf("FAIL d=%d causal=%d seqlen_q=%d seqlen_k=%d: %s, expected %s\n", head_dim, causal, seqlen_q,
+                seqlen_k, name(got), name(want));
+    ++failures;
+  }
+}
+
+}  // namespace
+
+int main() {
+  using K = FwdScheduleKind;
+  // d = 64 causal: 64 x 64 tiles at three CTAs per SM up to 2048 query rows.
+  expect(64, true, 1, 1, K::kD64Short);
+  expect(64, true, 2048, 2048, K::kD64Short);
+  expect(64, true, 2049, 2049, K::kPlain);
+  expect(64, true, 16384, 16384, K::kPlain);
+  // d = 64 non-causal: the padded schedule where >= 1/16 of the 192-row tiles' warpgroups idle.
+  expect(64, false, 512, 512, K::kD64Padded);     // 8 of 9 warpgroups used
+  expect(64, false, 1024, 1024, K::kD64Padded);   // 16 of 18
+  expect(64, false, 17, 17, K::kD64Padded);       // 1 of 3
+  expect(64, false, 2048, 2048, K::kPlain);       // 32 of 33
+  expect(64, false, 2100, 2100, K::kPlain);       // 33 of 33
+  expect(64, false, 960, 960, K::kPlain);         // 15 of 15
+  expect(64, false, 16384, 16384, K::kPlain);     // 256 of 258
+  // d = 128 non-causal: 176-key chunks past 2048 keys (the key length decides, not the query's).
+  expect(128, false, 2048, 2048, K::kPlain);
+  expect(128, false, 17, 2049, K::kD128Long);
+  expect(128, false, 4097, 2048, K::kPlain);
+  expect(128, false, 16384, 16384, K::kD128Long);
+  expect(128, true, 16384, 16384, K::kPlain);
+  // d = 256: one schedule.
+  expect(256, false, 512, 512, K::kPlain);
+  expect(256, true, 16384, 16384, K::kPlain);
+  if (failures == 0) std::printf("schedule choice: all cases as expected\n");
+  return failures == 0 ? 0 : 1;
+}
