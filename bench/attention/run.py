@@ -78,17 +78,7 @@ class Timer:
         self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")  # > L2 (50-60 MB)
 
     def median_ms(self, fn):
-        for _ in range(self.warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for s, e in zip(starts, ends):
-            self.flush.zero_()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+        return self.median_ms_interleaved({"fn": fn})["fn"]
 
     def median_ms_interleaved(self, fns):
         """Median time of each function in `fns` (name -> fn), the calls taken in turns (a, b, c,

@@ -8,31 +8,25 @@
 
 namespace napkin::detail {
 
-// Tile schedule per head dim: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle
-// warpgroups skipped}. See docs/runtime.md.
+// A tile schedule: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle warpgroups
+// skipped}, the FwdConfig parameters beside dtype, head dim and mask. See docs/runtime.md.
+struct FwdScheduleDefaults {
+  static constexpr int kStages = 2, kCtasPerSM = 1;
+  static constexpr bool kSkipIdleWarpgroups = false;
+};
 template <int kHeadDim> struct FwdSchedule;
-template <> struct FwdSchedule<64> {
-  static constexpr int kBlockN = 128, kConsumerWGs = 3, kStages = 2, kCtasPerSM = 1;
-  static constexpr bool kSkipIdleWarpgroups = false;
-};
-template <> struct FwdSchedule<128> {
-  static constexpr int kBlockN = 128, kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1;
-  static constexpr bool kSkipIdleWarpgroups = false;
-};
+template <> struct FwdSchedule<64> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 3; };
+template <> struct FwdSchedule<128> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
 // d = 256: 80-key chunks (CuTe extended WGMMA shapes); measured +4-8 % over 64 on non-causal rows.
-template <> struct FwdSchedule<256> {
-  static constexpr int kBlockN = 80, kConsumerWGs = 2, kStages = 2, kCtasPerSM = 1;
-  static constexpr bool kSkipIdleWarpgroups = false;
-};
+template <> struct FwdSchedule<256> : FwdScheduleDefaults { static constexpr int kBlockN = 80, kConsumerWGs = 2; };
 
 // Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
 // which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
 // bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322, 2k 402 vs 393 (192-row
 // tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20.
-struct FwdScheduleD64Short {
-  static constexpr int kBlockN = 64, kConsumerWGs = 1, kStages = 2, kCtasPerSM = 3;
-  static constexpr bool kSkipIdleWarpgroups = false;
+struct FwdScheduleD64Short : FwdScheduleDefaults {
+  static constexpr int kBlockN = 64, kConsumerWGs = 1, kCtasPerSM = 3;
 };
 
 // Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows

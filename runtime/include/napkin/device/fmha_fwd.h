@@ -60,7 +60,7 @@ struct FwdConfig {
   // A consumer warpgroup whose rows all lie past seqlen_q (a head's last, partial tile) skips
   // its GEMMs and softmax. The branch costs 2-5 % on every tile where no warpgroup is idle
   // (ptxas schedules the chunk loop differently; bench/NOTES.md, v23), so the host picks this
-  // only where the padding is worth more (attention_fwd_impl.h). Not with O staged in the V
+  // only where the padding is worth more (attention_fwd_schedule.h). Not with O staged in the V
   // ring, whose write waits for every warpgroup (static_assert below).
   static constexpr bool kSkipIdleWarpgroups = kSkipIdleWarpgroups_;
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
@@ -127,12 +127,12 @@ struct FwdConfig {
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
+  static_assert(!(kSkipIdleWarpgroups && kOInV), "idle warpgroups cannot skip where O is staged in the V ring");
   // kOInV with two warpgroups and two V stages: each warpgroup stages its O in a V stage of its
   // own, as soon as its own last P V is done and that stage is free: warpgroup 0 in the stage
   // the tile's last V is not in (free once warpgroup 1's second-to-last P V is done), warpgroup
   // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
   // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
-  static_assert(!(kSkipIdleWarpgroups && kOInV), "idle warpgroups cannot skip where O is staged in the V ring");
   static constexpr bool kOStagedPerWarpgroup =
       kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
