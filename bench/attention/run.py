@@ -19,6 +19,7 @@ import datetime
 import json
 import math
 import pathlib
+import random
 import statistics
 import subprocess
 import sys
@@ -75,21 +76,27 @@ def gpu_info():
 class Timer:
     def __init__(self, reps, warmup):
         self.reps, self.warmup = reps, warmup
+        self.rng = random.Random(0)
         self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")  # > L2 (50-60 MB)
 
     def median_ms(self, fn):
         return self.median_ms_interleaved({"fn": fn})["fn"]
 
     def median_ms_interleaved(self, fns):
-        """Median time of each function in `fns` (name -> fn), the calls taken in turns (a, b, c,
-        a, b, c, ...) so that every implementation sees the same clocks and temperature; the
-        long rows heat the GPU, and timed one block after another the later blocks ran slower."""
+        """Median time of each function in `fns` (name -> fn), the calls taken in rounds (one call
+        of each per round) so that every implementation sees the same clocks and temperature; the
+        long rows heat the GPU, and timed one block after another the later blocks ran slower.
+        Each round takes the functions in a fresh random order (seeded: the same orders every
+        run), so none always runs first or always follows the same other one."""
         for fn in fns.values():
             for _ in range(self.warmup):
                 fn()
         events = {name: [] for name in fns}
+        order = list(fns)
         for _ in range(self.reps):
-            for name, fn in fns.items():
+            self.rng.shuffle(order)
+            for name in order:
+                fn = fns[name]
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 self.flush.zero_()
                 s.record()
