@@ -151,6 +151,8 @@ struct FwdConfig {
     __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  // (Otherwise the launch fails at run time with "invalid argument": e.g. three 176-key stages.)
+  static_assert(kSmemBytes <= kSmemPerCta, "the schedule's Q, O and K/V stages exceed the shared memory of a CTA");
 };
 
 // Persistent dynamic schedule: CTA i starts with tile i, then takes the next unclaimed tile
@@ -262,6 +264,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   const TileScheduler<Cfg::kCausal> sched{p.num_m_blocks, p.heads_q, p.heads_q * p.batch};
 
   if (threadIdx.x == 0) {
+    // The TMA descriptors (kernel parameters) fetched while the barriers are set up, rather than
+    // by each unit's first load or store.
+    cute::prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
     if (cute::cast_smem_ptr_to_uint(smem_raw) % 1024 != 0) __trap();  // SW128 needs 1 KiB alignment
     for (int b = 0; b < Cfg::kQBuffers; ++b) {
       ss.q_bar[b].init();
