@@ -47,28 +47,22 @@ def reference(q, k, v, causal, scale, dtype):
     return o, lse
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "b{}_q{}_k{}_h{}x{}_d{}_{}".format(*c[:6], "causal" if c[6] else "full"))
-def test_forward_matches_reference(case, dtype):
+def check_against_reference(q, k, v, causal, scale):
+    """Runs napkin on (q, k, v), outputs poisoned with NaN, and checks O and LSE against the f64
+    reference with FlashAttention's rule."""
     import torch
     import napkin_attention
-    b, sq, sk, hq, hkv, d, causal = case
-    dt = getattr(torch, dtype)
-    torch.manual_seed(hash((case, dtype)) % (2**31))
-    q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt)
-    k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
-    v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
-    scale = 1.0 / math.sqrt(d)
+    b, sq, hq, _ = q.shape
     out = torch.full_like(q, float("nan"))
     lse = torch.full((b, hq, sq), float("nan"), device="cuda", dtype=torch.float32)
     o, lse = napkin_attention.attention(q, k, v, causal=causal, softmax_scale=scale, out=out, lse=lse)
     torch.cuda.synchronize()
     assert not torch.isnan(o).any(), "unwritten (NaN-poisoned) or NaN output"
     ref_o, ref_lse = reference(q, k, v, causal, scale, torch.float64)
-    low_o, _ = reference(q, k, v, causal, scale, dt)
+    low_o, _ = reference(q, k, v, causal, scale, q.dtype)
     err = (o.double() - ref_o).abs().max().item()
     err_low = (low_o.double() - ref_o).abs().max().item()
-    assert err <= 2 * err_low + 1e-5, f"max error {err:.3e} > 2 x PyTorch {dtype} error {err_low:.3e}"
+    assert err <= 2 * err_low + 1e-5, f"max error {err:.3e} > 2 x PyTorch {q.dtype} error {err_low:.3e}"
     empty = torch.isinf(ref_lse)
     assert torch.equal(torch.isinf(lse) & (lse > 0), empty), "LSE must be +inf exactly on fully masked rows"
     if empty.any():
@@ -76,6 +70,57 @@ def test_forward_matches_reference(case, dtype):
     fin = ~empty
     lse_err = (lse.double()[fin] - ref_lse[fin]).abs().max().item() if fin.any() else 0.0
     assert lse_err <= 1e-3, f"LSE max error {lse_err:.3e}"
+
+
+def case_id(c):
+    return "b{}_q{}_k{}_h{}x{}_d{}_{}".format(*c[:6], "causal" if c[6] else "full")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_forward_matches_reference(case, dtype):
+    import torch
+    b, sq, sk, hq, hkv, d, causal = case
+    dt = getattr(torch, dtype)
+    torch.manual_seed(hash((case, dtype)) % (2**31))
+    q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt)
+    k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+    v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+    check_against_reference(q, k, v, causal, 1.0 / math.sqrt(d))
+
+
+# One shape per schedule (attention_fwd_schedule.h): d64 short causal, d64 padded, d64 plain,
+# d128 plain causal and not, d128 long keys, d256.
+RESCALE_CASES = [
+    (1, 1000, 1000, 2, 2, 64, True),
+    (2, 1000, 1000, 4, 2, 64, False),
+    (1, 2100, 2100, 2, 1, 64, False),
+    (1, 1000, 1000, 2, 2, 128, True),
+    (1, 1000, 1000, 2, 2, 128, False),
+    (1, 4097, 4097, 2, 1, 128, False),
+    (1, 700, 700, 2, 2, 256, True),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ramp", ["rising", "falling"])
+@pytest.mark.parametrize("case", RESCALE_CASES, ids=case_id)
+def test_scores_that_rise_or_fall_along_the_keys(case, ramp, dtype):
+    """Keys scaled from 0.25 to 6 along the sequence (rising) or back (falling), so a row's
+    running max grows by far more than 2^8 from chunk to chunk, or is set by the first chunk
+    and never moves: the softmax's conditional rescaling (fragment.h) takes its rescaling and
+    its stale-max paths in the middle of rows. Scores reach about +-50 (in units of the scale)."""
+    import torch
+    b, sq, sk, hq, hkv, d, causal = case
+    dt = getattr(torch, dtype)
+    torch.manual_seed(hash((case, ramp, dtype)) % (2**31))
+    gain = torch.linspace(0.25, 6.0, sk, device="cuda")
+    if ramp == "falling":
+        gain = gain.flip(0)
+    q = (2 * torch.randn(b, sq, hq, d, device="cuda")).to(dt)
+    k = (torch.randn(b, sk, hkv, d, device="cuda") * gain[None, :, None, None]).to(dt)
+    v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+    check_against_reference(q, k, v, causal, 1.0 / math.sqrt(d))
 
 
 @pytest.mark.parametrize("causal", [False, True])

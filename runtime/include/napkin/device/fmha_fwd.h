@@ -133,6 +133,12 @@ struct FwdConfig {
   // the tile's last V is not in (free once warpgroup 1's second-to-last P V is done), warpgroup
   // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
   // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
+  // The softmax moves a row's running max (and O is rescaled) only when the row's max has grown
+  // by more than 2^8 (OnlineSoftmax, fragment.h): where the O rescale (D/2 FMULs a thread a
+  // chunk) is large against the chunk's softmax (kBlockN/2 exponentials). Measured on the H100
+  // (bench/NOTES.md, v31, v32): d256 (80-key chunks) +3 to +5 %; d128 -1.5 to -4 % and d64 -1 to
+  // -4 %, where the warp vote and the branch cost more than the FMULs they save.
+  static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
   static constexpr bool kOStagedPerWarpgroup =
       kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
@@ -477,7 +483,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
       }
 
-      OnlineSoftmax<kBlockN> softmax;
+      OnlineSoftmax<kBlockN, Cfg::kConditionalRescale> softmax;
       softmax.init();
       Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                  typename Cfg::SmemLayoutQ{});                             // (64, D)
@@ -528,13 +534,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           k_st.advance();
           if (i == 0) release_q();
           if (needs_mask(n)) mask(n);
-          softmax.step(rS, p.scale_log2, corr);
+          const bool rescale = softmax.step(rS, p.scale_log2, corr);
           warpgroup_wait<0>();
           release(ss.v_ring, v_st);
           v_st.advance();
           if constexpr (Cfg::kOStagedPerWarpgroup)
             if (i == 0 && w == 1) cutlass::arch::NamedBarrier::arrive(256, kOtherVStageFreeBarrier);
-          scale_rows<kHeadDim>(rO, corr);
+          if (rescale) scale_rows<kHeadDim>(rO, corr);
           convert_p();
         }
         ss.v_ring.consumer_wait(v_st);

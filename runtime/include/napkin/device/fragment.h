@@ -40,9 +40,23 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 // Online softmax state of two rows per thread (streamed along the key axis).
 // The scale is folded into the exponent: p = 2^(s * scale_log2 - m * scale_log2).
-template <int kCols>  // columns of the score tile (kBlockN)
+//
+// kConditionalRescale (FlashAttention-4's trick): a row's running max moves only when the row
+// has grown by more than 2^kRescaleThresholdLog2 since it was last set; otherwise the stale max
+// stays, this chunk's probabilities are at most 2^8 (exact in bf16/fp16 as ever: their relative
+// precision does not depend on magnitude, and 2^8 is far inside fp16's range), and that row's
+// correction is 1. Softmax is shift-invariant, so the result is the same function; the final
+// sum and LSE use the max the probabilities used. The decision is per row, without a branch
+// (the four threads that share a row share its max); the warp votes only on whether the caller
+// must rescale O at all. On random inputs the max settles within a chunk or two, and the O
+// rescale (D/2 FMULs a thread a chunk) goes away. Worth it only where that rescale is large
+// against the chunk's softmax: the vote and the branch around the rescale cost more than they
+// save at d <= 128 (FwdConfig::kConditionalRescale; bench/NOTES.md, v31 and v32).
+template <int kCols,  // columns of the score tile (kBlockN)
+          bool kConditionalRescale = false>
 struct OnlineSoftmax {
   static constexpr int kPerRow = kCols / 4;
+  static constexpr float kRescaleThresholdLog2 = 8.f;
   float row_max[2];  // raw (unscaled) running max; -inf before any unmasked key
   float row_sum[2];  // this thread's partial sum of p (the quad's sum is taken at the end)
 
@@ -52,28 +66,62 @@ struct OnlineSoftmax {
   }
 
   // Turns the scores in `s` (f32, masked entries -inf) into unnormalised probabilities in
-  // place, updates max and sum, and returns in `correction` the factor by which the output
-  // accumulated so far must be multiplied.
+  // place and updates max and sum. Returns whether the output accumulated so far must be
+  // rescaled (always, unless kConditionalRescale; the same for the whole warp), and then by
+  // `correction` (per row).
   template <class Frag>
-  __device__ void step(Frag& s, float scale_log2, float (&correction)[2]) {
+  __device__ bool step(Frag& s, float scale_log2, float (&correction)[2]) {
+    if constexpr (kConditionalRescale) {
+      // Decided per row (the four threads sharing a row agree: same max), no branch here; the
+      // warp votes only on whether the caller must rescale O (rows not grown: correction 1).
+      bool grown_any = false;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = row_max[r];
-#pragma unroll
-      for (int j = 0; j < kPerRow; ++j) mx = fmaxf(mx, s(acc_index(r, j)));
-      mx = quad_max(mx);
-      const float m_scaled = (mx == -INFINITY) ? 0.f : mx * scale_log2;
-      correction[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
-      row_max[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kPerRow; ++j) {
-        const float p = exp2_approx(fmaf(s(acc_index(r, j)), scale_log2, -m_scaled));
-        s(acc_index(r, j)) = p;
-        sum += p;
+      for (int r = 0; r < 2; ++r) {
+        const float mx = quad_max(row_max_with(s, r));
+        // (-inf before any unmasked key: any finite max has grown; -inf - -inf is NaN: not grown.)
+        const bool grown = (mx - row_max[r]) * scale_log2 > kRescaleThresholdLog2;
+        const float c = exp2_approx(row_max[r] * scale_log2 - scaled_max(mx, scale_log2));
+        correction[r] = grown ? c : 1.f;
+        row_max[r] = grown ? mx : row_max[r];
+        row_sum[r] = row_sum[r] * correction[r] +
+                     exponentiate_row(s, r, scale_log2, scaled_max(row_max[r], scale_log2));
+        grown_any |= grown;
       }
-      row_sum[r] = row_sum[r] * correction[r] + sum;
+      return __any_sync(0xffffffffu, grown_any);
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float mx = quad_max(row_max_with(s, r));
+        const float m_scaled = scaled_max(mx, scale_log2);
+        correction[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
+        row_max[r] = mx;
+        row_sum[r] = row_sum[r] * correction[r] + exponentiate_row(s, r, scale_log2, m_scaled);
+      }
+      return true;
     }
+  }
+
+  // This thread's max of row r over the chunk and the running max (no quad reduction).
+  template <class Frag>
+  __device__ float row_max_with(const Frag& s, int r) const {
+    float mx = row_max[r];
+#pragma unroll
+    for (int j = 0; j < kPerRow; ++j) mx = fmaxf(mx, s(acc_index(r, j)));
+    return mx;
+  }
+  // The max in exponent units; 0 for an empty row (so masked scores give 2^-inf = 0, not NaN).
+  __device__ static float scaled_max(float mx, float scale_log2) { return mx == -INFINITY ? 0.f : mx * scale_log2; }
+  // p = 2^(s scale_log2 - m_scaled) in place over this thread's part of row r; returns their sum.
+  template <class Frag>
+  __device__ static float exponentiate_row(Frag& s, int r, float scale_log2, float m_scaled) {
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPerRow; ++j) {
+      const float p = exp2_approx(fmaf(s(acc_index(r, j)), scale_log2, -m_scaled));
+      s(acc_index(r, j)) = p;
+      sum += p;
+    }
+    return sum;
   }
 
   // Final normalisation: returns 1/sum per row (0 for an empty row) and writes the
