@@ -15,6 +15,11 @@ def number(x):
         return 0.0
 
 
+def opcode(source):
+    """The instruction's opcode, past a predicate guard (`@!P0 BRA ...` -> BRA)."""
+    return next((t for t in source.split() if not t.startswith("@")), "?")
+
+
 def main():
     path = sys.argv[1]
     top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -31,12 +36,13 @@ def main():
     if all_col is None:
         print("no sampling column; columns:", cols)
         return
-    stall_cols = [c for c in cols if c.startswith("stall_") or "Stall" in c and c != all_col and "Not-issued" not in c]
+    # One column per stall reason (ncu also gives each a "(Not Issued)" subset: left out).
+    stall_cols = [c for c in cols if c.startswith("stall_") and "Not Issued" not in c]
     total = sum(number(r[all_col]) for r in rows)
     print(f"{len(rows)} instructions, {total:.0f} samples; columns used: {all_col!r}")
     by_op = collections.Counter()
     for r in rows:
-        by_op[r["Source"].split()[0] if r["Source"].split() else "?"] += number(r[all_col])
+        by_op[opcode(r["Source"])] += number(r[all_col])
     print("by opcode (top 15):", ", ".join(f"{op} {100 * n / total:.1f}%" for op, n in by_op.most_common(15)))
     by_reason = collections.Counter()
     for r in rows:
@@ -48,7 +54,7 @@ def main():
     for i in order:
         r = rows[i]
         reasons = sorted(((number(r[c]), c) for c in stall_cols), reverse=True)[:2]
-        context = " | ".join(rows[j]["Source"].split()[0] for j in range(max(0, i - 2), min(len(rows), i + 3)) if rows[j]["Source"].split())
+        context = " | ".join(opcode(rows[j]["Source"]) for j in range(max(0, i - 2), min(len(rows), i + 3)))
         print(f"{100 * number(r[all_col]) / total:5.1f}%  {r.get('Address', i)!s:>6}  {r['Source'][:60]:60s}  "
               + ", ".join(f"{c}={v:.0f}" for v, c in reasons if v) + f"   [{context}]")
 

@@ -133,14 +133,14 @@ struct FwdConfig {
   // the tile's last V is not in (free once warpgroup 1's second-to-last P V is done), warpgroup
   // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
   // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
+  static constexpr bool kOStagedPerWarpgroup =
+      kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // The softmax moves a row's running max (and O is rescaled) only when the row's max has grown
   // by more than 2^8 (OnlineSoftmax, fragment.h): where the O rescale (D/2 FMULs a thread a
   // chunk) is large against the chunk's softmax (kBlockN/2 exponentials). Measured on the H100
   // (bench/NOTES.md, v31, v32): d256 (80-key chunks) +3 to +5 %; d128 -1.5 to -4 % and d64 -1 to
   // -4 %, where the warp vote and the branch cost more than the FMULs they save.
   static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
-  static constexpr bool kOStagedPerWarpgroup =
-      kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
   static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= kSmemPerCta ? 2 : 1;
   struct SharedStorage {
