@@ -80,12 +80,13 @@ class Timer:
         self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")  # > L2 (50-60 MB)
 
     def median_ms(self, fn):
-        return self.median_ms_interleaved({"fn": fn})["fn"]
+        return statistics.median(self.times_ms_interleaved({"fn": fn})["fn"])
 
-    def median_ms_interleaved(self, fns):
-        """Median time of each function in `fns` (name -> fn), the calls taken in rounds (one call
-        of each per round) so that every implementation sees the same clocks and temperature; the
-        long rows heat the GPU, and timed one block after another the later blocks ran slower.
+    def times_ms_interleaved(self, fns):
+        """The times (ms) of --reps calls of each function in `fns` (name -> fn), the calls taken
+        in rounds (one call of each per round) so that every implementation sees the same clocks
+        and temperature; the long rows heat the GPU, and timed one block after another the later
+        blocks ran slower.
         Each round takes the functions in a fresh random order (seeded: the same orders every
         run), so none always runs first or always follows the same other one."""
         for fn in fns.values():
@@ -104,7 +105,19 @@ class Timer:
                 e.record()
                 events[name].append((s, e))
         torch.cuda.synchronize()
-        return {name: statistics.median(s.elapsed_time(e) for s, e in ev) for name, ev in events.items()}
+        return {name: [s.elapsed_time(e) for s, e in ev] for name, ev in events.items()}
+
+
+# A row's timing is flagged unsteady when an implementation's 90th-percentile call took more than
+# this times its 10th: its median then says little (seen: cuDNN at half speed for most of a
+# row's calls while napkin's, in the same rounds, were steady; bench/NOTES.md, v30-v32).
+UNSTEADY_SPREAD = 1.25
+
+
+def spread(times):
+    """p90 / p10 of a list of call times."""
+    deciles = statistics.quantiles(times, n=10)
+    return deciles[-1] / deciles[0]
 
 
 def sampled_reference(q, k, v, causal, scale, rows, dtype):
@@ -227,14 +240,18 @@ def main():
                         if not valid[name][0]:
                             print(f"  INVALID {name} {dtype_name} d={d} causal={causal} s={seqlen}: err {valid[name][1]} "
                                   f"(bound {2 * err_low + 1e-5:.3e}); not timed")
-                    times = timer.median_ms_interleaved({n: fn for n, fn in fns.items() if valid[n][0]})
-                    for name, ms in times.items():
+                    samples = timer.times_ms_interleaved({n: fn for n, fn in fns.items() if valid[n][0]})
+                    spreads = {}
+                    for name, times in samples.items():
+                        ms = statistics.median(times)
+                        spreads[name] = spread(times)
                         err = valid[name][1]
                         tf = flops(batch, heads, seqlen, d, causal) / ms / 1e9
                         result[name] = tf
                         rec = {"run_id": run_id, "gpu": info["gpu"], "impl": name, "dtype": dtype_name, "d": d,
                                "causal": causal, "seqlen": seqlen, "batch": batch, "heads": heads,
-                               "tflops": round(tf, 2), "time_ms": round(ms, 5), "max_err": err,
+                               "tflops": round(tf, 2), "time_ms": round(ms, 5),
+                               "time_spread_p90_p10": round(spreads[name], 4), "max_err": err,
                                "ref_err_lowprec": err_low, "clocks": info.get("clocks"), "driver": info.get("driver"),
                                "cuda": info["cuda"], "cudnn": info["cudnn"], "torch": info["torch"],
                                "gemm_tflops_ceiling": round(gemm_tflops, 1), "copy_tbps_ceiling": round(copy_tbps, 3),
@@ -244,7 +261,8 @@ def main():
                                        predicted_tflops=predictions.get((d, causal, seqlen)))
                         with out_path.open("a") as fh:
                             fh.write(json.dumps(rec) + "\n")
-                    rows_out.append((dtype_name, d, causal, seqlen, result))
+                    unsteady = [n for n in ("napkin", "cudnn") if spreads.get(n, 1.0) > UNSTEADY_SPREAD]
+                    rows_out.append((dtype_name, d, causal, seqlen, result, unsteady))
                     del q, k, v, fns
                     torch.cuda.empty_cache()
                     sys.stdout.flush()
@@ -257,8 +275,8 @@ def main():
     extra = [n for n in impls if n not in ("napkin", "cudnn", "fa2", "flex")]
     print(f"{'dtype':9} {'d':>4} {'causal':>6} {'seqlen':>6} | {'napkin':>7} {'cudnn':>7} {'fa2':>7} {'flex':>7} | ratio"
           + (f" | {'pred':>7} meas/pred" if predictions else "") + "".join(f" | {n}" for n in extra))
-    ratios = []
-    for dtype_name, d, causal, seqlen, r in rows_out:
+    ratios, unsteady_rows = [], []
+    for dtype_name, d, causal, seqlen, r, unsteady in rows_out:
         cell = lambda n: f"{r[n]:7.1f}" if n in r else f"{'-':>7}"  # noqa: E731
         ratio = r["napkin"] / r["cudnn"] if "napkin" in r and "cudnn" in r else float("nan")
         if ratio == ratio:
@@ -268,12 +286,17 @@ def main():
             pt = predictions.get((d, causal, seqlen))
             pred = (f" | {pt:7.1f} {r['napkin'] / pt:9.2f}" if pt and "napkin" in r
                     else f" | {(f'{pt:7.1f}' if pt else '-'):>7} {'-':>9}")
+        if unsteady:
+            unsteady_rows.append(f"{dtype_name} d={d} causal={causal} s={seqlen} ({', '.join(unsteady)})")
         print(f"{dtype_name:9} {d:>4} {str(causal):>6} {seqlen:>6} | {cell('napkin')} {cell('cudnn')} {cell('fa2')} "
-              f"{cell('flex')} | {ratio:5.3f}" + pred + "".join(f" | {cell(n)}" for n in extra))
+              f"{cell('flex')} | {ratio:5.3f}{'?' if unsteady else ' '}" + pred + "".join(f" | {cell(n)}" for n in extra))
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"geomean napkin/cuDNN over {len(ratios)} rows: {gm:.3f}; rows with napkin >= cuDNN: "
               f"{sum(x >= 1 for x in ratios)}/{len(ratios)}")
+    if unsteady_rows:
+        print(f"unsteady rows ('?': an implementation's p90/p10 call time > {UNSTEADY_SPREAD}; re-time them): "
+              + "; ".join(unsteady_rows))
 
 
 if __name__ == "__main__":
