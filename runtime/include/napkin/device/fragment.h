@@ -71,34 +71,28 @@ struct OnlineSoftmax {
   // `correction` (per row).
   template <class Frag>
   __device__ bool step(Frag& s, float scale_log2, float (&correction)[2]) {
-    if constexpr (kConditionalRescale) {
-      // Decided per row (the four threads sharing a row agree: same max), no branch here; the
-      // warp votes only on whether the caller must rescale O (rows not grown: correction 1).
-      bool grown_any = false;
+    bool grown_any = false;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float mx = quad_max(row_max_with(s, r));
-        // (-inf before any unmasked key: any finite max has grown; -inf - -inf is NaN: not grown.)
-        const bool grown = (mx - row_max[r]) * scale_log2 > kRescaleThresholdLog2;
-        const float c = exp2_approx(row_max[r] * scale_log2 - scaled_max(mx, scale_log2));
-        correction[r] = grown ? c : 1.f;
-        row_max[r] = grown ? mx : row_max[r];
-        row_sum[r] = row_sum[r] * correction[r] +
-                     exponentiate_row(s, r, scale_log2, scaled_max(row_max[r], scale_log2));
-        grown_any |= grown;
-      }
-      return __any_sync(0xffffffffu, grown_any);
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float mx = quad_max(row_max_with(s, r));
-        const float m_scaled = scaled_max(mx, scale_log2);
-        correction[r] = exp2_approx(row_max[r] * scale_log2 - m_scaled);
-        row_max[r] = mx;
-        row_sum[r] = row_sum[r] * correction[r] + exponentiate_row(s, r, scale_log2, m_scaled);
-      }
-      return true;
+    for (int r = 0; r < 2; ++r) {
+      const float mx = quad_max(row_max_with(s, r));
+      // Without kConditionalRescale every row takes its new max. With it, decided per row (the
+      // four threads sharing a row agree: same max), no branch here; rows not grown keep their
+      // max and get correction 1. (-inf before any unmasked key: any finite max has grown;
+      // -inf - -inf is NaN: not grown.)
+      const bool grown = !kConditionalRescale || (mx - row_max[r]) * scale_log2 > kRescaleThresholdLog2;
+      const float m_new = scaled_max(mx, scale_log2);
+      const float c = exp2_approx(row_max[r] * scale_log2 - m_new);
+      correction[r] = grown ? c : 1.f;
+      row_max[r] = grown ? mx : row_max[r];
+      // (Equal to m_new without kConditionalRescale; spelt so because ptxas schedules the two
+      // forms differently, and these are the forms measured: bench/NOTES.md, v32.)
+      const float m_scaled = kConditionalRescale ? scaled_max(row_max[r], scale_log2) : m_new;
+      row_sum[r] = row_sum[r] * correction[r] + exponentiate_row(s, r, scale_log2, m_scaled);
+      grown_any |= grown;
     }
+    // The warp votes only on whether the caller must rescale O at all.
+    if constexpr (kConditionalRescale) return __any_sync(0xffffffffu, grown_any);
+    return true;
   }
 
   // This thread's max of row r over the chunk and the running max (no quad reduction).
