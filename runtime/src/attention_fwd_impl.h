@@ -19,7 +19,7 @@ cudaError_t tile_counter_for(cudaStream_t stream, int** counter);
 template <class Element, int kHeadDim, bool kCausal, class Sched = FwdSchedule<kHeadDim>>
 cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal,
-                                Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups>;
+                                Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};
@@ -41,8 +41,12 @@ cudaError_t run_fwd_dim(const AttentionFwdArgs& a, cudaStream_t stream);
       if (kind == FwdScheduleKind::kD64Short) return run_fwd<Element, 64, true, FwdScheduleD64Short>(a, stream); \
       if (kind == FwdScheduleKind::kD64Padded) return run_fwd<Element, 64, false, FwdScheduleD64Padded>(a, stream); \
     }                                                                                          \
-    if constexpr (kHeadDim == 128)                                                             \
+    if constexpr (kHeadDim == 128) {                                                           \
       if (kind == FwdScheduleKind::kD128Long) return run_fwd<Element, 128, false, FwdScheduleD128Long>(a, stream); \
+      if (kind == FwdScheduleKind::kD128Overlapped)                                            \
+        return a.causal ? run_fwd<Element, 128, true, FwdScheduleD128Overlapped>(a, stream)     \
+                        : run_fwd<Element, 128, false, FwdScheduleD128Overlapped>(a, stream);   \
+    }                                                                                          \
     return a.causal ? run_fwd<Element, kHeadDim, true>(a, stream)                              \
                     : run_fwd<Element, kHeadDim, false>(a, stream);                            \
   }

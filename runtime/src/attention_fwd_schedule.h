@@ -9,10 +9,11 @@
 namespace napkin::detail {
 
 // A tile schedule: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle warpgroups
-// skipped}, the FwdConfig parameters beside dtype, head dim and mask. See docs/runtime.md.
+// skipped, softmax overlapped with P V}, the FwdConfig parameters beside dtype, head dim and
+// mask. See docs/runtime.md.
 struct FwdScheduleDefaults {
   static constexpr int kStages = 2, kCtasPerSM = 1;
-  static constexpr bool kSkipIdleWarpgroups = false;
+  static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false;
 };
 template <int kHeadDim> struct FwdSchedule;
 template <> struct FwdSchedule<64> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 3; };
@@ -41,11 +42,18 @@ struct FwdScheduleD64Padded : FwdSchedule<64> { static constexpr bool kSkipIdleW
 // single Q buffer): bench/NOTES.md, v24.
 struct FwdScheduleD128Long : FwdSchedule<128> { static constexpr int kBlockN = 176; };
 
+// d = 128 with 128-key chunks past 1024 keys: the softmax kept overlapped with the previous
+// chunk's P V (FwdConfig::kSoftmaxOverlapsPV). Measured on the H100 against the plain schedule:
+// causal 2k-4k +1.5 to +2 %, 8k-16k +2 to +4 %; non-causal 2k +0.5 %; at 1k even, at 512 -1 to
+// -2 %; with the 176-key chunks (non-causal past 2048 keys) -1 % at 4k, even beyond
+// (bench/NOTES.md, v34).
+struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSoftmaxOverlapsPV = true; };
+
 // Which of the schedules above a call takes (FwdSchedule<head_dim> where none of the others).
 // runtime/tests/schedule_choice.cpp checks the thresholds without a GPU; tests/gpu and
 // runtime/tests/sanitize_attention.cu run lengths on both sides of each, so every kernel is
 // tested on the GPU.
-enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long };
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped };
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a) {
   if (a.head_dim == 64 && a.causal && a.seqlen_q <= 2048) return FwdScheduleKind::kD64Short;
   if (a.head_dim == 64 && !a.causal) {
@@ -55,6 +63,7 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a) {
     if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
   }
   if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
+  if (a.head_dim == 128 && a.seqlen_k > 1024) return FwdScheduleKind::kD128Overlapped;
   return FwdScheduleKind::kPlain;
 }
 

@@ -29,9 +29,10 @@ int main() {
   // (seqlen_q, seqlen_k): partial tiles, q != k, fully masked causal rows, and a causal length
   // past the short-query schedule of d = 64 (choose_fwd_schedule: seqlen_q <= 2048). For d = 64
   // non-causal, all but {2100, 2060} take the padded schedule (idle warpgroups); for d = 128
-  // non-causal, {2100, 2060} takes the long-key one. {700, 300} causal: whole tiles masked,
-  // before and between the visited ones.
-  const int shapes[][2] = {{77, 200}, {200, 77}, {700, 300}, {2100, 2060}};
+  // non-causal, {2100, 2060} takes the long-key one, and {300, 1100} the overlapped one (so does
+  // d = 128 causal past 1024 keys). {700, 300} causal: whole tiles masked, before and between
+  // the visited ones.
+  const int shapes[][2] = {{77, 200}, {200, 77}, {700, 300}, {2100, 2060}, {300, 1100}};
   int launches = 0;
   for (int dtype = 0; dtype < 2; ++dtype)
     for (int d : {64, 128, 256})

@@ -17,6 +17,7 @@ const char* name(FwdScheduleKind k) {
     case FwdScheduleKind::kD64Short: return "d64 short";
     case FwdScheduleKind::kD64Padded: return "d64 padded";
     case FwdScheduleKind::kD128Long: return "d128 long";
+    case FwdScheduleKind::kD128Overlapped: return "d128 overlapped";
   }
   return "?";
 }
@@ -49,12 +50,22 @@ int main() {
   expect(64, false, 2100, 2100, K::kPlain);       // 33 of 33
   expect(64, false, 960, 960, K::kPlain);         // 15 of 15
   expect(64, false, 16384, 16384, K::kPlain);     // 256 of 258
-  // d = 128 non-causal: 176-key chunks past 2048 keys (the key length decides, not the query's).
-  expect(128, false, 2048, 2048, K::kPlain);
+  // d = 128 non-causal: 176-key chunks past 2048 keys, 128-key chunks with the softmax
+  // overlapped with P V past 1024 (the key length decides, not the query's).
+  expect(128, false, 2048, 2048, K::kD128Overlapped);
+  expect(128, false, 1025, 1025, K::kD128Overlapped);
+  expect(128, false, 1024, 1024, K::kPlain);
+  expect(128, false, 512, 512, K::kPlain);
   expect(128, false, 17, 2049, K::kD128Long);
-  expect(128, false, 4097, 2048, K::kPlain);
+  expect(128, false, 4097, 2048, K::kD128Overlapped);
+  expect(128, false, 4097, 1024, K::kPlain);
   expect(128, false, 16384, 16384, K::kD128Long);
-  expect(128, true, 16384, 16384, K::kPlain);
+  // d = 128 causal: 128-key chunks, the softmax overlapped with P V past 1024 keys.
+  expect(128, true, 1024, 1024, K::kPlain);
+  expect(128, true, 512, 512, K::kPlain);
+  expect(128, true, 17, 1025, K::kD128Overlapped);
+  expect(128, true, 2048, 1024, K::kPlain);
+  expect(128, true, 16384, 16384, K::kD128Overlapped);
   // d = 256: one schedule.
   expect(256, false, 512, 512, K::kPlain);
   expect(256, true, 16384, 16384, K::kPlain);

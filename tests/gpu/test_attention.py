@@ -20,6 +20,8 @@ CASES = [
     (2, 1000, 17, 4, 4, 256, False),
     (1, 300, 700, 6, 3, 256, False),
     (3, 513, 513, 4, 1, 128, True),      # MQA
+    (1, 1100, 2100, 4, 2, 128, True),    # d128 past 1024 keys: softmax overlapped with P V
+    (2, 700, 1500, 4, 1, 128, False),    # the same, non-causal (up to 2048 keys), MQA
     (1, 128, 128, 16, 16, 64, False),
     (1, 2100, 2200, 4, 2, 64, True),     # d64 causal past the short-query schedule (2048)
     (2, 1000, 1000, 4, 2, 64, False),    # d64 non-causal, padded schedule: 2 of 18 warpgroups idle
@@ -90,12 +92,14 @@ def test_forward_matches_reference(case, dtype):
 
 
 # One shape per schedule (attention_fwd_schedule.h): d64 short causal, d64 padded, d64 plain,
-# d128 plain causal and not, d128 long keys, d256.
+# d128 plain, overlapped (causal and not) and long keys, d256.
 RESCALE_CASES = [
     (1, 1000, 1000, 2, 2, 64, True),
     (2, 1000, 1000, 4, 2, 64, False),
     (1, 2100, 2100, 2, 1, 64, False),
     (1, 1000, 1000, 2, 2, 128, True),
+    (1, 2100, 2100, 2, 2, 128, True),
+    (1, 2000, 2000, 2, 2, 128, False),
     (1, 1000, 1000, 2, 2, 128, False),
     (1, 4097, 4097, 2, 1, 128, False),
     (1, 700, 700, 2, 2, 256, True),

@@ -40,7 +40,7 @@
 namespace napkin::device {
 
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
-          int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false>
+          int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -63,6 +63,15 @@ struct FwdConfig {
   // only where the padding is worth more (attention_fwd_schedule.h). Not with O staged in the V
   // ring, whose write waits for every warpgroup (static_assert below).
   static constexpr bool kSkipIdleWarpgroups = kSkipIdleWarpgroups_;
+  // The softmax of chunk n runs while the tensor cores compute P V of chunk n - 1, as the source
+  // orders it. ptxas schedules within basic blocks and hoists the wait for that P V
+  // (wgmma.wait_group 0) to the top of its block, ahead of the softmax, so the overlap is lost
+  // unless a block boundary sits between them: with this flag the mbarrier wait for the next
+  // P V's V (a branch) is placed there, and the SASS keeps the wait after the last exponential.
+  // Measured on the H100 (bench/NOTES.md, v34): d128 with 128-key chunks from 2k keys +0.5 %
+  // (non-causal) and +1.5 to +4 % (causal); -1.5 to -2 % on 512-key tiles, at d64 and on short
+  // d256 causal rows; about even elsewhere. So a schedule asks for it where it pays.
+  static constexpr bool kSoftmaxOverlapsPV = kSoftmaxOverlapsPV_;
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
   static constexpr int kCtasPerSM = kCtasPerSM_;
@@ -535,6 +544,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           if (i == 0) release_q();
           if (needs_mask(n)) mask(n);
           const bool rescale = softmax.step(rS, p.scale_log2, corr);
+          if constexpr (Cfg::kSoftmaxOverlapsPV) {
+            RingState<Cfg::kStages> next_v = v_st;  // the next P V's V: this chunk's
+            next_v.advance();
+            ss.v_ring.consumer_wait(next_v);
+          }
           warpgroup_wait<0>();
           release(ss.v_ring, v_st);
           v_st.advance();
