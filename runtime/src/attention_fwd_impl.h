@@ -19,7 +19,8 @@ cudaError_t tile_counter_for(cudaStream_t stream, int** counter);
 template <class Element, int kHeadDim, bool kCausal, class Sched = FwdSchedule<kHeadDim>>
 cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal,
-                                Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV>;
+                                Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
+                                Sched::kQInRegisters>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};

@@ -9,11 +9,11 @@
 namespace napkin::detail {
 
 // A tile schedule: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle warpgroups
-// skipped, softmax overlapped with P V}, the FwdConfig parameters beside dtype, head dim and
-// mask. See docs/runtime.md.
+// skipped, softmax overlapped with P V, Q in registers}, the FwdConfig parameters beside
+// dtype, head dim and mask. See docs/runtime.md.
 struct FwdScheduleDefaults {
   static constexpr int kStages = 2, kCtasPerSM = 1;
-  static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false;
+  static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false, kQInRegisters = false;
 };
 template <int kHeadDim> struct FwdSchedule;
 template <> struct FwdSchedule<64> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 3; };
@@ -25,9 +25,11 @@ template <> struct FwdSchedule<256> : FwdScheduleDefaults { static constexpr int
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
 // which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
 // bf16, s = 512 272 vs 240 TFLOP/s (128 x 128 tiles), 1k 346 vs 322, 2k 402 vs 393 (192-row
-// tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20.
+// tiles); slower from 4k and on non-causal rows. See bench/NOTES.md, v20. Q is held in
+// registers, so the S GEMM reads only K from shared memory (+1 to +1.5 % at 1k/2k, v37).
 struct FwdScheduleD64Short : FwdScheduleDefaults {
   static constexpr int kBlockN = 64, kConsumerWGs = 1, kCtasPerSM = 3;
+  static constexpr bool kQInRegisters = true;
 };
 
 // Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows

@@ -40,7 +40,8 @@
 namespace napkin::device {
 
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
-          int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false>
+          int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
+          bool kQInRegisters_ = false>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -98,8 +99,18 @@ struct FwdConfig {
       SmemLayoutK{}, cute::make_layout(cute::Shape<D, N, S>{},
                                        cute::Stride<N, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
 
-  using MmaQK = decltype(cute::make_tiled_mma(
+  // Q as the A operand of S = Q K^T from registers (loaded once a tile with ldmatrix, its
+  // shared-memory buffer freed at once) instead of from shared memory: the S GEMM then reads
+  // only K there. Where 64 x 64 tiles run three CTAs per SM, an SS-WGMMA of N = 64 reads 4 KiB
+  // of shared memory per 32 tensor-core clocks, the SM's whole shared-memory bandwidth.
+  // Measured on the H100 for d64 causal up to 2k (bench/NOTES.md, v37): +1 to +1.5 % at 1k/2k.
+  // (The 192-row d64 schedule cannot hold Q too: ptxas spills at 160 registers.)
+  static constexpr bool kQInRegisters = kQInRegisters_;
+  using MmaQKSS = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
+  using MmaQKRS = decltype(cute::make_tiled_mma(
+      cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
+  using MmaQK = std::conditional_t<kQInRegisters, MmaQKRS, MmaQKSS>;
   using MmaPV = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
@@ -497,6 +508,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                  typename Cfg::SmemLayoutQ{});                             // (64, D)
       Tensor tSrQ = thr_qk.partition_fragment_A(sQcur);                     // (MMA, 1, D/16)
+      auto load_q_to_registers = [&]() {
+        if constexpr (Cfg::kQInRegisters) {
+          auto s2r = make_tiled_copy_A(Copy_Atom<SM75_U32x4_LDSM_N, Element>{}, mma_qk);
+          auto thr_s2r = s2r.get_thread_slice(tid);
+          copy(s2r, thr_s2r.partition_S(sQcur), thr_s2r.retile_D(tSrQ));
+          release_q();
+        }
+      };
       int last_v_stage = 0;  // the V stage of the tile's last chunk
       // The rows' 1/sum and LSE (the LSE written to global if asked for).
       float inv_sum[2], lse[2];
@@ -516,15 +535,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 
         // Chunks in the order of fwd_chunk_at_step, as the producer loads them.
         int i = n_blocks - 1;  // chunks left after this one
+        load_q_to_registers();
         const int n0 = fwd_chunk_at_step<Cfg>(0, n_blocks);
         ss.k_ring.consumer_wait(k_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-        wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+        wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         warpgroup_wait<0>();
         release(ss.k_ring, k_st);
         k_st.advance();
-        if (i == 0) release_q();
+        if (!Cfg::kQInRegisters && i == 0) release_q();
         if (needs_mask(n0)) mask(n0);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
@@ -548,13 +568,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
           pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
-          wgmma_batch<true, false>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
+          wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
           issue_pv();
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           warpgroup_wait<1>();
           release(ss.k_ring, k_st);
           k_st.advance();
-          if (i == 0) release_q();
+          if (!Cfg::kQInRegisters && i == 0) release_q();
           if (needs_mask(n)) mask(n);
           const bool rescale = softmax.step(rS, p.scale_log2, corr);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {
