@@ -31,6 +31,12 @@ cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
                                       a.seqlen_q, a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, counter, stream);
 }
 
+// The schedule's causal or non-causal kernel, as the call asks.
+template <class Element, int kHeadDim, class Sched = FwdSchedule<kHeadDim>>
+cudaError_t run_fwd_either_mask(const AttentionFwdArgs& a, cudaStream_t stream) {
+  return a.causal ? run_fwd<Element, kHeadDim, true, Sched>(a, stream) : run_fwd<Element, kHeadDim, false, Sched>(a, stream);
+}
+
 template <class Element, int kHeadDim>
 cudaError_t run_fwd_dim(const AttentionFwdArgs& a, cudaStream_t stream);
 
@@ -45,11 +51,9 @@ cudaError_t run_fwd_dim(const AttentionFwdArgs& a, cudaStream_t stream);
     if constexpr (kHeadDim == 128) {                                                           \
       if (kind == FwdScheduleKind::kD128Long) return run_fwd<Element, 128, false, FwdScheduleD128Long>(a, stream); \
       if (kind == FwdScheduleKind::kD128Overlapped)                                            \
-        return a.causal ? run_fwd<Element, 128, true, FwdScheduleD128Overlapped>(a, stream)     \
-                        : run_fwd<Element, 128, false, FwdScheduleD128Overlapped>(a, stream);   \
+        return run_fwd_either_mask<Element, 128, FwdScheduleD128Overlapped>(a, stream);         \
     }                                                                                          \
-    return a.causal ? run_fwd<Element, kHeadDim, true>(a, stream)                              \
-                    : run_fwd<Element, kHeadDim, false>(a, stream);                            \
+    return run_fwd_either_mask<Element, kHeadDim>(a, stream);                                  \
   }
 
 }  // namespace napkin::detail

@@ -70,8 +70,8 @@ struct FwdConfig {
   // unless a block boundary sits between them: with this flag the mbarrier wait for the next
   // P V's V (a branch) is placed there, and the SASS keeps the wait after the last exponential.
   // Measured on the H100 (bench/NOTES.md, v34): d128 with 128-key chunks from 2k keys +0.5 %
-  // (non-causal) and +1.5 to +4 % (causal); -1.5 to -2 % on 512-key tiles, at d64 and on short
-  // d256 causal rows; about even elsewhere. So a schedule asks for it where it pays.
+  // (non-causal) and +1.5 to +4 % (causal); -1.5 to -2 % on 512-key tiles and short d256
+  // causal rows, -2 to -5 % at d64; about even elsewhere. So a schedule asks for it where it pays.
   static constexpr bool kSoftmaxOverlapsPV = kSoftmaxOverlapsPV_;
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
