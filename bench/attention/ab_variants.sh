@@ -29,9 +29,9 @@ for v in "${variants[@]}"; do
   name=${v%%=*}
   if [[ ! -f build/ab/$name/lib/libnapkin_attention.so ]]; then echo "$name: build failed"; tail -20 "$OUT/build_$name.log"; continue; fi
   cp build/ab/$name/lib/libnapkin_attention.so build/cuda/lib/
-  timeout 300 python3 -m pytest -q tests/gpu/test_attention.py -p no:cacheprovider > "$OUT/tests_$name.log" 2>&1
+  timeout 150 python3 -m pytest -q tests/gpu/test_attention.py -p no:cacheprovider > "$OUT/tests_$name.log" 2>&1
   echo "$name tests: $(tail -1 "$OUT/tests_$name.log")"
-  python3 bench/attention/run.py --out "$OUT/attention.jsonl" --note "variant $name: $v" "$@" > "$OUT/bench_$name.log" 2>&1
+  timeout 300 python3 bench/attention/run.py --out "$OUT/attention.jsonl" --note "variant $name: $v" "$@" > "$OUT/bench_$name.log" 2>&1
 done
 for v in "${variants[@]}"; do
   name=${v%%=*}; echo "== $name ($v)"; grep -E "^(bfloat16|float16) |geomean" "$OUT/bench_$name.log"

@@ -36,6 +36,7 @@
 
 #include "napkin/device/fragment.h"
 #include "napkin/device/pipeline.h"
+#include "napkin/device/trace.h"
 
 namespace napkin::device {
 
@@ -406,6 +407,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     const int w = wg - 1;                 // consumer index: rows [64 w, 64 w + 64) of the tile
     const int tid = threadIdx.x % 128;
     const int warp_in_wg = warp % 4;
+    FwdTracer trace;  // (nothing unless NAPKIN_FWD_TRACE: trace.h)
+    trace.init(tid, w);
 
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
                             typename Cfg::SmemLayoutQ{});                                  // (64, D) buffer 0
@@ -448,6 +451,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       int tile = 0;
       if (lane == 0) tile = atomicAdd(&ss.tile_idx[qb], 0);
       tile = __shfl_sync(0xffffffffu, tile, 0);
+      trace(FwdEvent::kTileStart, w);
       if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
       const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
@@ -539,15 +543,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         const int n0 = fwd_chunk_at_step<Cfg>(0, n_blocks);
         ss.k_ring.consumer_wait(k_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+        trace(FwdEvent::kTurn, w);
         wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
+        trace(FwdEvent::kIssued, w);
         warpgroup_wait<0>();
+        trace(FwdEvent::kSReady, w);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
         if (needs_mask(n0)) mask(n0);
         softmax.step(rS, p.scale_log2, corr);
         convert_p();
+        trace(FwdEvent::kSoftmaxDone, w);
 
         // O (+)= P V of the chunk whose P is in rP. The tile's first P V overwrites O (so O
         // needs no clearing).
@@ -568,21 +576,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           ss.k_ring.consumer_wait(k_st);
           ss.v_ring.consumer_wait(v_st);
           pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+          trace(FwdEvent::kTurn, w);
           wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
           issue_pv();
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
+          trace(FwdEvent::kIssued, w);
           warpgroup_wait<1>();
+          trace(FwdEvent::kSReady, w);
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
           if (needs_mask(n)) mask(n);
           const bool rescale = softmax.step(rS, p.scale_log2, corr);
+          trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {
             RingState<Cfg::kStages> next_v = v_st;  // the next P V's V: this chunk's
             next_v.advance();
             ss.v_ring.consumer_wait(next_v);
           }
           warpgroup_wait<0>();
+          trace(FwdEvent::kPVDone, w);
           release(ss.v_ring, v_st);
           v_st.advance();
           if constexpr (Cfg::kOStagedPerWarpgroup)
@@ -592,13 +605,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
         ss.v_ring.consumer_wait(v_st);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
+        trace(FwdEvent::kTurn, w);
         issue_pv();
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
+        trace(FwdEvent::kIssued, w);
         // The rows' sums and LSE need only the softmax state: computed while the last P V runs
         // (the LSE store's branch keeps ptxas from hoisting the wait above them; see
         // kSoftmaxOverlapsPV). Measured +0.5-1.5 % on 512-1k-key rows (bench/NOTES.md, v35).
         finish_rows();
         warpgroup_wait<0>();
+        trace(FwdEvent::kPVDone, w);
         release(ss.v_ring, v_st);
         last_v_stage = v_st.index;
         v_st.advance();
@@ -625,6 +641,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         continue;
       }
       scale_rows<kHeadDim>(rO, inv_sum);
+      trace(FwdEvent::kStoreStart, w);
       // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
       // tile's store has read it.
@@ -661,6 +678,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         auto tma_o = p.tma_o.get_slice(0);
         copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();
+        trace(FwdEvent::kStoreEnd, w);
         if constexpr (Cfg::kOInV) {
           // The V ring is free of this O once the store has read it: the producer's next V
           // waits for that (o_free), while the next tile's Q and K load meanwhile.

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// The timeline of a few CTAs of one attention forward launch, from the kernel's own SM clock
+// (napkin/device/trace.h): where in a tile each consumer warpgroup waits. A diagnosis tool for
+// the GPU machine, not part of the library; the schedule is fixed at compile time:
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr
+//        -Iruntime/include -I.cutlass/include -DNAPKIN_FWD_TRACE [-DTRACE_D=128 -DTRACE_N=128
+//        -DTRACE_WGS=2 -DTRACE_CAUSAL=false ...] bench/attention/trace_tiles.cu -o trace_tiles
+//   ./trace_tiles BATCH SEQLEN HEADS
+// Prints, per CTA and warpgroup, the mean cycles between consecutive events over the steady
+// tiles, then the events of two tiles of CTA 0 in clock order.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "napkin/device/fmha_fwd.h"
+
+#ifndef TRACE_D
+#define TRACE_D 128
+#endif
+#ifndef TRACE_N
+#define TRACE_N 128
+#endif
+#ifndef TRACE_WGS
+#define TRACE_WGS 2
+#endif
+#ifndef TRACE_CAUSAL
+#define TRACE_CAUSAL false
+#endif
+#ifndef TRACE_CTAS_PER_SM
+#define TRACE_CTAS_PER_SM 1
+#endif
+#ifndef TRACE_OVERLAP
+#define TRACE_OVERLAP false
+#endif
+#ifndef TRACE_Q_IN_REGISTERS
+#define TRACE_Q_IN_REGISTERS false
+#endif
+
+using Element = cutlass::bfloat16_t;
+using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TRACE_CAUSAL, TRACE_CTAS_PER_SM, false,
+                                      TRACE_OVERLAP, TRACE_Q_IN_REGISTERS>;
+using napkin::device::FwdTrace;
+
+#define CHECK(x)                                                                      \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+static const char* event_name(int e) {
+  static const char* names[] = {"?", "tile", "turn", "issued", "S ready", "softmax done", "PV done", "store start",
+                                "store end"};
+  return e >= 1 && e <= 8 ? names[e] : "?";
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s BATCH SEQLEN HEADS\n", argv[0]);
+    return 2;
+  }
+  const int batch = std::atoi(argv[1]), seqlen = std::atoi(argv[2]), heads = std::atoi(argv[3]);
+  if (batch <= 0 || seqlen <= 0 || heads <= 0) {
+    std::fprintf(stderr, "BATCH, SEQLEN and HEADS must be positive integers\n");
+    return 2;
+  }
+  constexpr int d = TRACE_D;
+  const size_t n = size_t(batch) * seqlen * heads * d;
+  std::vector<Element> host(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (auto& x : host) x = Element(normal(rng));
+  Element *q, *k, *v, *o;
+  int* counter;
+  CHECK(cudaMalloc(&q, n * sizeof(Element)));
+  CHECK(cudaMalloc(&k, n * sizeof(Element)));
+  CHECK(cudaMalloc(&v, n * sizeof(Element)));
+  CHECK(cudaMalloc(&o, n * sizeof(Element)));
+  CHECK(cudaMalloc(&counter, sizeof(int)));
+  CHECK(cudaMemset(counter, 0, sizeof(int)));
+  for (Element* t : {q, k, v}) CHECK(cudaMemcpy(t, host.data(), n * sizeof(Element), cudaMemcpyHostToDevice));
+  const int64_t strides[3] = {int64_t(seqlen) * heads * d, int64_t(heads) * d, d};  // (b, s, h, d)
+  auto launch = [&] {
+    CHECK(napkin::device::launch_fmha_fwd<Cfg>(q, k, v, o, nullptr, batch, heads, heads, seqlen, seqlen, strides,
+                                               strides, strides, strides, 1.0f / std::sqrt(float(d)), true, counter,
+                                               nullptr));
+  };
+  for (int i = 0; i < 5; ++i) launch();
+  static unsigned long long zero[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+  CHECK(cudaMemcpyToSymbol(napkin::device::g_fwd_trace, zero, sizeof(zero)));
+  cudaEvent_t t0, t1;
+  CHECK(cudaEventCreate(&t0));
+  CHECK(cudaEventCreate(&t1));
+  CHECK(cudaEventRecord(t0));
+  launch();
+  CHECK(cudaEventRecord(t1));
+  CHECK(cudaDeviceSynchronize());
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  static unsigned long long trace[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+  CHECK(cudaMemcpyFromSymbol(trace, napkin::device::g_fwd_trace, sizeof(trace)));
+  const double flops = 4.0 * batch * heads * double(seqlen) * seqlen * d / (TRACE_CAUSAL ? 2 : 1);
+  std::printf("d%d N%d WGs%d causal=%d b%d s%d h%d: %.1f us, %.0f TFLOP/s (traced launch)\n", d, TRACE_N, TRACE_WGS,
+              int(TRACE_CAUSAL), batch, seqlen, heads, ms * 1e3, flops / ms / 1e9);
+
+  struct Ev {
+    unsigned long long t;
+    int e, wg, tile;
+  };
+  for (int c = 0; c < FwdTrace::kCtas; ++c) {
+    std::vector<Ev> all;
+    for (int w = 0; w < std::min(TRACE_WGS, FwdTrace::kWarpgroups); ++w) {
+      // Mean cycles from each event to the next, keyed by the pair, over tiles 2 .. last-1.
+      std::map<std::pair<int, int>, std::pair<double, int>> gaps;
+      int tile = -1;
+      std::vector<unsigned long long> tile_starts;
+      for (int i = 0; i < FwdTrace::kEvents && trace[c][w][i] != 0; ++i) {
+        const int e = int(trace[c][w][i] >> 56);
+        const unsigned long long t = trace[c][w][i] & ((1ull << 56) - 1);
+        if (e == 1) {
+          ++tile;
+          tile_starts.push_back(t);
+        }
+        all.push_back({t, e, w, tile});
+        if (i + 1 < FwdTrace::kEvents && trace[c][w][i + 1] != 0 && tile >= 2) {
+          const int e2 = int(trace[c][w][i + 1] >> 56);
+          const unsigned long long t2 = trace[c][w][i + 1] & ((1ull << 56) - 1);
+          auto& g = gaps[{e, e2}];
+          g.first += double(t2 - t);
+          g.second++;
+        }
+      }
+      const int tiles = int(tile_starts.size()) - 1;  // the last start is the exit
+      if (tiles < 4) continue;
+      std::printf("CTA %d WG %d: %d tiles, mean tile %.0f cycles (tiles 2..%d)\n", c, w, tiles,
+                  double(tile_starts[tiles] - tile_starts[2]) / (tiles - 2), tiles - 1);
+      for (auto& [k2, g] : gaps)
+        std::printf("   %-13s -> %-13s %6.0f cycles x %d\n", event_name(k2.first), event_name(k2.second),
+                    g.first / g.second, g.second);
+    }
+    if (c != 0) continue;
+    std::sort(all.begin(), all.end(), [](const Ev& a, const Ev& b) { return a.t < b.t; });
+    unsigned long long base = 0;
+    for (const Ev& x : all)
+      if (x.wg == 0 && x.tile == 4 && x.e == 1) base = x.t;
+    std::printf("CTA 0, tiles 4-5 of warpgroup 0 (cycles from its tile 4 start):\n");
+    for (const Ev& x : all)
+      if (x.t >= base && x.tile >= 4 && x.tile <= 5 + (x.wg > 0))
+        if (x.t - base < 40000) std::printf("  %7llu  WG%d  %s\n", x.t - base, x.wg, event_name(x.e));
+  }
+  return 0;
+}

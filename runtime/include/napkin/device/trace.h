@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// An in-kernel timeline for diagnosis (bench/attention/trace_tiles.cu): with NAPKIN_FWD_TRACE
+// defined, thread 0 of each consumer warpgroup of the first FwdTrace::kCtas CTAs records
+// (event, SM clock) pairs in g_fwd_trace. ncu aggregates stalls over the kernel; this shows
+// where in a tile the tensor cores wait. Without the macro every hook compiles to nothing, so
+// the library's kernels are untouched.
+#pragma once
+
+#include <cstdint>
+
+namespace napkin::device {
+
+enum class FwdEvent : uint8_t {
+  kTileStart = 1,   // the tile's Q is ready and its index read
+  kTurn = 2,        // the ping-pong turn is ours (before a WGMMA batch is issued)
+  kIssued = 3,      // a WGMMA batch is issued and the turn passed on
+  kSReady = 4,      // S of the current chunk is in registers
+  kSoftmaxDone = 5, // P is computed, before the wait for the previous P V
+  kPVDone = 6,      // the previous P V is complete
+  kStoreStart = 7,  // the O store begins (stmatrix)
+  kStoreEnd = 8,    // the O store is issued
+};
+
+#ifdef NAPKIN_FWD_TRACE
+struct FwdTrace {
+  static constexpr int kCtas = 4, kWarpgroups = 3, kEvents = 2048;
+};
+__device__ unsigned long long g_fwd_trace[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+// Per consumer thread: the next free entry (only thread 0 of a warpgroup writes).
+struct FwdTracer {
+  int n = 0;
+  bool on = false;
+  __device__ void init(int warpgroup_thread, int consumer) {
+    on = warpgroup_thread == 0 && blockIdx.x < FwdTrace::kCtas && consumer < FwdTrace::kWarpgroups;
+  }
+  __device__ __forceinline__ void operator()(FwdEvent e, int consumer) {
+    if (on && n < FwdTrace::kEvents)
+      g_fwd_trace[blockIdx.x][consumer][n] = (static_cast<unsigned long long>(e) << 56) | clock64();
+    ++n;
+  }
+};
+#else
+struct FwdTracer {
+  __device__ void init(int, int) {}
+  __device__ __forceinline__ void operator()(FwdEvent, int) {}
+};
+#endif
+
+}  // namespace napkin::device
