@@ -148,14 +148,24 @@ int main(int argc, char** argv) {
                     g.first / g.second, g.second);
     }
     if (c != 0) continue;
+    // Two steady tiles of warpgroup 0, from its tile kFirst's start, with every warpgroup's
+    // events in that span (the others' tiles start a little later).
+    constexpr int kFirst = 4;
     std::sort(all.begin(), all.end(), [](const Ev& a, const Ev& b) { return a.t < b.t; });
-    unsigned long long base = 0;
+    const Ev* first = nullptr;
+    const Ev* end = nullptr;
     for (const Ev& x : all)
-      if (x.wg == 0 && x.tile == 4 && x.e == 1) base = x.t;
-    std::printf("CTA 0, tiles 4-5 of warpgroup 0 (cycles from its tile 4 start):\n");
+      if (x.wg == 0 && x.e == 1) {
+        if (x.tile == kFirst) first = &x;
+        if (x.tile == kFirst + 2) end = &x;
+      }
+    if (first == nullptr || end == nullptr) {
+      std::printf("CTA 0 ran fewer than %d tiles: no timeline printed (use a larger problem)\n", kFirst + 2);
+      continue;
+    }
+    std::printf("CTA 0, tiles %d-%d of warpgroup 0 (cycles from its tile %d start):\n", kFirst, kFirst + 1, kFirst);
     for (const Ev& x : all)
-      if (x.t >= base && x.tile >= 4 && x.tile <= 5 + (x.wg > 0))
-        if (x.t - base < 40000) std::printf("  %7llu  WG%d  %s\n", x.t - base, x.wg, event_name(x.e));
+      if (x.t >= first->t && x.t < end->t) std::printf("  %7llu  WG%d  %s\n", x.t - first->t, x.wg, event_name(x.e));
   }
   return 0;
 }
