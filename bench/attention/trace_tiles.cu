@@ -6,8 +6,9 @@
 //        -Iruntime/include -I.cutlass/include -DNAPKIN_FWD_TRACE [-DTRACE_D=128 -DTRACE_N=128
 //        -DTRACE_WGS=2 -DTRACE_CAUSAL=false ...] bench/attention/trace_tiles.cu -o trace_tiles
 //   ./trace_tiles BATCH SEQLEN HEADS
-// Prints, per CTA and warpgroup, the mean cycles between consecutive events over the steady
-// tiles, then the events of two tiles of CTA 0 in clock order.
+// Prints the SM clock's rate during the launch (clock64 against %globaltimer), then, per CTA and
+// warpgroup, the mean cycles between consecutive events over the steady tiles, then the events
+// of two tiles of CTA 0 in clock order.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -108,9 +109,23 @@ int main(int argc, char** argv) {
   CHECK(cudaEventElapsedTime(&ms, t0, t1));
   static unsigned long long trace[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
   CHECK(cudaMemcpyFromSymbol(trace, napkin::device::g_fwd_trace, sizeof(trace)));
+  static unsigned long long trace_ns[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+  CHECK(cudaMemcpyFromSymbol(trace_ns, napkin::device::g_fwd_trace_ns, sizeof(trace_ns)));
   const double flops = 4.0 * batch * heads * double(seqlen) * seqlen * d / (TRACE_CAUSAL ? 2 : 1);
   std::printf("d%d N%d WGs%d causal=%d b%d s%d h%d: %.1f us, %.0f TFLOP/s (traced launch)\n", d, TRACE_N, TRACE_WGS,
               int(TRACE_CAUSAL), batch, seqlen, heads, ms * 1e3, flops / ms / 1e9);
+
+  // The SM clock's rate: clock64 against %globaltimer between CTA 0's first and last tile starts.
+  {
+    int first = -1, last = -1;
+    for (int i = 0; i < FwdTrace::kEvents && trace[0][0][i] != 0; ++i)
+      if (trace[0][0][i] >> 56 == 1) (first < 0 ? first : last) = i;
+    if (first >= 0 && last > first && trace_ns[0][0][last] > trace_ns[0][0][first]) {
+      const double cycles = double((trace[0][0][last] - trace[0][0][first]) & ((1ull << 56) - 1));
+      std::printf("SM clock: %.0f MHz (clock64 against %%globaltimer over CTA 0's tiles)\n",
+                  cycles / double(trace_ns[0][0][last] - trace_ns[0][0][first]) * 1e3);
+    }
+  }
 
   struct Ev {
     unsigned long long t;

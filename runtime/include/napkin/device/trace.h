@@ -33,6 +33,8 @@ struct FwdTrace {
   static constexpr int kCtas = 4, kWarpgroups = 3, kEvents = 2048;
 };
 __device__ unsigned long long g_fwd_trace[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+// At each tile start also %globaltimer (ns), at the same index: the clock's rate, for the axis.
+__device__ unsigned long long g_fwd_trace_ns[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
 // Per consumer thread: the next free entry (only thread 0 of a warpgroup writes).
 struct FwdTracer {
   int n = 0;
@@ -41,8 +43,14 @@ struct FwdTracer {
     on = warpgroup_thread == 0 && blockIdx.x < FwdTrace::kCtas && consumer < FwdTrace::kWarpgroups;
   }
   __device__ __forceinline__ void operator()(FwdEvent e, int consumer) {
-    if (on && n < FwdTrace::kEvents)
+    if (on && n < FwdTrace::kEvents) {
       g_fwd_trace[blockIdx.x][consumer][n] = (static_cast<unsigned long long>(e) << 56) | clock64();
+      if (e == FwdEvent::kTileStart) {
+        unsigned long long ns;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+        g_fwd_trace_ns[blockIdx.x][consumer][n] = ns;
+      }
+    }
     ++n;
   }
 };
