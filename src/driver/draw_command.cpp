@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "arch/load.h"
+#include "emit/kernel_trace.h"
 #include "emit/svg.h"
 #include "sched/schedule.h"
 
@@ -56,6 +58,24 @@ CommandOutput draw(const DiagramArgs& args, const DrawOptions& options) {
     if (auto e = write_file(path, text)) return failure(*e, false);
     r.out += fmt::format("wrote {} ({} bytes)\n", path.string(), text.size());
   }
+  return r;
+}
+
+CommandOutput draw_trace(const DrawTraceOptions& options) {
+  std::ifstream f(options.file, std::ios::binary);
+  if (!f) return failure(plain_error(fmt::format("{}: cannot open the file", options.file)), false);
+  std::ostringstream text;
+  text << f.rdbuf();
+  if (f.bad()) return failure(plain_error(fmt::format("{}: cannot read the file", options.file)), false);
+  if (options.section < 0) return failure(plain_error("--section: expected a number >= 0"), false);
+  if (options.clock_mhz < 0) return failure(plain_error("--clock-mhz: expected a clock > 0 in MHz"), false);
+  const SourceText src{options.file, text.str()};
+  auto trace = emit::parse_kernel_trace(src, options.section, options.clock_mhz);
+  if (!trace) return failure(trace.error(), false);
+  const std::string svg = emit::draw_timeline_svg(trace->lanes, 0, trace->title);
+  if (auto e = write_file(options.output, svg)) return failure(*e, false);
+  CommandOutput r;
+  r.out = fmt::format("wrote {} ({} bytes)\n", options.output, svg.size());
   return r;
 }
 

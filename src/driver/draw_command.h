@@ -21,4 +21,17 @@ struct DrawOptions {
 // anything is written; an unwritable directory fails naming the path.
 CommandOutput draw(const DiagramArgs& args, const DrawOptions& options);
 
+struct DrawTraceOptions {
+  std::string file;          // the text bench/attention/trace_tiles.cu printed
+  int section = 0;           // which of its timelines (0-based)
+  double clock_mhz = 0;      // > 0: the SM clock, instead of the text's "SM clock: N MHz" line
+  std::string output;        // the SVG file to write
+};
+
+// `napkin draw-trace`: the measured timeline of an attention kernel (emit::parse_kernel_trace)
+// drawn as napkin draws a predicted one (emit::draw_timeline_svg), written to options.output;
+// prints the file written. A file that cannot be read or parsed fails with its diagnostic
+// (file, line, column), before anything is written.
+CommandOutput draw_trace(const DrawTraceOptions& options);
+
 }  // namespace napkin::driver

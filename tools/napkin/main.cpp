@@ -173,6 +173,17 @@ int main(int argc, char** argv) {
   draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
   draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
 
+  napkin::driver::DrawTraceOptions draw_trace_options;
+  auto* draw_trace = app.add_subcommand(
+      "draw-trace", "draw an attention kernel's measured timeline (bench/attention/trace_tiles.cu's output) as SVG");
+  draw_trace->add_option("file", draw_trace_options.file, "the text trace_tiles printed")->required();
+  draw_trace->add_option("--section", draw_trace_options.section,
+                         "which of the text's timelines to draw, from 0 (default 0)");
+  draw_trace->add_option("--clock-mhz", draw_trace_options.clock_mhz,
+                         "the SM clock in MHz (default: the text's 'SM clock' line)");
+  draw_trace->add_option("--output,-o", draw_trace_options.output, "the SVG file to write")->required();
+  draw_trace->callback([&] { run = [&] { return napkin::driver::draw_trace(draw_trace_options); }; });
+
   DiagramArgs report_args;
   napkin::driver::ReportOptions report_options;
   auto* report = app.add_subcommand(
