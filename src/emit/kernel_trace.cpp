@@ -46,6 +46,7 @@ struct Event {
   unsigned long long cycle;
   int warpgroup;
   std::string_view name;
+  int line;
 };
 
 std::string_view trim_right(std::string_view s) {
@@ -67,6 +68,7 @@ std::optional<Event> parse_event(const SourceText& src, int line_no, std::string
   };
   skip_spaces();
   Event e{};
+  e.line = line_no;
   auto [p, ec] = std::from_chars(line.data() + i, line.data() + line.size(), e.cycle);
   if (ec != std::errc{}) return fail("expected the event's clock (an integer)");
   i = static_cast<size_t>(p - line.data());
@@ -143,10 +145,12 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
     std::map<int, const Event*> last;  // each warpgroup's previous event
     std::map<int, TimelineLane> lanes;
     for (const Event& e : events) {
-      if (e.cycle < t0) return make_error(src, {line_no, 1}, "the events of this timeline are not in clock order");
       TimelineLane& lane = lanes[e.warpgroup];
       lane.unit = fmt::format("warpgroup {}", e.warpgroup);
-      if (auto it = last.find(e.warpgroup); it != last.end()) {
+      const auto it = last.find(e.warpgroup);
+      if (e.cycle < t0 || (it != last.end() && e.cycle < it->second->cycle))
+        return make_error(src, {e.line, 1}, "this event is earlier than the one before it: the timeline must be in clock order");
+      if (it != last.end()) {
         const Event& a = *it->second;
         const auto [kind, label] = span_kind(a.name, e.name);
         lane.spans.push_back({label, kind, (a.cycle - t0) * seconds_per_cycle, (e.cycle - t0) * seconds_per_cycle});

@@ -85,6 +85,8 @@ TEST(KernelTrace, BadTextGivesLocatedErrors) {
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  WG  turn\n"),
             "trace.txt:4:9: error: expected the warpgroup's number after 'WG'");
   EXPECT_EQ(error(header + "   0  WG0  tile\n"), "trace.txt:2:1: error: this timeline has fewer than two events");
+  EXPECT_EQ(error(header + "   9  WG0  tile\n   5  WG0  turn\n"),
+            "trace.txt:4:1: error: this event is earlier than the one before it: the timeline must be in clock order");
   EXPECT_EQ(error("CTA 0, tiles 4-5:\n 0  WG0  tile\n 5  WG0  turn\n"),
             "trace.txt:1:1: error: no 'SM clock: N MHz' line before this timeline");
   EXPECT_EQ(error("SM clock: fast\n"), "trace.txt:1:11: error: expected the clock as 'SM clock: N MHz'");
