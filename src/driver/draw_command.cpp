@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -62,15 +61,11 @@ CommandOutput draw(const DiagramArgs& args, const DrawOptions& options) {
 }
 
 CommandOutput draw_trace(const DrawTraceOptions& options) {
-  std::ifstream f(options.file, std::ios::binary);
-  if (!f) return failure(plain_error(fmt::format("{}: cannot open the file", options.file)), false);
-  std::ostringstream text;
-  text << f.rdbuf();
-  if (f.bad()) return failure(plain_error(fmt::format("{}: cannot read the file", options.file)), false);
+  auto src = read_source_file(options.file);
+  if (!src) return failure(src.error(), false);
   if (options.section < 0) return failure(plain_error("--section: expected a number >= 0"), false);
   if (options.clock_mhz < 0) return failure(plain_error("--clock-mhz: expected a clock > 0 in MHz"), false);
-  const SourceText src{options.file, text.str()};
-  auto trace = emit::parse_kernel_trace(src, options.section, options.clock_mhz);
+  auto trace = emit::parse_kernel_trace(*src, options.section, options.clock_mhz);
   if (!trace) return failure(trace.error(), false);
   const std::string svg = emit::draw_timeline_svg(trace->lanes, 0, trace->title);
   if (auto e = write_file(options.output, svg)) return failure(*e, false);

@@ -8,11 +8,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -1019,13 +1017,9 @@ Result<ParsedDiagram> parse_diagram(const SourceText& source, const std::vector<
 }
 
 Result<ParsedDiagram> load_diagram(const std::string& path, const std::vector<Binding>& bindings) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return plain_error(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return plain_error(fmt::format("{}: cannot read the file", path));
-  const SourceText src{path, ss.str()};
-  return parse_diagram(src, bindings);
+  auto src = read_source_file(path);
+  if (!src) return src.error();
+  return parse_diagram(*src, bindings);
 }
 
 }  // namespace napkin::ir

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -73,6 +75,15 @@ void check_failed(const char* expr, const char* file, int line, const std::strin
   std::fprintf(stderr, "napkin internal error: %s:%d: check `%s` failed: %s\n", file, line, expr,
                msg.c_str());
   std::abort();
+}
+
+Result<SourceText> read_source_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return plain_error(fmt::format("{}: cannot open the file", path));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return plain_error(fmt::format("{}: cannot read the file", path));
+  return SourceText{path, ss.str()};
 }
 
 }  // namespace napkin

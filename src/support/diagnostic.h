@@ -68,6 +68,10 @@ class [[nodiscard]] Result {
   std::variant<T, Diagnostic> v_;
 };
 
+// The whole file at `path` (bytes as they are) with its name, or "PATH: cannot open the file" /
+// "PATH: cannot read the file".
+Result<SourceText> read_source_file(const std::string& path);
+
 // A check that stays on in release builds: broken invariants are bugs, not user errors.
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
 #define NAPKIN_CHECK(cond, msg)                                              \

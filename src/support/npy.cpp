@@ -4,7 +4,6 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -41,11 +40,9 @@ std::string header_field(const std::string& header, const std::string& key) {
 }  // namespace
 
 Result<NpyArray> read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return plain_error(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  const std::string bytes = ss.str();
+  auto file = read_source_file(path);
+  if (!file) return file.error();
+  const std::string& bytes = file->text;
   auto bad = [&](const std::string& why) {
     return plain_error(fmt::format("{}: not a readable .npy file: {}", path, why));
   };
