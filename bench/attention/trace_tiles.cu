@@ -47,7 +47,10 @@
 using Element = cutlass::bfloat16_t;
 using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TRACE_CAUSAL, TRACE_CTAS_PER_SM, false,
                                       TRACE_OVERLAP, TRACE_Q_IN_REGISTERS>;
+using napkin::device::FwdEvent;
 using napkin::device::FwdTrace;
+using napkin::device::fwd_trace_clock;
+using napkin::device::fwd_trace_event;
 
 #define CHECK(x)                                                                      \
   do {                                                                                \
@@ -119,9 +122,9 @@ int main(int argc, char** argv) {
   {
     int first = -1, last = -1;
     for (int i = 0; i < FwdTrace::kEvents && trace[0][0][i] != 0; ++i)
-      if (trace[0][0][i] >> 56 == 1) (first < 0 ? first : last) = i;
+      if (fwd_trace_event(trace[0][0][i]) == FwdEvent::kTileStart) (first < 0 ? first : last) = i;
     if (first >= 0 && last > first && trace_ns[0][0][last] > trace_ns[0][0][first]) {
-      const double cycles = double((trace[0][0][last] - trace[0][0][first]) & ((1ull << 56) - 1));
+      const double cycles = double(fwd_trace_clock(trace[0][0][last]) - fwd_trace_clock(trace[0][0][first]));
       std::printf("SM clock: %.0f MHz (clock64 against %%globaltimer over CTA 0's tiles)\n",
                   cycles / double(trace_ns[0][0][last] - trace_ns[0][0][first]) * 1e3);
     }
@@ -139,16 +142,16 @@ int main(int argc, char** argv) {
       int tile = -1;
       std::vector<unsigned long long> tile_starts;
       for (int i = 0; i < FwdTrace::kEvents && trace[c][w][i] != 0; ++i) {
-        const int e = int(trace[c][w][i] >> 56);
-        const unsigned long long t = trace[c][w][i] & ((1ull << 56) - 1);
-        if (e == 1) {
+        const int e = int(fwd_trace_event(trace[c][w][i]));
+        const unsigned long long t = fwd_trace_clock(trace[c][w][i]);
+        if (e == int(FwdEvent::kTileStart)) {
           ++tile;
           tile_starts.push_back(t);
         }
         all.push_back({t, e, w, tile});
         if (i + 1 < FwdTrace::kEvents && trace[c][w][i + 1] != 0 && tile >= 2) {
-          const int e2 = int(trace[c][w][i + 1] >> 56);
-          const unsigned long long t2 = trace[c][w][i + 1] & ((1ull << 56) - 1);
+          const int e2 = int(fwd_trace_event(trace[c][w][i + 1]));
+          const unsigned long long t2 = fwd_trace_clock(trace[c][w][i + 1]);
           auto& g = gaps[{e, e2}];
           g.first += double(t2 - t);
           g.second++;
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
     const Ev* first = nullptr;
     const Ev* end = nullptr;
     for (const Ev& x : all)
-      if (x.wg == 0 && x.e == 1) {
+      if (x.wg == 0 && x.e == int(FwdEvent::kTileStart)) {
         if (x.tile == kFirst) first = &x;
         if (x.tile == kFirst + 2) end = &x;
       }

@@ -28,6 +28,19 @@ enum class FwdEvent : uint8_t {
   kStoreEnd = 8,    // the O store is issued
 };
 
+// A recorded word: the event in the top 8 bits, the SM clock below. Packed by FwdTracer,
+// unpacked by the host (bench/attention/trace_tiles.cu) with these.
+constexpr int kFwdTraceEventShift = 56;
+inline constexpr unsigned long long fwd_trace_word(FwdEvent e, unsigned long long clock) {
+  return (static_cast<unsigned long long>(e) << kFwdTraceEventShift) | clock;
+}
+inline constexpr FwdEvent fwd_trace_event(unsigned long long word) {
+  return static_cast<FwdEvent>(word >> kFwdTraceEventShift);
+}
+inline constexpr unsigned long long fwd_trace_clock(unsigned long long word) {
+  return word & ((1ull << kFwdTraceEventShift) - 1);
+}
+
 #ifdef NAPKIN_FWD_TRACE
 struct FwdTrace {
   static constexpr int kCtas = 4, kWarpgroups = 3, kEvents = 2048;
@@ -44,7 +57,7 @@ struct FwdTracer {
   }
   __device__ __forceinline__ void operator()(FwdEvent e, int consumer) {
     if (on && n < FwdTrace::kEvents) {
-      g_fwd_trace[blockIdx.x][consumer][n] = (static_cast<unsigned long long>(e) << 56) | clock64();
+      g_fwd_trace[blockIdx.x][consumer][n] = fwd_trace_word(e, clock64());
       if (e == FwdEvent::kTileStart) {
         unsigned long long ns;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
