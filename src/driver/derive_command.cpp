@@ -22,7 +22,10 @@ namespace {
 
 std::string kib(double b) { return fmt::format("{:.2f} KiB", b / 1024); }
 
-std::string ms(double s) { return s >= 1e-3 ? fmt::format("{:.3f} ms", s * 1e3) : fmt::format("{:.1f} us", s * 1e6); }
+std::string ms(double s) {
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return s >= 1e-6 ? fmt::format("{:.1f} us", s * 1e6) : fmt::format("{:.0f} ns", s * 1e9);
+}
 
 std::string configuration_text(const search::Configuration& c, const arch::Machine& m) {
   std::string s;
@@ -50,10 +53,13 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
   s += fmt::format("   per row: tensor core {:.4g} clk, SFU {:.4g} clk, FMA {:.4g} clk -> bound by {}\n",
                    c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row, c.bound_unit);
   s += fmt::format("4. bandwidth: compute {} per iteration ({} rows x {:.4g} clk at {:.3g} GHz) against transfer {} "
-                   "(the streamed chunks to {} SMs over HBM, no caching): {}\n",
+                   "(the streamed chunks to {} SMs over HBM, no caching)\n",
                    ms(c.compute_s_per_iteration), c.warpgroups * c.config.rows_per_warpgroup,
                    std::max({c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row}), m.clock_hz.value / 1e9,
-                   ms(c.transfer_s_per_iteration), m.sm_count.value, c.compute_bound ? "compute-bound" : "memory-bound");
+                   ms(c.transfer_s_per_iteration), m.sm_count.value);
+  s += fmt::format("   with L2: {:.0f} CTAs of a slice read each chunk together: HBM {}, L2->SMEM {} per iteration: {}\n",
+                   c.ctas_sharing_chunk, ms(c.hbm_s_per_iteration), ms(c.l2_smem_s_per_iteration),
+                   c.compute_bound ? "compute-bound" : fmt::format("memory-bound ({})", c.transfer_link()));
   s += fmt::format("5. overlap: {} with a {:.0f}% allowance on non-tensor work: {:.4g} clk per row, efficiency {:.1f}%\n",
                    search::overlap_name(c.config.overlap), c.config.overhead * 100, c.period_clk_per_row,
                    c.efficiency * 100);
@@ -86,7 +92,9 @@ json configuration_json(const search::Configuration& c) {
           {"max_warpgroups_smem", c.max_warpgroups_smem}, {"max_warpgroups_registers", c.max_warpgroups_registers},
           {"registers_per_thread", c.registers_per_thread}, {"rates", rates}, {"bound_unit", c.bound_unit},
           {"compute_s_per_iteration", c.compute_s_per_iteration},
-          {"transfer_s_per_iteration", c.transfer_s_per_iteration}, {"compute_bound", c.compute_bound},
+          {"transfer_s_per_iteration", c.transfer_s_per_iteration}, {"ctas_sharing_chunk", c.ctas_sharing_chunk},
+          {"hbm_s_per_iteration", c.hbm_s_per_iteration}, {"l2_smem_s_per_iteration", c.l2_smem_s_per_iteration},
+          {"compute_bound", c.compute_bound},
           {"ideal_flops_per_s", c.ideal_flops_per_s}, {"period_clk_per_row", c.period_clk_per_row},
           {"efficiency", c.efficiency}, {"predicted_flops_per_s", c.predicted_flops_per_s},
           {"visited_fraction", c.visited_fraction}};
@@ -117,7 +125,7 @@ timeline_of(const search::Configuration& c, double clock_hz) {
                      (s0 + nt * rows + c.fma_clk_per_row * rows) / clock_hz);
     t_sfu = s0 + nt * rows;
   }
-  tma.emplace_back("next K/V chunk", "memory", 0, c.transfer_s_per_iteration);
+  tma.emplace_back("next K/V chunk", "memory", 0, c.transfer_with_l2_s_per_iteration());
   return {{"TMA (producer)", tma}, {"tensor core", tc}, {"SFU", sfu}, {"FMA", fma}};
 }
 

@@ -331,7 +331,17 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   for (NodeId id : d.inputs())
     if (has(d.node(id), sh.stream)) chunk_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype);
   out.transfer_s_per_iteration = chunk_bytes * sms / m.bytes_per_s(arch::kL2);
-  out.compute_bound = out.compute_s_per_iteration >= out.transfer_s_per_iteration;
+  // The CTAs of one batch slice read the same chunks; a slice-major tile order keeps them
+  // resident together, up to every SM (§4).
+  double batch = 1;
+  for (AxisId a : sh.batch) batch *= static_cast<double>(d.axis(a).size);
+  double rows_total = 1;
+  for (AxisId a : sh.rows) rows_total *= static_cast<double>(d.axis(a).size);
+  const double ctas_per_slice = std::ceil(rows_total / rows_per_sm);
+  out.ctas_sharing_chunk = std::min(ctas_per_slice, sms);
+  out.hbm_s_per_iteration = out.transfer_s_per_iteration / out.ctas_sharing_chunk;
+  out.l2_smem_s_per_iteration = chunk_bytes * sms / m.bytes_per_s(arch::kSmem);
+  out.compute_bound = out.compute_s_per_iteration >= out.transfer_with_l2_s_per_iteration();
   out.ideal_flops_per_s = out.flops_per_row / ideal * sms * clock;
 
   // §4 Overlap.
@@ -348,23 +358,20 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       break;
   }
   // With one stage the next chunk's load cannot overlap this chunk's compute.
-  const double transfer_clk_per_row = out.transfer_s_per_iteration * clock / rows_per_sm;
+  const double transfer_clk_per_row = out.transfer_with_l2_s_per_iteration() * clock / rows_per_sm;
   out.period_clk_per_row = c.stages >= 2 ? std::max(period, transfer_clk_per_row) : period + transfer_clk_per_row;
   out.efficiency = ideal / out.period_clk_per_row;
   out.predicted_flops_per_s = out.flops_per_row / out.period_clk_per_row * sms * clock;
 
   // The whole diagram: CTAs of N * w_q rows per (batch) slice, in waves over the SMs.
-  double batch = 1;
-  for (AxisId a : sh.batch) batch *= static_cast<double>(d.axis(a).size);
-  double rows_total = 1;
-  for (AxisId a : sh.rows) rows_total *= static_cast<double>(d.axis(a).size);
-  const double ctas = batch * std::ceil(rows_total / rows_per_sm);
+  const double ctas = batch * ctas_per_slice;
   const double waves = std::ceil(ctas / sms);
   const double chunks = std::ceil(static_cast<double>(d.axis(sh.stream).size) / static_cast<double>(c.chunk));
   // Each tile also fills its pipeline before the first chunk computes: its resident inputs
-  // (Q) and first chunks load at the SM's share of HBM bandwidth (§4). The store of the
-  // previous tile's output overlaps (persistent CTAs with separate staging).
-  double fill_bytes = chunk_bytes;
+  // (Q) and first chunks load at the SM's share of HBM bandwidth (§4), the chunks once per
+  // sharing group. The store of the previous tile's output overlaps (persistent CTAs with
+  // separate staging).
+  double fill_bytes = chunk_bytes / out.ctas_sharing_chunk;
   for (NodeId id : d.inputs())
     if (!has(d.node(id), sh.stream)) fill_bytes += elements(d, d.node(id), per_wg) * dtype_bytes(d.node(id).dtype) * out.warpgroups;
   out.tile_fill_s = fill_bytes / (m.bytes_per_s(arch::kL2) / sms);

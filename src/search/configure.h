@@ -8,6 +8,7 @@
 // docs/configuration.md states every rule.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,8 +87,19 @@ struct Configuration {
   double tensor_clk_per_row = 0, sfu_clk_per_row = 0, fma_clk_per_row = 0;
   std::string bound_unit;               // of the ideal (perfect overlap, no overhead)
   double compute_s_per_iteration = 0;   // one chunk for the N * w_q rows of an SM
-  double transfer_s_per_iteration = 0;  // the chunk's bytes for every SM over HBM, no caching
-  bool compute_bound = true;
+  double transfer_s_per_iteration = 0;  // the chunk's bytes for every SM over HBM, no caching (the paper's check)
+  // With L2 (docs/configuration.md §4): the CTAs of one batch slice (the same K and V) are
+  // handed out together and run in step, so up to `ctas_sharing_chunk` of them read each chunk
+  // at about the same time and HBM delivers it once for them; every SM's chunk still crosses
+  // the L2 -> SMEM link. The transfer an iteration waits for is the slower of the two links.
+  double ctas_sharing_chunk = 1;
+  double hbm_s_per_iteration = 0;       // the chunks over HBM, once per sharing group
+  double l2_smem_s_per_iteration = 0;   // every SM's chunks over the L2 -> SMEM link
+  double transfer_with_l2_s_per_iteration() const { return std::max(hbm_s_per_iteration, l2_smem_s_per_iteration); }
+  std::string_view transfer_link() const {  // the link that bounds the transfer with L2
+    return hbm_s_per_iteration >= l2_smem_s_per_iteration ? "gmem->l2" : "l2->smem";
+  }
+  bool compute_bound = true;            // compute >= the transfer with L2
   double flops_per_row = 0;
   double ideal_flops_per_s = 0;         // bound unit at its peak, all else hidden
   double period_clk_per_row = 0;        // under the overlap schedule

@@ -56,7 +56,8 @@ Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingR
             k.predicted_time_s = conf->predicted_time_s;
             k.bound = conf->efficiency < 1 - 1e-9 ? std::string("overlap (") + std::string(overlap_name(ov)) + ")"
                                                    : conf->bound_unit;
-            if (!conf->compute_bound && conf->period_clk_per_row > conf->tensor_clk_per_row) k.bound = "transfer gmem->l2";
+            if (!conf->compute_bound && conf->period_clk_per_row > conf->tensor_clk_per_row)
+              k.bound = std::string("transfer ") + std::string(conf->transfer_link());
             k.groups_per_sm = conf->warpgroups;
             k.summary = line;
             k.configuration = std::move(conf.value());
