@@ -63,8 +63,8 @@ using napkin::device::fwd_trace_event;
 
 static const char* event_name(int e) {
   static const char* names[] = {"?", "tile", "turn", "issued", "S ready", "softmax done", "PV done", "store start",
-                                "store end"};
-  return e >= 1 && e <= 8 ? names[e] : "?";
+                                "store end", "first K"};
+  return e >= 1 && e <= 9 ? names[e] : "?";
 }
 
 int main(int argc, char** argv) {

@@ -17,14 +17,17 @@ namespace napkin::emit {
 namespace {
 
 // trace.h's events, as trace_tiles prints them.
-constexpr std::array<std::string_view, 8> kEvents = {"tile",         "turn",    "issued",      "S ready",
-                                                      "softmax done", "PV done", "store start", "store end"};
+constexpr std::array<std::string_view, 9> kEvents = {"tile",         "turn",    "issued",      "S ready",
+                                                      "softmax done", "PV done", "store start", "store end",
+                                                      "first K"};
 
 // What a warpgroup does between two events (FwdEvent's comments say where each is recorded):
 // {kind (the colour and the legend), label}. Both ends of a tile share one kind.
 std::pair<std::string, std::string> span_kind(std::string_view from, std::string_view to) {
   static const std::map<std::pair<std::string_view, std::string_view>, std::pair<std::string, std::string>> kKinds = {
       {{"tile", "turn"}, {"tile boundary", "tile start"}},
+      {{"tile", "first K"}, {"tile boundary", "wait K"}},
+      {{"first K", "turn"}, {"tile boundary", "wait turn"}},
       {{"store end", "tile"}, {"tile boundary", "next tile"}},
       {{"turn", "issued"}, {"issue WGMMA", "issue"}},
       {{"issued", "S ready"}, {"wait for S", "wait S"}},

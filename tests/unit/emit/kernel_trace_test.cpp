@@ -65,6 +65,19 @@ TEST(KernelTrace, SpansRunBetweenAWarpgroupsEventsAndAreNamedByThem) {
   EXPECT_DOUBLE_EQ(parse(kTrace, 0, 500).lanes.at(0).spans.at(0).end_s, 100 / 5e8);
 }
 
+TEST(KernelTrace, TheTilesFirstKSplitsItsStartIntoTheWaitForKAndForTheTurn) {
+  const std::string text =
+      "SM clock: 1000 MHz\nCTA 0, tiles 4-5 of warpgroup 0:\n"
+      "     0  WG0  tile\n   530  WG0  first K\n   650  WG0  turn\n  1200  WG0  issued\n";
+  const emit::KernelTrace t = parse(text, 0);
+  ASSERT_EQ(t.lanes.size(), 1u);
+  ASSERT_EQ(t.lanes[0].spans.size(), 3u);
+  EXPECT_EQ(t.lanes[0].spans[0].label, "wait K");
+  EXPECT_EQ(t.lanes[0].spans[1].label, "wait turn");
+  EXPECT_EQ(t.lanes[0].spans[1].kind, "tile boundary");
+  EXPECT_DOUBLE_EQ(t.lanes[0].spans[0].end_s, 530 / 1e9);
+}
+
 TEST(KernelTrace, DrawingMatchesGolden) {
   const emit::KernelTrace t = parse(kTrace, 1);
   testing::expect_golden("svg/kernel_trace.svg", emit::draw_timeline_svg(t.lanes, 0, t.title));
@@ -79,7 +92,7 @@ TEST(KernelTrace, BadTextGivesLocatedErrors) {
   const std::string header = "SM clock: 1700 MHz\nCTA 0, tiles 4-5 of warpgroup 0:\n";
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  WG0  lunch\n"),
             "trace.txt:4:12: error: unknown event 'lunch' (expected one of: tile, turn, issued, S ready, "
-            "softmax done, PV done, store start, store end)");
+            "softmax done, PV done, store start, store end, first K)");
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  XG0  turn\n"),
             "trace.txt:4:7: error: expected 'WG' and the warpgroup's number");
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  WG  turn\n"),

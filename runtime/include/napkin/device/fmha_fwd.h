@@ -542,6 +542,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         load_q_to_registers();
         const int n0 = fwd_chunk_at_step<Cfg>(0, n_blocks);
         ss.k_ring.consumer_wait(k_st);
+        trace(FwdEvent::kFirstK, w);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
         trace(FwdEvent::kTurn, w);
         wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);

@@ -26,6 +26,7 @@ enum class FwdEvent : uint8_t {
   kPVDone = 6,      // the previous P V is complete
   kStoreStart = 7,  // the O store begins (stmatrix)
   kStoreEnd = 8,    // the O store is issued
+  kFirstK = 9,      // the tile's first K chunk is in shared memory (before its turn)
 };
 
 // A recorded word: the event in the top 8 bits, the SM clock below. Packed by FwdTracer,
