@@ -349,7 +349,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         if (old == p.num_tiles - 1) atomicExch(p.tile_counter, 0);
         return old + static_cast<int>(gridDim.x);
       };
-      for (int tile = blockIdx.x;; tile = claim()) {
+      // Non-causal tiles are of equal work, so the next one can be claimed while this one's
+      // loads go out rather than after its last V: the claim's round trip (~1,650 clocks at a
+      // tile boundary, when every CTA claims at once; bench/NOTES.md, v46) leaves the producer's
+      // path to the next Q and K. Measured +0.4 % at d128 non-causal 512 (within the spread),
+      // even elsewhere (v47). Causal tiles keep the late claim that balances them, and a single
+      // Q buffer's L2 prefetch stays at the claim.
+      constexpr bool kClaimAhead = !Cfg::kCausal && Cfg::kQBuffers == 2;
+      int next_tile = -1;  // kClaimAhead: claimed while this tile loads
+      for (int tile = blockIdx.x;; tile = next_tile >= 0 ? next_tile : claim()) {
+        next_tile = -1;
         if constexpr (Cfg::kQBuffers == 1)
           if (tile < p.num_tiles) prefetch_q_to_l2(tile);
         // Q buffer qb and its tile_idx: rewritten once every consumer warp is done with them.
@@ -397,6 +406,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
+          if constexpr (kClaimAhead)
+            if (step == 0) next_tile = claim();
         }
         ++o_tiles;
       }
