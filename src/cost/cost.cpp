@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "sched/skip.h"
 
 namespace napkin::cost {
 
@@ -147,6 +148,31 @@ std::string node_label(const Diagram& d, NodeId id) {
   return n.name.empty() ? s : s + " '" + n.name + "'";
 }
 
+// §12 Masks: at scheduled level `level`, the fraction of (row tile, chunk) blocks of an axis the
+// level streams that a mask leaves visible (sched/skip.h): a block all -inf is neither loaded
+// nor computed. The row axis is the predicate's other axis, tiled as the level tiles it (its
+// whole extent where the level does not). 1 where the level streams nothing with a mask.
+struct LevelSkipping {
+  std::optional<AxisId> stream;  // the masked streamed axis, if any
+  double visited = 1;
+};
+LevelSkipping skipping_at(const Diagram& d, const Schedule& s, std::size_t level) {
+  for (const auto& st : s.levels[level].streams) {
+    const auto a = d.find_axis(st.axis);
+    if (!a) continue;
+    const std::vector<NodeId> predicates = sched::mask_predicates(d, *a);
+    std::optional<AxisId> row;
+    for (NodeId p : predicates)
+      for (AxisId x : d.node(p).axes)
+        if (x != *a && !row) row = x;
+    if (!row) continue;  // a predicate of the streamed axis alone masks whole columns: not modelled
+    const std::int64_t tile = pieces(s, d.axis(*row).name, d.axis(*row).size, level, true).largest;
+    const std::int64_t chunk = pieces(s, st.axis, d.axis(*a).size, level, true).largest;
+    return {a, sched::block_skipping(d, *row, tile, *a, chunk).visited_fraction()};
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::Machine& m) {
@@ -174,6 +200,12 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     LevelCost lc;
     lc.name = l.level;
     lc.scheduled = true;
+    // §12: tensors along a masked streamed axis move only in the visited blocks.
+    const LevelSkipping skip = skipping_at(d, s, i);
+    if (skip.stream) {
+      lc.visited_fraction = skip.visited;
+      e.visited_fraction = skip.visited;  // the innermost level's, where computation happens
+    }
     for (NodeId id : crossing(d, l)) {
       const Node& t = d.node(id);
       TensorTraffic tt;
@@ -184,6 +216,7 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       for (std::size_t a = 0; a < d.axes.size(); ++a)
         if (!has_axis(t, static_cast<AxisId>(a)))
           reloads *= pieces(s, d.axes[a].name, d.axes[a].size, i, false).count;
+      if (skip.stream && has_axis(t, *skip.stream)) reloads *= skip.visited;
       tt.elements = size * reloads;
       tt.reloads = reloads;
       lc.transfer_elements += tt.elements;
@@ -316,9 +349,17 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     agg.flops += c.flops;
     return std::nullopt;
   };
+  // §12: work along a masked streamed axis is done only in the visited blocks.
+  std::optional<AxisId> masked_axis;
+  for (std::size_t i = s.levels.size(); i-- > 0 && !masked_axis;) masked_axis = skipping_at(d, s, i).stream;
+  auto along_mask = [&](const Node& x) {
+    return masked_axis && (has_axis(x, *masked_axis) ||
+                           std::find(x.over.begin(), x.over.end(), *masked_axis) != x.over.end());
+  };
   for (std::size_t n = 0; n < d.nodes.size(); ++n) {
     const Node& x = d.nodes[n];
-    const double elems = static_cast<double>(d.elements(x.axes));
+    const double visited = along_mask(x) ? e.visited_fraction : 1.0;
+    const double elems = static_cast<double>(d.elements(x.axes)) * visited;
     std::optional<Diagnostic> err;
     const std::string what = node_label(d, static_cast<NodeId>(n));
     switch (ir::op_class(x.op)) {
@@ -334,7 +375,10 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
         break;
       }
       case ir::OpClass::reduction: {
-        err = add_ops(arch::Unit::fma, DType::f32, static_cast<double>(d.elements(d.node(x.operands[0]).axes)), what);
+        const Node& operand = d.node(x.operands[0]);
+        err = add_ops(arch::Unit::fma, DType::f32,
+                      static_cast<double>(d.elements(operand.axes)) * (along_mask(operand) ? e.visited_fraction : 1.0),
+                      what);
         break;
       }
       default: {
@@ -364,7 +408,8 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       if (!online || deeper) continue;
       const auto a = d.find_axis(st.axis);
       const double chunks = pieces(s, st.axis, d.axis(*a).size, i, true).count /
-                            pieces(s, st.axis, d.axis(*a).size, i, false).count;
+                            pieces(s, st.axis, d.axis(*a).size, i, false).count *
+                            (masked_axis == a ? e.visited_fraction : 1.0);
       const Node& fold = d.node(report.of(*a).folds.front());
       double out_elems = 0;
       for (const ir::Output& o : d.outputs)

@@ -47,6 +47,7 @@ struct LevelCost {
   double capacity_bytes = 0;        // per group: the level's per-block limit / groups
   std::vector<Footprint> footprint;
   double groups_total = 0;          // groups (tiles) over the whole problem
+  double visited_fraction = 1;      // of this level's (row tile, chunk) blocks, where a mask skips some (§12)
 };
 
 // Operations on one unit in one dtype, and the time they take at the unit's peak.
@@ -65,7 +66,8 @@ struct Estimate {
   std::vector<LevelCost> levels;    // outermost link first: l2 (HBM), smem, rmem, ...
   std::vector<UnitCost> units;      // one per (unit, dtype), summed over ops
   std::vector<UnitCost> ops;        // per operation, for the read-out
-  double flops = 0;                 // tensor-core FLOPs (2 per multiply-add): the useful work
+  double flops = 0;                 // tensor-core FLOPs (2 per multiply-add): the useful work, in visited blocks
+  double visited_fraction = 1;      // of the innermost streaming level's blocks, where a mask skips some (§12)
   double wave_efficiency = 1;       // groups / (waves * concurrent groups)
   double predicted_time_s = 0;
   double sequential_time_s = 0;     // no overlap at all: the sum of every time

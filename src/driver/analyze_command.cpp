@@ -76,6 +76,7 @@ json estimate_json(const cost::Estimate& e) {
            {"bytes_per_s", l.bytes_per_s}, {"transfer_time_s", l.transfer_time_s},
            {"peak_bytes", l.peak_bytes}, {"tensors", tensors}};
     if (l.scheduled) {
+      j["visited_fraction"] = l.visited_fraction;
       j["capacity_bytes"] = l.capacity_bytes;
       j["groups_total"] = l.groups_total;
       json fp = json::array();
@@ -90,7 +91,7 @@ json estimate_json(const cost::Estimate& e) {
                      {"flops", u.flops}, {"time_s", u.time_s}});
   return {{"machine", e.machine}, {"schedule", e.schedule}, {"predicted_time_s", e.predicted_time_s},
           {"sequential_time_s", e.sequential_time_s}, {"tflops", e.tflops()}, {"bound", e.bound},
-          {"overlap", e.overlap}, {"wave_efficiency", e.wave_efficiency}, {"flops", e.flops},
+          {"overlap", e.overlap}, {"wave_efficiency", e.wave_efficiency}, {"flops", e.flops}, {"visited_fraction", e.visited_fraction},
           {"levels", levels}, {"units", units}};
 }
 
@@ -114,6 +115,10 @@ std::string estimate_text(const cost::Estimate& e) {
   s += fmt::format("  {:<20} {:>14} {:>10}\n", "unit", "ops", "time");
   for (const cost::UnitCost& u : e.units)
     s += fmt::format("  {:<20} {:>14} {:>10}\n", u.what, si(u.ops, ""), seconds(u.time_s));
+  for (const cost::LevelCost& l : e.levels)
+    if (l.scheduled && l.visited_fraction < 1)
+      s += fmt::format("  {}: a mask leaves {:.1f}% of the (tile, chunk) blocks visible; the others are neither "
+                       "loaded nor computed\n", l.name, l.visited_fraction * 100);
   s += fmt::format("predicted: {}, {:.1f} TFLOP/s, bound by {}\n", seconds(e.predicted_time_s), e.tflops(), e.bound);
   s += fmt::format("  ({}; wave efficiency {:.3f}; with no overlap at all: {})\n", e.overlap,
                    e.wave_efficiency, seconds(e.sequential_time_s));

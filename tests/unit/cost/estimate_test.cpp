@@ -57,6 +57,39 @@ TEST(Estimate, AttentionTransfersAreTwoQdPlusTwoXdQOverGq) {
   }
 }
 
+// §12: a causal mask leaves the (tile, chunk) blocks on and below the diagonal; the others
+// are neither loaded nor computed.
+TEST(Estimate, CausalMaskSkipsTheBlocksAboveTheDiagonal) {
+  auto causal = [](int n) {
+    auto p = ir::parse_diagram(SourceText{"c.napkin", fmt::format(
+        "axes q={0} k={0} d=64\nin Q[q d] f16\nin K[k d] f16\nin V[k d] f16\n"
+        "S = contract(Q, K over d)\nM = select(q >= k, S, -inf)\n"
+        "O = contract(softmax(M over k), V over k)\nout O\n", n)});
+    EXPECT_TRUE(p.ok()) << p.error().format();
+    return p->diagram;
+  };
+  const std::string schedule = "smem{tile q=128; stream k=64:online_softmax}";
+  const Estimate full = run(attention(1024, 1024, 64), schedule);
+  const Estimate masked = run(causal(1024), schedule);
+  // 8 row tiles of 128 against 16 chunks of 64: tile t sees chunks 0 .. 2t + 1, 72 of 128.
+  const double visited = 72.0 / 128.0;
+  EXPECT_DOUBLE_EQ(masked.visited_fraction, visited);
+  EXPECT_DOUBLE_EQ(level(masked, "smem").visited_fraction, visited);
+  EXPECT_DOUBLE_EQ(full.visited_fraction, 1.0);
+  // Q in and O out once; K and V once per visited block.
+  const double q = 1024, dd = 64, tiles = 8;
+  EXPECT_DOUBLE_EQ(level(masked, "smem").transfer_elements, 2 * q * dd + 2 * q * dd * tiles * visited);
+  EXPECT_DOUBLE_EQ(level(full, "smem").transfer_elements, 2 * q * dd + 2 * q * dd * tiles);
+  // The two contractions' FLOPs and the tensor-core time scale with the visited blocks.
+  EXPECT_DOUBLE_EQ(masked.flops, full.flops * visited);
+  double tc_full = 0, tc_masked = 0;
+  for (const UnitCost& u : full.units)
+    if (u.unit == arch::Unit::tensor_core) tc_full += u.ops;
+  for (const UnitCost& u : masked.units)
+    if (u.unit == arch::Unit::tensor_core) tc_masked += u.ops;
+  EXPECT_DOUBLE_EQ(tc_masked, tc_full * visited);
+}
+
 TEST(Estimate, AttentionMemoryIsTwoGqdPlusTwoSxd) {
   const ir::Diagram d = attention(1024, 4096, 64);
   const Estimate e = run(d, "l2{tile q=1024; keep Q K V O} smem{tile q=128; stream k=32:online_softmax; keep Q K V O}");

@@ -43,6 +43,11 @@ TEST(Analyze, TextAndCompareMatchGolden) {
   auto c = run_napkin("compare examples/attention.napkin --machines a100-sxm4-80g,h100-sxm5,h200,b200 --dtypes bf16,fp8");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   testing::expect_golden("analyze/compare_attention.txt", c.out);
+  // A causal mask: the blocks above the diagonal are skipped (docs/cost_model.md §12).
+  auto m = run_napkin("analyze examples/causal.napkin --machine h100-sxm5");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  testing::expect_golden("analyze/causal_h100-sxm5.txt", m.out);
+  EXPECT_NE(m.out.find("smem: a mask leaves 50.8% of the (tile, chunk) blocks visible"), std::string::npos) << m.out;
 }
 
 TEST(Analyze, BadArguments) {
