@@ -151,7 +151,8 @@ std::string node_label(const Diagram& d, NodeId id) {
 // §12 Masks: at scheduled level `level`, the fraction of (row tile, chunk) blocks of an axis the
 // level streams that a mask leaves visible (sched/skip.h): a block all -inf is neither loaded
 // nor computed. The row axis is the predicate's other axis, tiled as the level tiles it (its
-// whole extent where the level does not). 1 where the level streams nothing with a mask.
+// whole extent where the level does not; any axis in one tile where the predicate has no
+// other). 1 where the level streams nothing with a mask.
 struct LevelSkipping {
   std::optional<AxisId> stream;  // the masked streamed axis, if any
   double visited = 1;
@@ -161,12 +162,19 @@ LevelSkipping skipping_at(const Diagram& d, const Schedule& s, std::size_t level
     const auto a = d.find_axis(st.axis);
     if (!a) continue;
     const std::vector<NodeId> predicates = sched::mask_predicates(d, *a);
+    if (predicates.empty()) continue;
     std::optional<AxisId> row;
     for (NodeId p : predicates)
       for (AxisId x : d.node(p).axes)
         if (x != *a && !row) row = x;
-    if (!row) continue;  // a predicate of the streamed axis alone masks whole columns: not modelled
-    const std::int64_t tile = pieces(s, d.axis(*row).name, d.axis(*row).size, level, true).largest;
+    // A predicate of the streamed axis alone masks whole chunks for every row: any other axis,
+    // in one tile, serves as the row axis.
+    const bool row_in_predicate = row.has_value();
+    for (std::size_t x = 0; x < d.axes.size() && !row; ++x)
+      if (static_cast<AxisId>(x) != *a) row = static_cast<AxisId>(x);
+    if (!row) continue;  // a one-axis diagram
+    const std::int64_t tile = row_in_predicate ? pieces(s, d.axis(*row).name, d.axis(*row).size, level, true).largest
+                                               : d.axis(*row).size;
     const std::int64_t chunk = pieces(s, st.axis, d.axis(*a).size, level, true).largest;
     return {a, sched::block_skipping(d, *row, tile, *a, chunk).visited_fraction()};
   }

@@ -90,6 +90,17 @@ TEST(Estimate, CausalMaskSkipsTheBlocksAboveTheDiagonal) {
   EXPECT_DOUBLE_EQ(tc_masked, tc_full * visited);
 }
 
+TEST(Estimate, AMaskOfTheStreamedAxisAloneSkipsWholeChunks) {
+  auto p = ir::parse_diagram(SourceText{"k.napkin",
+      "axes q=1024 k=4096 d=64\nin Q[q d] f16\nin K[k d] f16\nin V[k d] f16\n"
+      "S = contract(Q, K over d)\nM = select(k < 1000, S, -inf)\n"
+      "O = contract(softmax(M over k), V over k)\nout O\n"});
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  // Chunks 0-15 of 64 keys hold keys below 1000: 16 of 64 chunks, for every row tile.
+  const Estimate e = run(p->diagram, "smem{tile q=128; stream k=64:online_softmax}");
+  EXPECT_DOUBLE_EQ(e.visited_fraction, 16.0 / 64.0);
+}
+
 TEST(Estimate, AttentionMemoryIsTwoGqdPlusTwoSxd) {
   const ir::Diagram d = attention(1024, 4096, 64);
   const Estimate e = run(d, "l2{tile q=1024; keep Q K V O} smem{tile q=128; stream k=32:online_softmax; keep Q K V O}");
