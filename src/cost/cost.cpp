@@ -202,6 +202,9 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
   // §2 Transfers: per scheduled level, each crossing tensor moves |t| x (pieces of every axis
   // partitioned at or above the level that t lacks); streamed axes at the level itself do not
   // re-read what lacks them (that is what streaming buys).
+  // §12: per scheduled level, the blocks a mask leaves visible.
+  std::vector<LevelSkipping> skips;
+  for (std::size_t i = 0; i < s.levels.size(); ++i) skips.push_back(skipping_at(d, s, i));
   std::string above = std::string(arch::kGmem);
   for (std::size_t i = 0; i < s.levels.size(); ++i) {
     const LevelSchedule& l = s.levels[i];
@@ -209,7 +212,7 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     lc.name = l.level;
     lc.scheduled = true;
     // §12: tensors along a masked streamed axis move only in the visited blocks.
-    const LevelSkipping skip = skipping_at(d, s, i);
+    const LevelSkipping& skip = skips[i];
     if (skip.stream) {
       lc.visited_fraction = skip.visited;
       e.visited_fraction = skip.visited;  // the innermost level's, where computation happens
@@ -359,7 +362,7 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
   };
   // §12: work along a masked streamed axis is done only in the visited blocks.
   std::optional<AxisId> masked_axis;
-  for (std::size_t i = s.levels.size(); i-- > 0 && !masked_axis;) masked_axis = skipping_at(d, s, i).stream;
+  for (std::size_t i = s.levels.size(); i-- > 0 && !masked_axis;) masked_axis = skips[i].stream;
   auto along_mask = [&](const Node& x) {
     return masked_axis && (has_axis(x, *masked_axis) ||
                            std::find(x.over.begin(), x.over.end(), *masked_axis) != x.over.end());
