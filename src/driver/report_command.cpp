@@ -322,12 +322,13 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
 
   s += "<h3>4. Bandwidth check</h3>\n";
   s += fmt::format("<p>Compute {} per iteration ({} rows × {} clk at {:.3g} GHz) against transfer {} (the streamed "
-                   "chunks to {} SMs over HBM, no caching). With L2, {:.0f} CTAs of a slice read each chunk together: "
+                   "chunks to {} SMs over HBM, no caching). With L2, {}: "
                    "HBM {}, L2→SMEM {} per iteration: <b>{}</b>.</p>\n",
                    esc(seconds(c.compute_s_per_iteration)), c.warpgroups * c.config.rows_per_warpgroup,
                    g4(std::max({c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row})),
                    m.clock_hz.value / 1e9, esc(seconds(c.transfer_s_per_iteration)), m.sm_count.value,
-                   c.ctas_sharing_chunk, esc(seconds(c.hbm_s_per_iteration)), esc(seconds(c.l2_smem_s_per_iteration)),
+                   esc(search::sharing_text(c)), esc(seconds(c.hbm_s_per_iteration)),
+                   esc(seconds(c.l2_smem_s_per_iteration)),
                    c.compute_bound ? "compute-bound" : esc(fmt::format("memory-bound ({})", c.transfer_link())));
 
   s += "<h3>5. Overlap and efficiency</h3>\n";

@@ -100,6 +100,11 @@ bool is_output(const Diagram& d, NodeId id) {
 
 }  // namespace
 
+std::string sharing_text(const Configuration& c) {
+  if (c.ctas_sharing_chunk <= 1) return "one CTA per slice: no chunk is shared";
+  return fmt::format("{:.0f} CTAs of a slice read each chunk together", c.ctas_sharing_chunk);
+}
+
 Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& report,
                                 const arch::Machine& m, const Config& c) {
   auto shape_r = shape_of(d, report);
