@@ -76,7 +76,7 @@ std::string draw_timeline_svg(const std::vector<TimelineLane>& lanes, double per
   auto x_of = [&](double t_s) { return x0 + (t_s * scale) / axis_end * kPlotW; };
 
   canvas.text(kMargin, 24, title, {.size = 14, .bold = true}, "title");
-  std::string sub = fmt::format("{} lanes", lanes.size());
+  std::string sub = fmt::format("{} lane{}", lanes.size(), lanes.size() == 1 ? "" : "s");
   if (period_s > 0) sub += fmt::format("  ·  period {} {}", tick_text(period_s * scale), unit);
   canvas.text(kMargin, 40, sub, {.size = 10, .fill = kMuted}, "subtitle");
 
