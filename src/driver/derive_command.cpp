@@ -59,7 +59,7 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
                    ms(c.transfer_s_per_iteration), m.sm_count.value);
   s += fmt::format("   with L2: {}: HBM {}, L2->SMEM {} per iteration: {}\n", search::sharing_text(c),
                    ms(c.hbm_s_per_iteration), ms(c.l2_smem_s_per_iteration),
-                   c.compute_bound ? "compute-bound" : fmt::format("memory-bound ({})", c.transfer_link()));
+                   search::bandwidth_verdict(c));
   s += fmt::format("5. overlap: {} with a {:.0f}% allowance on non-tensor work: {:.4g} clk per row, efficiency {:.1f}%\n",
                    search::overlap_name(c.config.overlap), c.config.overhead * 100, c.period_clk_per_row,
                    c.efficiency * 100);

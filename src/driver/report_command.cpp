@@ -329,7 +329,7 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
                    m.clock_hz.value / 1e9, esc(seconds(c.transfer_s_per_iteration)), m.sm_count.value,
                    esc(search::sharing_text(c)), esc(seconds(c.hbm_s_per_iteration)),
                    esc(seconds(c.l2_smem_s_per_iteration)),
-                   c.compute_bound ? "compute-bound" : esc(fmt::format("memory-bound ({})", c.transfer_link())));
+                   esc(search::bandwidth_verdict(c)));
 
   s += "<h3>5. Overlap and efficiency</h3>\n";
   rows = {{"overlap schedule", code(search::overlap_name(c.config.overlap))},

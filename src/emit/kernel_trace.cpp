@@ -6,7 +6,6 @@
 #include <charconv>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -149,7 +148,7 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
     std::map<int, TimelineLane> lanes;
     for (const Event& e : events) {
       TimelineLane& lane = lanes[e.warpgroup];
-      lane.unit = fmt::format("warpgroup {}", e.warpgroup);
+      if (lane.unit.empty()) lane.unit = fmt::format("warpgroup {}", e.warpgroup);
       const auto it = last.find(e.warpgroup);
       if (e.cycle < t0 || (it != last.end() && e.cycle < it->second->cycle))
         return make_error(src, {e.line, 1}, "this event is earlier than the one before it: the timeline must be in clock order");

@@ -105,6 +105,10 @@ std::string sharing_text(const Configuration& c) {
   return fmt::format("{:.0f} CTAs of a slice read each chunk together", c.ctas_sharing_chunk);
 }
 
+std::string bandwidth_verdict(const Configuration& c) {
+  return c.compute_bound ? "compute-bound" : fmt::format("memory-bound ({})", c.transfer_link());
+}
+
 Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& report,
                                 const arch::Machine& m, const Config& c) {
   auto shape_r = shape_of(d, report);

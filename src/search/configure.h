@@ -115,6 +115,8 @@ struct Configuration {
 // How many CTAs share each chunk in L2, in words: "32 CTAs of a slice read each chunk
 // together", or "one CTA per slice: no chunk is shared".
 std::string sharing_text(const Configuration& c);
+// The check's verdict with L2: "compute-bound", or "memory-bound (gmem->l2)" naming the link.
+std::string bandwidth_verdict(const Configuration& c);
 
 // Pre: d verified. Errors: the diagram is not of the row-tile/stream-chunk shape (names what
 // it has), the machine lacks a rate or a warpgroup size. An infeasible configuration is a
