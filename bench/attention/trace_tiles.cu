@@ -43,10 +43,13 @@
 #ifndef TRACE_Q_IN_REGISTERS
 #define TRACE_Q_IN_REGISTERS false
 #endif
+#ifndef TRACE_STAGGER
+#define TRACE_STAGGER 0
+#endif
 
 using Element = cutlass::bfloat16_t;
 using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TRACE_CAUSAL, TRACE_CTAS_PER_SM, false,
-                                      TRACE_OVERLAP, TRACE_Q_IN_REGISTERS>;
+                                      TRACE_OVERLAP, TRACE_Q_IN_REGISTERS, TRACE_STAGGER>;
 using napkin::device::FwdEvent;
 using napkin::device::FwdTrace;
 using napkin::device::fwd_trace_clock;

@@ -20,7 +20,7 @@ template <class Element, int kHeadDim, bool kCausal, class Sched = FwdSchedule<k
 cudaError_t run_fwd(const AttentionFwdArgs& a, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, kCausal,
                                 Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
-                                Sched::kQInRegisters>;
+                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};

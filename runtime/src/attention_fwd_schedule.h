@@ -9,17 +9,25 @@
 namespace napkin::detail {
 
 // A tile schedule: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle warpgroups
-// skipped, softmax overlapped with P V, Q in registers}, the FwdConfig parameters beside
-// dtype, head dim and mask. See docs/runtime.md.
+// skipped, softmax overlapped with P V, Q in registers, start stagger}, the FwdConfig
+// parameters beside dtype, head dim and mask. See docs/runtime.md.
 struct FwdScheduleDefaults {
-  static constexpr int kStages = 2, kCtasPerSM = 1;
+  static constexpr int kStages = 2, kCtasPerSM = 1, kStaggerClocksPerChunk = 0;
   static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false, kQInRegisters = false;
 };
 template <int kHeadDim> struct FwdSchedule;
 template <> struct FwdSchedule<64> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 3; };
-template <> struct FwdSchedule<128> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
+// d = 128 and 256, non-causal: the CTAs that take a tile fewer start up to 3,000 SM clocks a
+// chunk later (FwdConfig::kStaggerClocksPerChunk; under 0.8 of a tile at 512 keys), so the
+// CTAs reach their tile boundaries at different moments. Measured on the H100 (bench/NOTES.md,
+// v48): d128 512 +2 %, d256 512-1k +2.5 to +3 %; 5,000 a chunk lost at 2k-4k; even at d = 64.
+template <> struct FwdSchedule<128> : FwdScheduleDefaults {
+  static constexpr int kBlockN = 128, kConsumerWGs = 2, kStaggerClocksPerChunk = 3000;
+};
 // d = 256: 80-key chunks (CuTe extended WGMMA shapes); measured +4-8 % over 64 on non-causal rows.
-template <> struct FwdSchedule<256> : FwdScheduleDefaults { static constexpr int kBlockN = 80, kConsumerWGs = 2; };
+template <> struct FwdSchedule<256> : FwdScheduleDefaults {
+  static constexpr int kBlockN = 80, kConsumerWGs = 2, kStaggerClocksPerChunk = 3000;
+};
 
 // Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),

@@ -31,8 +31,9 @@ int main() {
   // non-causal, all but {2100, 2060} take the padded schedule (idle warpgroups); for d = 128
   // non-causal, {2100, 2060} takes the long-key one, and {300, 1100} the overlapped one (so does
   // d = 128 causal past 1024 keys). {700, 300} causal: whole tiles masked, before and between
-  // the visited ones.
-  const int shapes[][2] = {{77, 200}, {200, 77}, {700, 300}, {2100, 2060}, {300, 1100}};
+  // the visited ones. {8500, 200}: more tiles than the grid at d = 128 and 256 (134), so the
+  // non-causal CTAs that take a tile fewer start late (FwdConfig::kStaggerClocksPerChunk).
+  const int shapes[][2] = {{77, 200}, {200, 77}, {700, 300}, {2100, 2060}, {300, 1100}, {8500, 200}};
   int launches = 0;
   for (int dtype = 0; dtype < 2; ++dtype)
     for (int d : {64, 128, 256})

@@ -180,10 +180,13 @@ def test_without_pingpong(case):
 
 def test_repeated_launches_on_streams():
     """The scheduler's tile counter is reset by each launch itself: launches of different sizes,
-    back to back on one stream and interleaved on two streams, all give the right answer."""
+    back to back on one stream and interleaved on two streams, all give the right answer. Two
+    shapes have more tiles than the grid, not a multiple of it (288 and 160 tiles on an H100),
+    so the non-causal CTAs that take a tile fewer start late (FwdConfig::kStaggerClocksPerChunk)."""
     import torch
     import napkin_attention
-    shapes = [(4, 1000, 4, 128, False), (1, 130, 2, 128, True), (8, 513, 2, 64, True), (2, 2048, 2, 256, False)]
+    shapes = [(4, 1000, 4, 128, False), (1, 130, 2, 128, True), (8, 513, 2, 64, True), (2, 2048, 2, 256, False),
+              (9, 1000, 4, 128, False), (5, 1000, 4, 256, False)]
     inputs = []
     for b, s, h, d, causal in shapes:
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

@@ -42,7 +42,7 @@ namespace napkin::device {
 
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
-          bool kQInRegisters_ = false>
+          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -74,6 +74,15 @@ struct FwdConfig {
   // (non-causal) and +1.5 to +4 % (causal); -1.5 to -2 % on 512-key tiles and short d256
   // causal rows, -2 to -5 % at d64; about even elsewhere. So a schedule asks for it where it pays.
   static constexpr bool kSoftmaxOverlapsPV = kSoftmaxOverlapsPV_;
+  // Non-causal tiles are of equal work, so CTAs that start together stay in step, and every
+  // CTA reaches a tile boundary (next Q, first K and V, O store) at the same moment. When the
+  // tiles do not divide evenly over the grid, the CTAs past the first num_tiles % grid take one
+  // tile fewer anyway: they start up to this many SM clocks per key chunk later, spread evenly,
+  // which spreads the boundaries over the tile without moving the launch's end (as long as the
+  // delay stays under a tile's time). 0: no stagger. Measured on the H100 (bench/NOTES.md, v48):
+  // d128 non-causal 512 +2 %, 1k +0.5 %, d256 512-1k +2.5 to +3 %; even at d64 and from 2k.
+  static constexpr int kStaggerClocksPerChunk = kStaggerClocksPerChunk_;
+  static_assert(kStaggerClocksPerChunk == 0 || !kSkipIdleWarpgroups, "the stagger needs tiles of equal work");
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
   static constexpr int kCtasPerSM = kCtasPerSM_;
@@ -357,6 +366,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // Q buffer's L2 prefetch stays at the claim.
       constexpr bool kClaimAhead = !Cfg::kCausal && Cfg::kQBuffers == 2;
       int next_tile = -1;  // kClaimAhead: claimed while this tile loads
+      if constexpr (!Cfg::kCausal && Cfg::kStaggerClocksPerChunk > 0) {
+        const int grid = static_cast<int>(gridDim.x), later = p.num_tiles % grid;  // CTAs [later, grid)
+        if (p.num_tiles > grid && later != 0 && static_cast<int>(blockIdx.x) >= later) {
+          const long long delay = static_cast<long long>(fwd_num_n_blocks<Cfg>(0, p.seqlen_q, p.seqlen_k)) *
+                                  Cfg::kStaggerClocksPerChunk * (static_cast<int>(blockIdx.x) - later + 1) / (grid - later);
+          const long long t0 = clock64();
+          while (clock64() - t0 < delay) __nanosleep(128);
+        }
+      }
       for (int tile = blockIdx.x;; tile = next_tile >= 0 ? next_tile : claim()) {
         next_tile = -1;
         if constexpr (Cfg::kQBuffers == 1)
