@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 5; ++i) launch();
   static unsigned long long zero[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
   CHECK(cudaMemcpyToSymbol(napkin::device::g_fwd_trace, zero, sizeof(zero)));
+#ifdef NAPKIN_FWD_TRACE_SM0
+  const int no_slots = 0;  // the warm-up launches took slots too
+  CHECK(cudaMemcpyToSymbol(napkin::device::g_fwd_trace_sm0_slots, &no_slots, sizeof(no_slots)));
+#endif
   cudaEvent_t t0, t1;
   CHECK(cudaEventCreate(&t0));
   CHECK(cudaEventCreate(&t1));
@@ -188,5 +192,28 @@ int main(int argc, char** argv) {
     for (const Ev& x : all)
       if (x.t >= first->t && x.t < end->t) std::printf("  %7llu  WG%d  %s\n", x.t - first->t, x.wg, event_name(x.e));
   }
+#ifdef NAPKIN_FWD_TRACE_SM0
+  // The CTAs of SM 0 share its clock: every event of theirs, merged in clock order, from CTA
+  // slot 0's third tile on, for 60,000 cycles (slot = the order the CTAs started in).
+  {
+    struct SmEv {
+      unsigned long long t;
+      int e, cta;
+    };
+    std::vector<SmEv> merged;
+    unsigned long long start = 0;
+    int tiles0 = 0;
+    for (int i = 0; i < FwdTrace::kEvents && trace[0][0][i] != 0; ++i)
+      if (fwd_trace_event(trace[0][0][i]) == FwdEvent::kTileStart && ++tiles0 == 3) start = fwd_trace_clock(trace[0][0][i]);
+    for (int c = 0; c < FwdTrace::kCtas; ++c)
+      for (int i = 0; i < FwdTrace::kEvents && trace[c][0][i] != 0; ++i) {
+        const unsigned long long t = fwd_trace_clock(trace[c][0][i]);
+        if (t >= start && t < start + 60000) merged.push_back({t, int(fwd_trace_event(trace[c][0][i])), c});
+      }
+    std::sort(merged.begin(), merged.end(), [](const SmEv& a, const SmEv& b) { return a.t < b.t; });
+    std::printf("SM 0, every resident CTA (slots in start order), cycles from slot 0's tile 3:\n");
+    for (const SmEv& x : merged) std::printf("  %7llu  CTA%d  %s\n", x.t - start, x.cta, event_name(x.e));
+  }
+#endif
   return 0;
 }

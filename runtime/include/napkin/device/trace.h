@@ -49,20 +49,32 @@ struct FwdTrace {
 __device__ unsigned long long g_fwd_trace[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
 // At each tile start also %globaltimer (ns), at the same index: the clock's rate, for the axis.
 __device__ unsigned long long g_fwd_trace_ns[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
+#ifdef NAPKIN_FWD_TRACE_SM0
+// The CTAs resident on SM 0 instead of the first ones, in the order they start: they share one
+// SM clock, so their events can be merged (several CTAs per SM, one consumer warpgroup each).
+__device__ int g_fwd_trace_sm0_slots;
+#endif
 // Per consumer thread: the next free entry (only thread 0 of a warpgroup writes).
 struct FwdTracer {
-  int n = 0;
+  int n = 0, cta = 0;
   bool on = false;
   __device__ void init(int warpgroup_thread, int consumer) {
-    on = warpgroup_thread == 0 && blockIdx.x < FwdTrace::kCtas && consumer < FwdTrace::kWarpgroups;
+    cta = static_cast<int>(blockIdx.x);
+#ifdef NAPKIN_FWD_TRACE_SM0
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (warpgroup_thread == 0 && consumer == 0 && smid == 0) cta = atomicAdd(&g_fwd_trace_sm0_slots, 1);
+    else cta = FwdTrace::kCtas;
+#endif
+    on = warpgroup_thread == 0 && cta < FwdTrace::kCtas && consumer < FwdTrace::kWarpgroups;
   }
   __device__ __forceinline__ void operator()(FwdEvent e, int consumer) {
     if (on && n < FwdTrace::kEvents) {
-      g_fwd_trace[blockIdx.x][consumer][n] = fwd_trace_word(e, clock64());
+      g_fwd_trace[cta][consumer][n] = fwd_trace_word(e, clock64());
       if (e == FwdEvent::kTileStart) {
         unsigned long long ns;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-        g_fwd_trace_ns[blockIdx.x][consumer][n] = ns;
+        g_fwd_trace_ns[cta][consumer][n] = ns;
       }
     }
     ++n;
