@@ -9,6 +9,7 @@
 #include "arch/load.h"
 #include "cost/closed_form.h"
 #include "cost/cost.h"
+#include "driver/units.h"
 #include "ir/printer.h"
 #include "sched/schedule.h"
 #include "sched/streaming.h"
@@ -28,23 +29,6 @@ std::string si(double v, const char* unit) {
   }
   const std::string suffix = fmt::format("{}{}", prefixes[i], unit);
   return suffix.empty() ? fmt::format("{:.3g}", v) : fmt::format("{:.3g} {}", v, suffix);
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s >= 1e-6) return fmt::format("{:.3g} us", s * 1e6);
-  return fmt::format("{:.3g} ns", s * 1e9);
-}
-
-std::string kib(double bytes) { return fmt::format("{:.1f} KiB", bytes / 1024); }
-
-// The dtype the diagram's contractions run in: the first narrow input dtype.
-DType compute_dtype(const ir::Diagram& d) {
-  for (ir::NodeId id : d.inputs())
-    if (is_float(d.node(id).dtype) && d.node(id).dtype != DType::f32 && d.node(id).dtype != DType::f64)
-      return d.node(id).dtype;
-  return DType::f32;
 }
 
 std::optional<DType> parse_precision(const std::string& s) {
@@ -97,31 +81,31 @@ json estimate_json(const cost::Estimate& e) {
 
 std::string estimate_text(const cost::Estimate& e) {
   std::string s = fmt::format("schedule: {}\n", e.schedule);
-  s += fmt::format("  {:<6} {:<12} {:>12} {:>12} {:>10} {:>12} {:>12}\n", "level", "link", "transfers",
+  s += fmt::format("  {:<6} {:<12} {:>12} {:>12} {:>10} {:>13} {:>13}\n", "level", "link", "transfers",
                    "bytes", "time", "peak/group", "capacity");
   for (const cost::LevelCost& l : e.levels)
-    s += fmt::format("  {:<6} {:<12} {:>12} {:>12} {:>10} {:>12} {:>12}\n", l.name, l.parent + "->" + l.name,
-                     si(l.transfer_elements, ""), si(l.transfer_bytes, "B"), seconds(l.transfer_time_s),
-                     l.scheduled ? kib(l.peak_bytes) : "-", l.scheduled ? kib(l.capacity_bytes) : "-");
+    s += fmt::format("  {:<6} {:<12} {:>12} {:>12} {:>10} {:>13} {:>13}\n", l.name, l.parent + "->" + l.name,
+                     si(l.transfer_elements, ""), si(l.transfer_bytes, "B"), seconds_text(l.transfer_time_s),
+                     l.scheduled ? kib_text(l.peak_bytes) : "-", l.scheduled ? kib_text(l.capacity_bytes) : "-");
   for (const cost::LevelCost& l : e.levels) {
     if (!l.scheduled) continue;
     if (l.peak_bytes > l.capacity_bytes)
       s += fmt::format("  ! {}: one group needs {}, the machine has {}: this schedule does not fit\n", l.name,
-                       kib(l.peak_bytes), kib(l.capacity_bytes));
+                       kib_text(l.peak_bytes), kib_text(l.capacity_bytes));
     s += fmt::format("  {} per group ({} groups):", l.name, si(l.groups_total, ""));
-    for (const auto& f : l.footprint) s += fmt::format(" {} {};", f.tensor, kib(f.bytes));
+    for (const auto& f : l.footprint) s += fmt::format(" {} {};", f.tensor, kib_text(f.bytes));
     s.back() = '\n';
   }
   s += fmt::format("  {:<20} {:>14} {:>10}\n", "unit", "ops", "time");
   for (const cost::UnitCost& u : e.units)
-    s += fmt::format("  {:<20} {:>14} {:>10}\n", u.what, si(u.ops, ""), seconds(u.time_s));
+    s += fmt::format("  {:<20} {:>14} {:>10}\n", u.what, si(u.ops, ""), seconds_text(u.time_s));
   for (const cost::LevelCost& l : e.levels)
     if (l.scheduled && l.visited_fraction < 1)
       s += fmt::format("  {}: a mask leaves {:.1f}% of the (tile, chunk) blocks visible; the others are neither "
                        "loaded nor computed\n", l.name, l.visited_fraction * 100);
-  s += fmt::format("predicted: {}, {:.1f} TFLOP/s, bound by {}\n", seconds(e.predicted_time_s), e.tflops(), e.bound);
+  s += fmt::format("predicted: {}, {:.1f} TFLOP/s, bound by {}\n", seconds_text(e.predicted_time_s), e.tflops(), e.bound);
   s += fmt::format("  ({}; wave efficiency {:.3f}; with no overlap at all: {})\n", e.overlap,
-                   e.wave_efficiency, seconds(e.sequential_time_s));
+                   e.wave_efficiency, seconds_text(e.sequential_time_s));
   return s;
 }
 
@@ -191,7 +175,7 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
                      machine->name, dtype_name(dt), si(*peak, "FLOP/s"), si(machine->bytes_per_s(arch::kL2), "B"));
     for (const cost::Threshold& t : thresholds) {
       s += "    " + t.text;
-      if (t.kind == "memory") s += fmt::format(" = {} at {} B/value", kib(t.value * dtype_bytes(dt)), dtype_bytes(dt));
+      if (t.kind == "memory") s += fmt::format(" = {} at {} B/value", kib_text(t.value * dtype_bytes(dt)), dtype_bytes(dt));
       s += "\n";
     }
   }
@@ -267,8 +251,8 @@ CommandOutput compare(const DiagramArgs& args, const CompareOptions& options) {
                   {"tflops", est->tflops()}, {"bound", est->bound}});
       rows.push_back(row);
       s += fmt::format("{:<14} {:<8} {:>9.0f} {:>8.2f} {:>7.1f} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9.0f}  {}\n", m.name,
-                       dtype_name(dt), *peak / 1e12, hbm_bw / 1e12, g_min, si(hbm_bytes, "B"), seconds(t_hbm),
-                       seconds(t_tensor), seconds(t_sfu), seconds(est->predicted_time_s), est->tflops(), est->bound);
+                       dtype_name(dt), *peak / 1e12, hbm_bw / 1e12, g_min, si(hbm_bytes, "B"), seconds_text(t_hbm),
+                       seconds_text(t_tensor), seconds_text(t_sfu), seconds_text(est->predicted_time_s), est->tflops(), est->bound);
     }
   s += "g_min: the smallest re-read tile that keeps HBM traffic under compute (no caching, §11).\n";
   CommandOutput r;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/load.h"
+#include "driver/units.h"
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
 #include "ir/printer.h"
@@ -20,13 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string kib(double b) { return fmt::format("{:.2f} KiB", b / 1024); }
-
-std::string ms(double s) {
-  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-  return s >= 1e-6 ? fmt::format("{:.1f} us", s * 1e6) : fmt::format("{:.0f} ns", s * 1e9);
-}
-
 std::string configuration_text(const search::Configuration& c, const arch::Machine& m) {
   std::string s;
   s += "1. divisibility (each value a multiple of the LCM of what the hardware requires)\n";
@@ -37,13 +31,13 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
   s += fmt::format("   {:<46} {:<22} {:<8} {:<5} {:<14} {:>12}\n", "variable", "shape", "dtype", "level", "scope", "bytes");
   for (const auto& v : c.variables)
     s += fmt::format("   {:<46} {:<22} {:<8} {:<5} {:<14} {:>12}\n", v.name, v.shape, dtype_name(v.dtype), v.level,
-                     v.scope, kib(v.bytes));
+                     v.scope, kib_text(v.bytes));
   const double smem_sm = static_cast<double>(m.limits.smem_bytes_per_sm.value);
   const double regs_sm = static_cast<double>(m.limits.registers_per_sm.value) * 4;
-  s += fmt::format("   smem:      N_max = ({} - {} per CTA) / {} per warpgroup = {:.2f}\n", kib(smem_sm),
-                   kib(c.smem_per_cta_bytes), kib(c.smem_per_warpgroup_bytes), c.max_warpgroups_smem);
-  s += fmt::format("   registers: N_max = {} / {} per warpgroup = {:.2f}  ({:.1f} registers per thread)\n", kib(regs_sm),
-                   kib(c.registers_per_warpgroup_bytes), c.max_warpgroups_registers, c.registers_per_thread);
+  s += fmt::format("   smem:      N_max = ({} - {} per CTA) / {} per warpgroup = {:.2f}\n", kib_text(smem_sm),
+                   kib_text(c.smem_per_cta_bytes), kib_text(c.smem_per_warpgroup_bytes), c.max_warpgroups_smem);
+  s += fmt::format("   registers: N_max = {} / {} per warpgroup = {:.2f}  ({:.1f} registers per thread)\n", kib_text(regs_sm),
+                   kib_text(c.registers_per_warpgroup_bytes), c.max_warpgroups_registers, c.registers_per_thread);
   s += fmt::format("   -> {} consumer warpgroups per SM (and one producer warpgroup issuing TMA loads)\n", c.warpgroups);
   s += "3. throughput per row and chunk (one thread-iteration, one row per thread)\n";
   s += fmt::format("   {:<44} {:<12} {:<8} {:>10} {:>8} {:>9}\n", "operation", "unit", "dtype", "ops/row", "ops/clk", "clk/row");
@@ -54,11 +48,11 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
                    c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row, c.bound_unit);
   s += fmt::format("4. bandwidth: compute {} per iteration ({} rows x {:.4g} clk at {:.3g} GHz) against transfer {} "
                    "(the streamed chunks to {} SMs over HBM, no caching)\n",
-                   ms(c.compute_s_per_iteration), c.warpgroups * c.config.rows_per_warpgroup,
+                   seconds_text(c.compute_s_per_iteration), c.warpgroups * c.config.rows_per_warpgroup,
                    std::max({c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row}), m.clock_hz.value / 1e9,
-                   ms(c.transfer_s_per_iteration), m.sm_count.value);
+                   seconds_text(c.transfer_s_per_iteration), m.sm_count.value);
   s += fmt::format("   with L2: {}: HBM {}, L2->SMEM {} per iteration: {}\n", search::sharing_text(c),
-                   ms(c.hbm_s_per_iteration), ms(c.l2_smem_s_per_iteration),
+                   seconds_text(c.hbm_s_per_iteration), seconds_text(c.l2_smem_s_per_iteration),
                    search::bandwidth_verdict(c));
   s += fmt::format("5. overlap: {} with a {:.0f}% allowance on non-tensor work: {:.4g} clk per row, efficiency {:.1f}%\n",
                    search::overlap_name(c.config.overlap), c.config.overhead * 100, c.period_clk_per_row,
@@ -213,12 +207,12 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   }
   s += ")\n\n";
   s += fmt::format("best: {}\n  predicted {}, {:.1f} TFLOP/s, bound by {}\n  schedule: {}\n\n", best.summary,
-                   ms(best.predicted_time_s), best.tflops, best.bound, sched::to_string(best.schedule));
+                   seconds_text(best.predicted_time_s), best.tflops, best.bound, sched::to_string(best.schedule));
   if (best.configuration) s += configuration_text(*best.configuration, *m) + "\n";
   s += fmt::format("top {}:\n", std::min<std::size_t>(r->ranked.size(), static_cast<std::size_t>(o.top)));
   for (std::size_t i = 0; i < r->ranked.size() && i < static_cast<std::size_t>(o.top); ++i) {
     const auto& k = r->ranked[i];
-    s += fmt::format("  {:>2}. {:<52} {:>10} {:>8.1f} TFLOP/s  {}\n", i + 1, k.summary.substr(0, 52), ms(k.predicted_time_s),
+    s += fmt::format("  {:>2}. {:<52} {:>10} {:>8.1f} TFLOP/s  {}\n", i + 1, k.summary.substr(0, 52), seconds_text(k.predicted_time_s),
                      k.tflops, k.bound);
   }
   if (o.verbose) {

@@ -14,6 +14,7 @@
 #include "arch/load.h"
 #include "cost/closed_form.h"
 #include "cost/cost.h"
+#include "driver/units.h"
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
 #include "emit/svg_canvas.h"
@@ -78,22 +79,8 @@ std::string pre(std::string_view s, std::string_view cls = "") {
 
 // --- numbers --------------------------------------------------------------------------------
 
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.4g} ms", s * 1e3);
-  if (s >= 1e-6) return fmt::format("{:.4g} µs", s * 1e6);
-  return fmt::format("{:.4g} ns", s * 1e9);
-}
-std::string kib(double bytes) { return fmt::format("{:.2f} KiB", bytes / 1024); }
 std::string g4(double v) { return fmt::format("{:.4g}", v); }
 
-// The dtype the diagram's contractions run in: the first narrow input dtype (as analyze).
-DType compute_dtype(const ir::Diagram& d) {
-  for (ir::NodeId id : d.inputs())
-    if (is_float(d.node(id).dtype) && d.node(id).dtype != DType::f32 && d.node(id).dtype != DType::f64)
-      return d.node(id).dtype;
-  return DType::f32;
-}
 
 // Distinct floating-point input dtypes in input order, joined by "/": "bf16", "fp8e4m3/f16".
 std::string input_dtypes(const ir::Diagram& d) {
@@ -296,15 +283,15 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
   s += "<h3>2. Variables and footprints</h3>\n";
   rows.clear();
   for (const auto& v : c.variables)
-    rows.push_back({esc(v.name), code(v.shape), esc(dtype_name(v.dtype)), esc(v.level), esc(v.scope), kib(v.bytes)});
+    rows.push_back({esc(v.name), code(v.shape), esc(dtype_name(v.dtype)), esc(v.level), esc(v.scope), kib_text(v.bytes)});
   s += table({"variable", "shape", "dtype", "level", "scope", "bytes"}, rows, {5});
   const double smem_sm = static_cast<double>(m.limits.smem_bytes_per_sm.value);
   const double regs_sm = static_cast<double>(m.limits.registers_per_sm.value) * 4;
-  rows = {{"shared memory", esc(fmt::format("({} − {} per CTA) / {} per warpgroup", kib(smem_sm),
-                                            kib(c.smem_per_cta_bytes), kib(c.smem_per_warpgroup_bytes))),
+  rows = {{"shared memory", esc(fmt::format("({} − {} per CTA) / {} per warpgroup", kib_text(smem_sm),
+                                            kib_text(c.smem_per_cta_bytes), kib_text(c.smem_per_warpgroup_bytes))),
            fmt::format("{:.2f}", c.max_warpgroups_smem)},
-          {"registers", esc(fmt::format("{} / {} per warpgroup ({:.1f} registers per thread)", kib(regs_sm),
-                                        kib(c.registers_per_warpgroup_bytes), c.registers_per_thread)),
+          {"registers", esc(fmt::format("{} / {} per warpgroup ({:.1f} registers per thread)", kib_text(regs_sm),
+                                        kib_text(c.registers_per_warpgroup_bytes), c.registers_per_thread)),
            fmt::format("{:.2f}", c.max_warpgroups_registers)}};
   s += table({"capacity", "N_max = capacity / footprint", "N_max"}, rows, {2});
   s += fmt::format("<p>→ <b>{} consumer warpgroups per SM</b> (and one producer warpgroup issuing TMA loads).</p>\n",
@@ -324,11 +311,11 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
   s += fmt::format("<p>Compute {} per iteration ({} rows × {} clk at {:.3g} GHz) against transfer {} (the streamed "
                    "chunks to {} SMs over HBM, no caching). With L2, {}: "
                    "HBM {}, L2→SMEM {} per iteration: <b>{}</b>.</p>\n",
-                   esc(seconds(c.compute_s_per_iteration)), c.warpgroups * c.config.rows_per_warpgroup,
+                   esc(seconds_text(c.compute_s_per_iteration, "µs")), c.warpgroups * c.config.rows_per_warpgroup,
                    g4(std::max({c.tensor_clk_per_row, c.sfu_clk_per_row, c.fma_clk_per_row})),
-                   m.clock_hz.value / 1e9, esc(seconds(c.transfer_s_per_iteration)), m.sm_count.value,
-                   esc(search::sharing_text(c)), esc(seconds(c.hbm_s_per_iteration)),
-                   esc(seconds(c.l2_smem_s_per_iteration)),
+                   m.clock_hz.value / 1e9, esc(seconds_text(c.transfer_s_per_iteration, "µs")), m.sm_count.value,
+                   esc(search::sharing_text(c)), esc(seconds_text(c.hbm_s_per_iteration, "µs")),
+                   esc(seconds_text(c.l2_smem_s_per_iteration, "µs")),
                    esc(search::bandwidth_verdict(c)));
 
   s += "<h3>5. Overlap and efficiency</h3>\n";
@@ -338,7 +325,7 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
           {"efficiency (ideal / period)", fmt::format("{:.1f} %", c.efficiency * 100)},
           {"ideal (bound unit at peak, all else hidden)", fmt::format("{:.1f} TFLOP/s", c.ideal_flops_per_s / 1e12)},
           {"predicted (steady state, all SMs busy)", fmt::format("{:.1f} TFLOP/s", c.predicted_flops_per_s / 1e12)},
-          {"predicted time (whole diagram, with wave quantization)", esc(seconds(c.predicted_time_s))}};
+          {"predicted time (whole diagram, with wave quantization)", esc(seconds_text(c.predicted_time_s, "µs"))}};
   s += table({"step", "value"}, rows, {1});
   return s;
 }
@@ -372,7 +359,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
   p.section("summary", "Summary");
   if (best) {
     p.add("<div class=\"cards\">\n");
-    p.add(card("predicted time", seconds(best->predicted_time_s)));
+    p.add(card("predicted time", seconds_text(best->predicted_time_s, "µs")));
     p.add(card("predicted throughput", fmt::format("{:.1f} TFLOP/s", best->tflops)));
     if (peak) p.add(card(fmt::format("of {} tensor-core peak", dtype_name(dt)), fmt::format("{:.1f} %", best->tflops * 1e12 / *peak * 100)));
     p.add(card("bound", best->bound));
@@ -432,7 +419,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
                       esc(m.name), esc(dtype_name(dt)), *peak / 1e12, m.bytes_per_s(arch::kL2) / 1e12));
     for (const cost::Threshold& t : thresholds) {
       std::string line = t.text;
-      if (t.kind == "memory") line += fmt::format(" = {} at {} B/value", kib(t.value * dtype_bytes(dt)), dtype_bytes(dt));
+      if (t.kind == "memory") line += fmt::format(" = {} at {} B/value", kib_text(t.value * dtype_bytes(dt)), dtype_bytes(dt));
       p.add("<li>" + code(line) + "</li>\n");
     }
     p.add("</ul>\n");
@@ -455,7 +442,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
       const search::Ranked& k = sr.ranked[i];
       const std::string text = sched::to_string(k.schedule);
       rows.push_back({std::to_string(i + 1), code(k.summary) + (text == k.summary ? "" : "<br>" + code(text)),
-                      esc(seconds(k.predicted_time_s)), fmt::format("{:.1f}", k.tflops), "<span class=\"bound\">" + esc(k.bound) + "</span>",
+                      esc(seconds_text(k.predicted_time_s, "µs")), fmt::format("{:.1f}", k.tflops), "<span class=\"bound\">" + esc(k.bound) + "</span>",
                       std::to_string(k.groups_per_sm)});
     }
     std::string t = table({"#", "schedule", "predicted", "TFLOP/s", "bound", "groups/SM"}, rows, {0, 2, 3, 5});

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "driver/units.h"
+
+#include <fmt/format.h>
+
+namespace napkin::driver {
+
+std::string seconds_text(double s, std::string_view micro) {
+  if (s >= 1) return fmt::format("{:#.4g} s", s);
+  if (s >= 1e-3) return fmt::format("{:#.4g} ms", s * 1e3);
+  if (s >= 1e-6) return fmt::format("{:#.4g} {}", s * 1e6, micro);
+  return fmt::format("{:.0f} ns", s * 1e9);  // a model's nanoseconds carry no decimals
+}
+
+std::string kib_text(double bytes) { return fmt::format("{:.2f} KiB", bytes / 1024); }
+
+DType compute_dtype(const ir::Diagram& d) {
+  for (ir::NodeId id : d.inputs())
+    if (is_float(d.node(id).dtype) && d.node(id).dtype != DType::f32 && d.node(id).dtype != DType::f64)
+      return d.node(id).dtype;
+  return DType::f32;
+}
+
+}  // namespace napkin::driver
