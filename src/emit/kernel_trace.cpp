@@ -46,7 +46,8 @@ std::pair<std::string, std::string> span_kind(std::string_view from, std::string
 
 struct Event {
   unsigned long long cycle;
-  int warpgroup;
+  int lane;                // the warpgroup (WG<k>) or, in an SM's block, the CTA (CTA<k>)
+  std::string_view prefix; // "WG" or "CTA"
   std::string_view name;
   int line;
 };
@@ -56,7 +57,8 @@ std::string_view trim_right(std::string_view s) {
   return s;
 }
 
-// "  CYCLES  WG<k>  EVENT"; nullopt with `error` set when the line starts like one but is not.
+// "  CYCLES  WG<k>  EVENT" (or CTA<k>, in an SM's block); nullopt with `error` set when the line
+// starts like one but is not.
 std::optional<Event> parse_event(const SourceText& src, int line_no, std::string_view line,
                                  std::optional<Diagnostic>& error) {
   size_t i = 0;
@@ -65,7 +67,8 @@ std::optional<Event> parse_event(const SourceText& src, int line_no, std::string
   };
   auto fail = [&](std::string message) {
     error = make_error(src, {line_no, static_cast<int>(i) + 1}, std::move(message),
-                       "an event line is '  CYCLES  WG<k>  EVENT', as bench/attention/trace_tiles.cu prints it");
+                       "an event line is '  CYCLES  WG<k>  EVENT' (CTA<k> in an SM's block), as "
+                       "bench/attention/trace_tiles.cu prints it");
     return std::nullopt;
   };
   skip_spaces();
@@ -75,10 +78,12 @@ std::optional<Event> parse_event(const SourceText& src, int line_no, std::string
   if (ec != std::errc{}) return fail("expected the event's clock (an integer)");
   i = static_cast<size_t>(p - line.data());
   skip_spaces();
-  if (line.substr(i, 2) != "WG") return fail("expected 'WG' and the warpgroup's number");
-  i += 2;
-  auto [q, ec2] = std::from_chars(line.data() + i, line.data() + line.size(), e.warpgroup);
-  if (ec2 != std::errc{} || e.warpgroup < 0) return fail("expected the warpgroup's number after 'WG'");
+  for (std::string_view prefix : {std::string_view("WG"), std::string_view("CTA")})
+    if (line.substr(i, prefix.size()) == prefix) e.prefix = prefix;
+  if (e.prefix.empty()) return fail("expected 'WG' and the warpgroup's number (or 'CTA' and the CTA's)");
+  i += e.prefix.size();
+  auto [q, ec2] = std::from_chars(line.data() + i, line.data() + line.size(), e.lane);
+  if (ec2 != std::errc{} || e.lane < 0) return fail(fmt::format("expected a number after '{}'", e.prefix));
   i = static_cast<size_t>(q - line.data());
   skip_spaces();
   const std::string_view name = trim_right(line.substr(i));
@@ -104,7 +109,9 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
       text.remove_prefix(nl + 1);
     }
   }
+  // A timeline block: CTA 0's warpgroups, or (NAPKIN_FWD_TRACE_SM0) every CTA resident on SM 0.
   constexpr std::string_view kHeader = "CTA 0, tiles";
+  constexpr std::string_view kSmHeader = "SM 0, every resident CTA";
   constexpr std::string_view kClock = "SM clock: ";
   KernelTrace trace;
   double text_clock = 0;
@@ -124,7 +131,8 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
       text_clock = 0;  // each run prints its own clock
       continue;
     }
-    if (!line.starts_with(kHeader)) continue;
+    const bool sm_block = line.starts_with(kSmHeader);
+    if (!line.starts_with(kHeader) && !sm_block) continue;
     if (seen++ != section) continue;
 
     trace.clock_mhz = clock_mhz > 0 ? clock_mhz : text_clock;
@@ -139,17 +147,21 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
       std::optional<Diagnostic> error;
       auto e = parse_event(src, static_cast<int>(m) + 1, l, error);
       if (!e) return *error;
+      if (e->prefix != (sm_block ? "CTA" : "WG"))
+        return make_error(src, {e->line, static_cast<int>(first) + 1},
+                          sm_block ? "expected 'CTA<k>': this block lists the CTAs of SM 0"
+                                   : "expected 'WG<k>': this block lists CTA 0's warpgroups");
       events.push_back(*e);
     }
     if (events.size() < 2) return make_error(src, {line_no, 1}, "this timeline has fewer than two events");
     const double seconds_per_cycle = 1.0 / (trace.clock_mhz * 1e6);
     const unsigned long long t0 = events.front().cycle;
-    std::map<int, const Event*> last;  // each warpgroup's previous event
+    std::map<int, const Event*> last;  // each lane's previous event
     std::map<int, TimelineLane> lanes;
     for (const Event& e : events) {
-      TimelineLane& lane = lanes[e.warpgroup];
-      if (lane.unit.empty()) lane.unit = fmt::format("warpgroup {}", e.warpgroup);
-      const auto it = last.find(e.warpgroup);
+      TimelineLane& lane = lanes[e.lane];
+      if (lane.unit.empty()) lane.unit = sm_block ? fmt::format("CTA {}", e.lane) : fmt::format("warpgroup {}", e.lane);
+      const auto it = last.find(e.lane);
       if (e.cycle < t0 || (it != last.end() && e.cycle < it->second->cycle))
         return make_error(src, {e.line, 1}, "this event is earlier than the one before it: the timeline must be in clock order");
       if (it != last.end()) {
@@ -157,16 +169,16 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
         const auto [kind, label] = span_kind(a.name, e.name);
         lane.spans.push_back({label, kind, (a.cycle - t0) * seconds_per_cycle, (e.cycle - t0) * seconds_per_cycle});
       }
-      last[e.warpgroup] = &e;
+      last[e.lane] = &e;
     }
     for (auto& [wg, lane] : lanes) trace.lanes.push_back(std::move(lane));
     if (trace.title.empty()) trace.title = "kernel trace";
-    trace.title += fmt::format(": CTA 0 as measured ({:.0f} MHz)", trace.clock_mhz);
+    trace.title += fmt::format(": {} as measured ({:.0f} MHz)", sm_block ? "the CTAs of SM 0" : "CTA 0", trace.clock_mhz);
     return trace;
   }
   return make_error(src, {0, 0},
-                    fmt::format("no timeline number {} in the text (it has {}: blocks that begin '{}')", section, seen,
-                                kHeader));
+                    fmt::format("no timeline {} in the text: it has {}, numbered from 0 (blocks that begin '{}' or '{}')",
+                                section, seen, kHeader, kSmHeader));
 }
 
 }  // namespace napkin::emit

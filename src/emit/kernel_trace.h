@@ -16,13 +16,15 @@ namespace napkin::emit {
 struct KernelTrace {
   std::string title;                // from the run's header line, e.g. "d128 N128 WGs2 causal=0 ..."
   double clock_mhz = 0;             // the SM clock the cycles are converted with
-  std::vector<TimelineLane> lanes;  // one per consumer warpgroup, spans between its events
+  std::vector<TimelineLane> lanes;  // one per consumer warpgroup (per CTA in an SM's block)
 };
 
 // Reads timeline number `section` (0-based: the text may hold several runs, each printing a
-// "CTA 0, tiles ..." block of "  CYCLES  WG<k>  EVENT" lines) and the "SM clock: N MHz" line
-// before it; `clock_mhz` > 0 overrides that line. Each span runs from one event of a
-// warpgroup to its next and is named by the pair (e.g. "softmax": S ready -> softmax done).
+// "CTA 0, tiles ..." block of "  CYCLES  WG<k>  EVENT" lines, and, traced with
+// NAPKIN_FWD_TRACE_SM0, a "SM 0, every resident CTA ..." block of "  CYCLES  CTA<k>  EVENT"
+// lines) and the "SM clock: N MHz" line before it; `clock_mhz` > 0 overrides that line. A lane
+// per warpgroup, or per CTA in an SM's block; each span runs from one event of a lane to its
+// next and is named by the pair (e.g. "softmax": S ready -> softmax done).
 // Errors name the file, line and column: no such section, a malformed event line, an unknown
 // event, no clock.
 Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, double clock_mhz = 0);

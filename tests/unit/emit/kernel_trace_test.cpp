@@ -78,6 +78,24 @@ TEST(KernelTrace, TheTilesFirstKSplitsItsStartIntoTheWaitForKAndForTheTurn) {
   EXPECT_DOUBLE_EQ(t.lanes[0].spans[0].end_s, 530 / 1e9);
 }
 
+TEST(KernelTrace, AnSMsBlockHasALanePerResidentCTA) {
+  // trace_tiles built with NAPKIN_FWD_TRACE_SM0: the CTAs of SM 0 on its one clock.
+  const std::string text =
+      "d64 N64 WGs1 causal=1 b8 s2048 h32: 371.2 us, 370 TFLOP/s (traced launch)\n"
+      "SM clock: 1000 MHz\nCTA 0, tiles 4-5 of warpgroup 0:\n     0  WG0  tile\n   100  WG0  turn\n"
+      "SM 0, every resident CTA (slots in start order), cycles from slot 0's tile 3:\n"
+      "     0  CTA0  S ready\n   200  CTA1  S ready\n   800  CTA0  softmax done\n   900  CTA2  issued\n"
+      "  1000  CTA1  softmax done\n  1100  CTA2  S ready\n";
+  const emit::KernelTrace t = parse(text, 1);
+  EXPECT_EQ(t.title, "d64 N64 WGs1 causal=1 b8 s2048 h32: the CTAs of SM 0 as measured (1000 MHz)");
+  ASSERT_EQ(t.lanes.size(), 3u);
+  EXPECT_EQ(t.lanes[1].unit, "CTA 1");
+  ASSERT_EQ(t.lanes[1].spans.size(), 1u);
+  EXPECT_EQ(t.lanes[1].spans[0].kind, "softmax");
+  EXPECT_DOUBLE_EQ(t.lanes[1].spans[0].start_s, 200 / 1e9);
+  EXPECT_EQ(t.lanes[2].spans.at(0).kind, "wait for S");
+}
+
 TEST(KernelTrace, DrawingMatchesGolden) {
   const emit::KernelTrace t = parse(kTrace, 1);
   testing::expect_golden("svg/kernel_trace.svg", emit::draw_timeline_svg(t.lanes, 0, t.title));
@@ -94,16 +112,20 @@ TEST(KernelTrace, BadTextGivesLocatedErrors) {
             "trace.txt:4:12: error: unknown event 'lunch' (expected one of: tile, turn, issued, S ready, "
             "softmax done, PV done, store start, store end, first K)");
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  XG0  turn\n"),
-            "trace.txt:4:7: error: expected 'WG' and the warpgroup's number");
+            "trace.txt:4:7: error: expected 'WG' and the warpgroup's number (or 'CTA' and the CTA's)");
   EXPECT_EQ(error(header + "   0  WG0  tile\n  12  WG  turn\n"),
-            "trace.txt:4:9: error: expected the warpgroup's number after 'WG'");
+            "trace.txt:4:9: error: expected a number after 'WG'");
+  EXPECT_EQ(error(header + "   0  WG0  tile\n  12  CTA1  turn\n"),
+            "trace.txt:4:3: error: expected 'WG<k>': this block lists CTA 0's warpgroups");
+  EXPECT_EQ(error("SM clock: 1700 MHz\nSM 0, every resident CTA:\n   0  CTA0  tile\n  12  WG0  turn\n"),
+            "trace.txt:4:3: error: expected 'CTA<k>': this block lists the CTAs of SM 0");
   EXPECT_EQ(error(header + "   0  WG0  tile\n"), "trace.txt:2:1: error: this timeline has fewer than two events");
   EXPECT_EQ(error(header + "   9  WG0  tile\n   5  WG0  turn\n"),
             "trace.txt:4:1: error: this event is earlier than the one before it: the timeline must be in clock order");
   EXPECT_EQ(error("CTA 0, tiles 4-5:\n 0  WG0  tile\n 5  WG0  turn\n"),
             "trace.txt:1:1: error: no 'SM clock: N MHz' line before this timeline");
   EXPECT_EQ(error("SM clock: fast\n"), "trace.txt:1:11: error: expected the clock as 'SM clock: N MHz'");
-  EXPECT_NE(error(kTrace, 2).find("no timeline number 2 in the text (it has 2:"), std::string::npos);
+  EXPECT_NE(error(kTrace, 2).find("no timeline 2 in the text: it has 2, numbered from 0"), std::string::npos);
 }
 
 TEST(KernelTrace, CommandLineDrawsAndRefusesBadInput) {
