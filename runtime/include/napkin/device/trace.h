@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // An in-kernel timeline for diagnosis (bench/attention/trace_tiles.cu): with NAPKIN_FWD_TRACE
-// defined, thread 0 of each consumer warpgroup of the first FwdTrace::kCtas CTAs records
+// defined, thread 0 of each consumer warpgroup of the first FwdTrace::kCtas CTAs (with
+// NAPKIN_FWD_TRACE_SM0 too: of the CTAs resident on SM 0, in start order) records
 // (event, SM clock) pairs in g_fwd_trace. ncu aggregates stalls over the kernel; this shows
 // where in a tile the tensor cores wait. Without the macro every hook compiles to nothing, so
 // the library's kernels are untouched (checked: identical SASS).
