@@ -48,7 +48,16 @@
 #endif
 
 using Element = cutlass::bfloat16_t;
-using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TRACE_CAUSAL, TRACE_CTAS_PER_SM, false,
+// Causal (equal lengths): query row i sees keys j <= i.
+struct TraceCausal : napkin::device::FusionDefaults {
+  static constexpr bool kMask = true, kSkipsBlocks = true;
+  __device__ static bool visible(Args const&, int, int, int q, int k) { return k <= q; }
+  __device__ static napkin::device::BlockVisibility block(Args const&, int, int, int q0, int q1, int k0, int k1) {
+    return {k0 <= q1, k1 <= q0};
+  }
+};
+using TraceFusion = std::conditional_t<TRACE_CAUSAL, TraceCausal, napkin::device::FusionDefaults>;
+using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TraceFusion, TRACE_CTAS_PER_SM, false,
                                       TRACE_OVERLAP, TRACE_Q_IN_REGISTERS, TRACE_STAGGER>;
 using napkin::device::FwdEvent;
 using napkin::device::FwdTrace;

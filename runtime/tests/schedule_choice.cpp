@@ -3,7 +3,7 @@
 // docs/runtime.md's table, on both sides of each, and the suite's lengths. Runs without a GPU.
 #include <cstdio>
 
-#include "attention_fwd_schedule.h"
+#include "napkin/attention_schedule.h"
 
 namespace {
 

@@ -98,7 +98,7 @@ def test_forward_matches_reference(case, dtype):
     check_against_reference(q, k, v, causal, 1.0 / math.sqrt(d))
 
 
-# One shape per schedule (attention_fwd_schedule.h): d64 short causal, d64 padded, d64 plain,
+# One shape per schedule (napkin/attention_schedule.h): d64 short causal, d64 padded, d64 plain,
 # d128 plain, overlapped (causal and not) and long keys, d256.
 RESCALE_CASES = [
     (1, 1000, 1000, 2, 2, 64, True),

@@ -42,8 +42,42 @@ struct AttentionFwdArgs {
   bool pingpong = true;
 };
 
-// Checks the arguments; returns "" when the kernel supports them, else the reason.
-std::string attention_fwd_check(const AttentionFwdArgs& args);
+namespace detail {
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+inline std::string check_strides(const char* name, int64_t b, int64_t s, int64_t h) {
+  for (int64_t st : {b, s, h}) {
+    if (st <= 0 || st % 8 != 0)
+      return std::string(name) + ": batch/seq/head strides must be positive multiples of 8 elements (16 bytes) for TMA, got (" +
+             std::to_string(b) + ", " + std::to_string(s) + ", " + std::to_string(h) + ")";
+  }
+  return "";
+}
+
+}  // namespace detail
+
+// Checks the arguments; returns "" when the kernel supports them, else the reason. (Inline:
+// generated kernels check with it too.)
+inline std::string attention_fwd_check(const AttentionFwdArgs& a) {
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    return "head_dim must be 64, 128 or 256, got " + std::to_string(a.head_dim);
+  if (a.batch < 1 || a.seqlen_q < 1 || a.seqlen_k < 1 || a.heads_q < 1 || a.heads_kv < 1)
+    return "batch, seqlen_q, seqlen_k, heads_q and heads_kv must be >= 1";
+  if (a.heads_q % a.heads_kv != 0)
+    return "heads_q (" + std::to_string(a.heads_q) + ") must be a multiple of heads_kv (" + std::to_string(a.heads_kv) + ")";
+  if (a.batch > 65535 || a.heads_q > 65535) return "batch and heads_q must be <= 65535 (grid limits)";
+  if (!(a.softmax_scale > 0.f)) return "softmax_scale must be > 0";
+  if (!a.q || !a.k || !a.v || !a.o) return "q, k, v and o must be non-null";
+  if (!detail::aligned16(a.q) || !detail::aligned16(a.k) || !detail::aligned16(a.v) || !detail::aligned16(a.o))
+    return "q, k, v and o must be 16-byte aligned";
+  for (const std::string& e : {detail::check_strides("q", a.q_batch_stride, a.q_seq_stride, a.q_head_stride),
+                               detail::check_strides("k", a.k_batch_stride, a.k_seq_stride, a.k_head_stride),
+                               detail::check_strides("v", a.v_batch_stride, a.v_seq_stride, a.v_head_stride),
+                               detail::check_strides("o", a.o_batch_stride, a.o_seq_stride, a.o_head_stride)})
+    if (!e.empty()) return e;
+  return "";
+}
 
 // Launches the kernel on `stream` (a cudaStream_t; null = the default stream). Returns "" on
 // success, else the reason (unsupported arguments, or the CUDA error of the launch).

@@ -34,13 +34,19 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 
+#include "napkin/device/attention_fusion.h"
 #include "napkin/device/fragment.h"
 #include "napkin/device/pipeline.h"
 #include "napkin/device/trace.h"
 
 namespace napkin::device {
 
-template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, bool kCausal_,
+// The key chunks [begin, end) a tile visits (fwd_chunk_range).
+struct ChunkRange {
+  int begin, end;
+};
+
+template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
           bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
 struct FwdConfig {
@@ -50,7 +56,10 @@ struct FwdConfig {
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockM = 64 * kConsumerWGs;
   static constexpr int kStages = kStages_;
-  static constexpr bool kCausal = kCausal_;
+  // The diagram's fused code (attention_fusion.h). Tiles are of uneven work when its mask
+  // skips blocks (causal and other masks): they keep the late claims that balance them.
+  using Fusion = Fusion_;
+  static constexpr bool kCausal = Fusion::kSkipsBlocks;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // The order a tile walks its key chunks (fwd_chunk_at_step). Always upwards from key 0, so
   // the tiles of a head, which start together, read each K/V chunk at about the same time,
@@ -62,7 +71,7 @@ struct FwdConfig {
   // A consumer warpgroup whose rows all lie past seqlen_q (a head's last, partial tile) skips
   // its GEMMs and softmax. The branch costs 2-5 % on every tile where no warpgroup is idle
   // (ptxas schedules the chunk loop differently; bench/NOTES.md, v23), so the host picks this
-  // only where the padding is worth more (attention_fwd_schedule.h). Not with O staged in the V
+  // only where the padding is worth more (napkin/attention_schedule.h). Not with O staged in the V
   // ring, whose write waits for every warpgroup (static_assert below).
   static constexpr bool kSkipIdleWarpgroups = kSkipIdleWarpgroups_;
   // The softmax of chunk n runs while the tensor cores compute P V of chunk n - 1, as the source
@@ -184,6 +193,7 @@ struct FwdConfig {
     uint64_t q_empty[kQBuffers];    // every consumer warp is done with that Q and has read tile_idx
     uint64_t o_free;                // kOInV: the V ring is free of the previous tile's O (see the producer)
     int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
+    ChunkRange tile_range[kQBuffers];  // its key chunks (fwd_chunk_range)
     __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
@@ -222,16 +232,36 @@ struct FwdParams {
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
   int* tile_counter;              // zero at launch, zero again at exit (see the producer)
-  float scale_log2;  // softmax_scale * log2(e)
+  float scale_log2;  // softmax_scale * log2(e); log2(e) where Fusion::score applies the scale
+  typename Cfg::Fusion::Args fusion;
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
 };
 
-// Number of key chunks that tile (m_block) must visit; 0 when every row is masked out.
+// The key chunks [begin, end) a tile visits; empty when every row is masked out. Without
+// block skipping, every chunk. With it (Fusion::kSkipsBlocks), the first and last chunks the
+// mask may leave visible (Fusion::block over the tile's rows), found in groups of 8 chunks
+// first, so a tile spends at most ~n/8 + 16 bound evaluations (once, in the producer).
 template <class Cfg>
-__device__ __forceinline__ int fwd_num_n_blocks(int m_block, int seqlen_q, int seqlen_k) {
-  int end = seqlen_k;
-  if constexpr (Cfg::kCausal) end = min(seqlen_k, (m_block + 1) * Cfg::kBlockM + seqlen_k - seqlen_q);
-  return end <= 0 ? 0 : (end + Cfg::kBlockN - 1) / Cfg::kBlockN;
+__device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, TileCoord tc) {
+  const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  if constexpr (!Cfg::Fusion::kSkipsBlocks) {
+    return {0, n_total};
+  } else {
+    const int q0 = tc.m_block * Cfg::kBlockM;
+    const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
+    auto may = [&](int n0, int n1) {  // chunks [n0, n1)
+      const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
+      return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
+    };
+    constexpr int kGroup = 8;
+    int begin = 0;
+    while (begin < n_total && !may(begin, min(begin + kGroup, n_total))) begin += kGroup;
+    while (begin < n_total && !may(begin, begin + 1)) ++begin;
+    int end = n_total;
+    while (end - kGroup >= begin && !may(end - kGroup, end)) end -= kGroup;
+    while (end > begin && !may(end - 1, end)) --end;
+    return {begin, end};
+  }
 }
 
 // The key chunk a tile visits at step `step` of its n_blocks (Cfg::kLastChunkFirst).
@@ -286,6 +316,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cute;
   using Element = typename Cfg::Element;
+  using Fusion = typename Cfg::Fusion;
   using D = typename Cfg::D;
   using N = typename Cfg::N;
   constexpr int kBlockN = Cfg::kBlockN;
@@ -369,7 +400,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if constexpr (!Cfg::kCausal && Cfg::kStaggerClocksPerChunk > 0) {
         const int grid = static_cast<int>(gridDim.x), later = p.num_tiles % grid;  // CTAs [later, grid)
         if (p.num_tiles > grid && later != 0 && static_cast<int>(blockIdx.x) >= later) {
-          const long long delay = static_cast<long long>(fwd_num_n_blocks<Cfg>(0, p.seqlen_q, p.seqlen_k)) *
+          const long long delay = static_cast<long long>(fwd_chunk_range<Cfg>(p, sched.decode(0)).end) *
                                   Cfg::kStaggerClocksPerChunk * (static_cast<int>(blockIdx.x) - later + 1) / (grid - later);
           const long long t0 = clock64();
           while (clock64() - t0 < delay) __nanosleep(128);
@@ -389,9 +420,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
           break;
         }
-        atomicExch(&ss.tile_idx[qb], tile);
         const TileCoord tc = sched.decode(tile);
-        const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
+        const ChunkRange range = fwd_chunk_range<Cfg>(p, tc);
+        const int n_blocks = range.end - range.begin;
+        ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
+        atomicExch(&ss.tile_idx[qb], tile);
         if (n_blocks == 0) {
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
           continue;
@@ -412,7 +445,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         Tensor tVgV = tma_v.partition_S(gV);
         Tensor tVsV = tma_v.partition_D(sV);
         for (int step = 0; step < n_blocks; ++step) {
-          const int n = fwd_chunk_at_step<Cfg>(step, n_blocks);
+          const int n = range.begin + fwd_chunk_at_step<Cfg>(step, n_blocks);
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
@@ -483,25 +516,52 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       trace(FwdEvent::kTileStart, w);
       if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
-      const int n_blocks = fwd_num_n_blocks<Cfg>(tc.m_block, p.seqlen_q, p.seqlen_k);
+      const ChunkRange range = ss.tile_range[qb];
+      const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
-      const int diag = p.seqlen_k - p.seqlen_q;              // causal: row i sees keys <= i + diag
 
-      // Masks chunk n of the scores: keys past seqlen_k and, if causal, above the diagonal.
+      // The fused score code (Fusion::score, or Fusion::prob where P is not normalised) over
+      // chunk n. Rows and keys past the sequence ends are clamped for its reads; they are
+      // masked or never stored.
+      auto modify_scores = [&](int n) {
+        if constexpr (Fusion::kScoreMod || !Fusion::kNormalise) {
+          CUTE_UNROLL
+          for (int r = 0; r < 2; ++r) {
+            const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
+            CUTE_UNROLL
+            for (int j = 0; j < kBlockN / 4; ++j) {
+              const int col = min(n * kBlockN + acc_col(lane, j), p.seqlen_k - 1);
+              float& s = rS(acc_index(r, j));
+              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, s, tc.batch, tc.head, row, col);
+              else s = Fusion::prob(p.fusion, s, tc.batch, tc.head, row, col);
+            }
+          }
+        }
+      };
+      // Masks chunk n: keys past seqlen_k and those Fusion::visible hides (to -inf before a
+      // softmax, to 0 where P is not normalised).
+      constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
       auto mask = [&](int n) {
         const int col_base = n * kBlockN;
         CUTE_UNROLL
         for (int r = 0; r < 2; ++r) {
-          int limit = p.seqlen_k;
-          if constexpr (Cfg::kCausal) limit = min(limit, row0 + acc_row(warp_in_wg, lane, r) + 1 + diag);
+          const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
           CUTE_UNROLL
-          for (int j = 0; j < kBlockN / 4; ++j)
-            if (col_base + acc_col(lane, j) >= limit) rS(acc_index(r, j)) = -INFINITY;
+          for (int j = 0; j < kBlockN / 4; ++j) {
+            const int col = col_base + acc_col(lane, j);
+            bool hidden = col >= p.seqlen_k;
+            if constexpr (Fusion::kMask)
+              hidden = hidden || !Fusion::visible(p.fusion, tc.batch, tc.head, row, min(col, p.seqlen_k - 1));
+            if (hidden) rS(acc_index(r, j)) = kMasked;
+          }
         }
       };
       auto needs_mask = [&](int n) {
         bool m = (n + 1) * kBlockN > p.seqlen_k;
-        if constexpr (Cfg::kCausal) m = m || (n + 1) * kBlockN - 1 > tc.m_block * Cfg::kBlockM + diag;
+        if constexpr (Fusion::kMask) {
+          const int q0 = min(row0, p.seqlen_q - 1), q1 = min(row0 + 63, p.seqlen_q - 1);
+          m = m || !Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * kBlockN, (n + 1) * kBlockN - 1).must;
+        }
         return m;
       };
 
@@ -538,6 +598,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 
       OnlineSoftmax<kBlockN, Cfg::kConditionalRescale> softmax;
       softmax.init();
+      // The normaliser: the online softmax, or nothing (P = prob(S) already; O is a plain sum).
+      auto normalise = [&](float (&corr)[2]) {
+        if constexpr (Fusion::kNormalise) {
+          return softmax.step(rS, p.scale_log2, corr);
+        } else {
+          corr[0] = corr[1] = 1.f;
+          return false;
+        }
+      };
       Tensor sQcur = make_tensor(make_smem_ptr(ss.q.data() + (qb * Cfg::kConsumerWGs + w) * Cfg::kQTileElems),
                                  typename Cfg::SmemLayoutQ{});                             // (64, D)
       Tensor tSrQ = thr_qk.partition_fragment_A(sQcur);                     // (MMA, 1, D/16)
@@ -553,6 +622,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // The rows' 1/sum and LSE (the LSE written to global if asked for).
       float inv_sum[2], lse[2];
       auto finish_rows = [&]() {
+        if constexpr (!Fusion::kNormalise) {
+          inv_sum[0] = inv_sum[1] = 1.f;  // (no LSE: the host refuses an LSE output)
+          return;
+        }
         softmax.finish(p.scale_log2, inv_sum, lse);
         if (p.lse != nullptr && (lane & 3) == 0) {
           CUTE_UNROLL
@@ -582,8 +655,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
-        if (needs_mask(n0)) mask(n0);
-        softmax.step(rS, p.scale_log2, corr);
+        modify_scores(range.begin + n0);
+        if (needs_mask(range.begin + n0)) mask(range.begin + n0);
+        normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
 
@@ -599,7 +673,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           first_pv = false;
         };
         for (--i; i >= 0; --i) {
-          const int n = fwd_chunk_at_step<Cfg>(n_blocks - 1 - i, n_blocks);
+          const int n = range.begin + fwd_chunk_at_step<Cfg>(n_blocks - 1 - i, n_blocks);
           // Issue S_n = Q K_n^T, then O += P V of the previous step's chunk, as one batch.
           // (ptxas places the softmax of S_n after both complete; ping-pong hides it:
           // docs/runtime.md.)
@@ -616,8 +690,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
+          modify_scores(n);
           if (needs_mask(n)) mask(n);
-          const bool rescale = softmax.step(rS, p.scale_log2, corr);
+          const bool rescale = normalise(corr);
           trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {
             RingState<Cfg::kStages> next_v = v_st;  // the next P V's V: this chunk's
@@ -659,18 +734,37 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if (n_blocks == 0) {
         finish_rows();  // every row empty: LSE +inf
         release_q();  // (o_free counts only tiles that store O: nothing to signal here)
-        // Every row is masked: O = 0, written straight to global (16 bytes a thread a step), so
-        // no shared-memory buffer is touched while the producer may be loading the next Q.
+        // Every row is masked: O = 0 (or the epilogue of 0 with LSE -inf), written straight to
+        // global (16 bytes a thread a step), so no shared-memory buffer is touched while the
+        // producer may be loading the next Q.
         constexpr int kChunks = kHeadDim / 8;
         for (int i = tid; i < 64 * kChunks; i += 128) {
           const int row = row0 + i / kChunks;
-          if (row < p.seqlen_q)
-            *reinterpret_cast<uint4*>(p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] +
-                                      tc.head * p.o_strides[2] + (i % kChunks) * 8) = make_uint4(0, 0, 0, 0);
+          if (row >= p.seqlen_q) continue;
+          Element* dst = p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] + tc.head * p.o_strides[2] + (i % kChunks) * 8;
+          if constexpr (Fusion::kEpilogue) {
+            CUTE_UNROLL
+            for (int e = 0; e < 8; ++e)
+              dst[e] = static_cast<Element>(Fusion::epilogue(p.fusion, 0.f, -INFINITY, tc.batch, tc.head, row, (i % kChunks) * 8 + e));
+          } else {
+            *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+          }
         }
         continue;
       }
       scale_rows<kHeadDim>(rO, inv_sum);
+      if constexpr (Fusion::kEpilogue) {
+        // The diagram's code after the second contraction, per output element; the row's LSE
+        // as the reference defines it (-inf for a row that sees no key).
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
+          const float row_lse = Fusion::kEpilogueUsesLse && inv_sum[r] > 0.f ? lse[r] : -INFINITY;
+          CUTE_UNROLL
+          for (int j = 0; j < kHeadDim / 4; ++j)
+            rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, acc_col(lane, j));
+        }
+      }
       trace(FwdEvent::kStoreStart, w);
       // Stage O (as Element) in shared memory, then one thread stores it with TMA (rows past
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
@@ -750,12 +844,14 @@ cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
 // Builds the parameters (TMA descriptors included) and launches. Arguments are checked by
 // the caller (attention_fwd_check). `tile_counter`: an int in device memory that is zero and
 // used by no launch running concurrently (one per stream); the kernel leaves it zero.
+// `softmax_scale` multiplies the raw scores unless Fusion::score applies a scale of its own.
 template <class Cfg>
 cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o, float* lse,
                             int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                             const int64_t (&q_strides)[3], const int64_t (&k_strides)[3],
                             const int64_t (&v_strides)[3], const int64_t (&o_strides)[3],
-                            float softmax_scale, bool pingpong, int* tile_counter, cudaStream_t stream) {
+                            float softmax_scale, bool pingpong, int* tile_counter, cudaStream_t stream,
+                            typename Cfg::Fusion::Args const& fusion = {}) {
   using namespace cute;
   using Element = typename Cfg::Element;
   // strides: {batch, seq, head}
@@ -787,7 +883,8 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.num_tiles = p.num_m_blocks * heads_q * batch;
   p.o = static_cast<Element*>(o);
   for (int i = 0; i < 3; ++i) p.o_strides[i] = o_strides[i];
-  p.scale_log2 = softmax_scale * 1.4426950408889634f;
+  p.scale_log2 = (Cfg::Fusion::kScoreMod ? 1.f : softmax_scale) * 1.4426950408889634f;
+  p.fusion = fusion;
   p.pingpong = pingpong;
 
   int resident_ctas = 0;

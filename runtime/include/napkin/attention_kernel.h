@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: Apache-2.0
+// The attention kernel's entry, as every generated kernel instantiates it: a Fusion
+// (napkin/device/attention_fusion.h), the element type and head dim in; the tile schedule
+// chosen at launch from the measured table (napkin/attention_schedule.h); tensors bound by
+// name and role from the C interface (napkin/kernel_abi.h).
+//
+// Roles of a tensor's dims, one letter each, in the tensor's own order:
+//   b batch, h KV head, g query heads per KV head (GQA group), q query row, k key,
+//   d the contracted head dim, e V's and O's head dim.
+// The query head index the kernel sees is h * G + g (G the group size).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include <cutlass/numeric_types.h>
+
+#include "napkin/attention.h"
+#include "napkin/attention_schedule.h"
+#include "napkin/device/fmha_fwd.h"
+#include "napkin/kernel_abi.h"
+
+namespace napkin {
+
+// An auxiliary tensor as the fused code reads it: element strides along the roles b, h, g, q, k
+// (0 where the tensor lacks the role).
+template <class T>
+struct AuxView {
+  const T* data = nullptr;
+  int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
+  int group = 1;
+  __device__ __forceinline__ T at(int b, int head, int q, int k) const {
+    const int h = head / group, g = head - h * group;
+    return data[b * sb + h * sh + g * sg + q * sq + k * sk];
+  }
+};
+
+// Binds the tensors of one call to the roles the diagram gives their dims, checking dtypes,
+// ranks and sizes against each other; the first error is kept, naming the tensor.
+class TensorBinder {
+ public:
+  TensorBinder(const napkin_tensor* tensors, int count) : tensors_(tensors), count_(count) {}
+
+  const napkin_tensor* bind(const char* name, int dtype, const char* roles) {
+    if (!error_.empty()) return nullptr;
+    const napkin_tensor* t = nullptr;
+    for (int i = 0; i < count_; ++i)
+      if (tensors_[i].name != nullptr && std::strcmp(tensors_[i].name, name) == 0) t = &tensors_[i];
+    const int rank = static_cast<int>(std::strlen(roles));
+    if (t == nullptr) return fail(std::string("missing tensor '") + name + "'");
+    if (t->dtype != dtype)
+      return fail(std::string("tensor '") + name + "': dtype " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
+    if (t->rank != rank)
+      return fail(std::string("tensor '") + name + "': " + std::to_string(t->rank) + " dims, expected " +
+                  std::to_string(rank) + " [" + roles + "]");
+    if (t->data == nullptr) return fail(std::string("tensor '") + name + "': null data pointer");
+    for (int i = 0; i < rank; ++i) {
+      const char r = roles[i];
+      int64_t& known = size_[static_cast<unsigned char>(r)];
+      if (t->shape[i] < 1) return fail(std::string("tensor '") + name + "': dim " + std::to_string(i) + " is empty");
+      if (known == 0) known = t->shape[i];
+      else if (known != t->shape[i])
+        return fail(std::string("tensor '") + name + "': dim " + std::to_string(i) + " (" + role_name(r) + ") has size " +
+                    std::to_string(t->shape[i]) + ", expected " + std::to_string(known) + " as in the tensors before it");
+    }
+    return t;
+  }
+  // The size bound to a role; 1 where no tensor has it.
+  int64_t size(char role) const {
+    const int64_t s = size_[static_cast<unsigned char>(role)];
+    return s == 0 ? 1 : s;
+  }
+  // Element stride of `role` in t; 0 where t lacks it.
+  static int64_t stride(const napkin_tensor* t, const char* roles, char role) {
+    const char* at = std::strchr(roles, role);
+    return at == nullptr ? 0 : t->strides[at - roles];
+  }
+  template <class T>
+  AuxView<T> aux(const napkin_tensor* t, const char* roles) const {
+    AuxView<T> v;
+    if (t == nullptr) return v;
+    v.data = static_cast<const T*>(t->data);
+    v.sb = stride(t, roles, 'b'), v.sh = stride(t, roles, 'h'), v.sg = stride(t, roles, 'g');
+    v.sq = stride(t, roles, 'q'), v.sk = stride(t, roles, 'k');
+    v.group = static_cast<int>(size('g'));
+    return v;
+  }
+  void fail_with(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+  const std::string& error() const { return error_; }
+
+  static const char* dtype_name(int dtype) {
+    switch (dtype) {
+      case NAPKIN_F32: return "f32";
+      case NAPKIN_F16: return "f16";
+      case NAPKIN_BF16: return "bf16";
+      case NAPKIN_I32: return "i32";
+      case NAPKIN_BOOL: return "bool";
+      case NAPKIN_F64: return "f64";
+      default: return "unknown";
+    }
+  }
+  static const char* role_name(char r) {
+    switch (r) {
+      case 'b': return "batch";
+      case 'h': return "KV head";
+      case 'g': return "query heads per KV head";
+      case 'q': return "query";
+      case 'k': return "key";
+      case 'd': return "head dim";
+      case 'e': return "value head dim";
+      default: return "axis";
+    }
+  }
+
+ private:
+  const napkin_tensor* fail(std::string message) {
+    fail_with(std::move(message));
+    return nullptr;
+  }
+  const napkin_tensor* tensors_;
+  int count_;
+  int64_t size_[256] = {};
+  std::string error_;
+};
+
+namespace detail {
+
+// The persistent scheduler's tile counter for launches on `stream` (current device): allocated
+// and zeroed on first use, then kept zero by the kernel itself. One per (device, stream):
+// launches on one stream run in order and can share it; launches on different streams may
+// overlap and must not. Kept for the process's lifetime (4 bytes each).
+inline cudaError_t tile_counter_for(cudaStream_t stream, int** counter) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, int*> counters;
+  int device = 0;
+  if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(mutex);
+  int*& slot = counters[{device, stream}];
+  if (slot == nullptr) {
+    int* p = nullptr;
+    if (cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&p), sizeof(int)); err != cudaSuccess) return err;
+    if (cudaError_t err = cudaMemsetAsync(p, 0, sizeof(int), stream); err != cudaSuccess) {
+      cudaFree(p);
+      return err;
+    }
+    slot = p;
+  }
+  *counter = slot;
+  return cudaSuccess;
+}
+
+template <class Fusion, class Element, int kHeadDim, class Sched>
+cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream) {
+  using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, Fusion,
+                                Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
+                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
+  int* counter = nullptr;
+  if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
+  const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};
+  const int64_t ks[3] = {a.k_batch_stride, a.k_seq_stride, a.k_head_stride};
+  const int64_t vs[3] = {a.v_batch_stride, a.v_seq_stride, a.v_head_stride};
+  const int64_t os[3] = {a.o_batch_stride, a.o_seq_stride, a.o_head_stride};
+  return device::launch_fmha_fwd<Cfg>(a.q, a.k, a.v, a.o, a.lse, a.batch, a.heads_q, a.heads_kv, a.seqlen_q,
+                                      a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, counter, stream,
+                                      fusion);
+}
+
+}  // namespace detail
+
+// Launches the schedule the measured table gives for these lengths (a.causal is read as
+// "tiles of uneven work", which is Fusion::kSkipsBlocks) with the fused code. Arguments are
+// checked (attention_fwd_check) first; returns "" or the reason.
+template <class Fusion, class Element, int kHeadDim>
+std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusion, cudaStream_t stream) {
+  using namespace detail;
+  a.causal = Fusion::kSkipsBlocks;
+  if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
+  if (std::string e = attention_fwd_check(a); !e.empty()) return e;
+  cudaError_t err = cudaSuccess;
+  const FwdScheduleKind kind = choose_fwd_schedule(a);
+  if constexpr (kHeadDim == 64) {
+    if (kind == FwdScheduleKind::kD64Short && Fusion::kSkipsBlocks)
+      err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
+    else if (kind == FwdScheduleKind::kD64Padded && !Fusion::kSkipsBlocks)
+      err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
+    else
+      err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+  } else if constexpr (kHeadDim == 128) {
+    if (kind == FwdScheduleKind::kD128Long && !Fusion::kSkipsBlocks)
+      err = run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream);
+    else if (kind == FwdScheduleKind::kD128Overlapped)
+      err = run_fused<Fusion, Element, 128, FwdScheduleD128Overlapped>(a, fusion, stream);
+    else
+      err = run_fused<Fusion, Element, 128, FwdSchedule<128>>(a, fusion, stream);
+  } else {
+    static_assert(kHeadDim == 256, "head dim 64, 128 or 256");
+    err = run_fused<Fusion, Element, 256, FwdSchedule<256>>(a, fusion, stream);
+  }
+  if (err != cudaSuccess) return std::string("CUDA error: ") + cudaGetErrorString(err);
+  return "";
+}
+
+// Fills the kernel's arguments from Q, K, V and O bound by role (TensorBinder). The kernel
+// needs the head dims contiguous; where Q and O carry both h and g, h's stride must be G times
+// g's (the two merge into one head axis). Returns "" or the reason, naming the tensor.
+inline std::string attention_args_from(const TensorBinder& tb, const napkin_tensor* q, const char* q_roles,
+                                       const napkin_tensor* k, const char* k_roles, const napkin_tensor* v,
+                                       const char* v_roles, const napkin_tensor* o, const char* o_roles,
+                                       AttentionDType dtype, AttentionFwdArgs* out) {
+  AttentionFwdArgs a;
+  a.dtype = dtype;
+  a.batch = static_cast<int>(tb.size('b'));
+  a.heads_kv = static_cast<int>(tb.size('h'));
+  const int64_t group = tb.size('g');
+  a.heads_q = static_cast<int>(a.heads_kv * group);
+  a.seqlen_q = static_cast<int>(tb.size('q'));
+  a.seqlen_k = static_cast<int>(tb.size('k'));
+  a.head_dim = static_cast<int>(tb.size('d'));
+  if (tb.size('e') != tb.size('d'))
+    return "V's head dim (" + std::to_string(tb.size('e')) + ") must equal Q's and K's (" + std::to_string(tb.size('d')) + ")";
+  if (tb.size('b') > 65535 || a.heads_q > 65535 || tb.size('q') > (1 << 30) || tb.size('k') > (1 << 30))
+    return "batch and heads must be <= 65535 and sequences <= 2^30";
+  struct Strides {
+    int64_t b, s, h;
+  };
+  // Strides for the kernel's (batch, seq, head) of one tensor; absent roles get a stride past
+  // the tensor's extent (their index is always 0).
+  auto strides_of = [&](const char* name, const napkin_tensor* t, const char* roles, char seq, char dim,
+                        Strides* st) -> std::string {
+    if (TensorBinder::stride(t, roles, dim) != 1)
+      return std::string("tensor '") + name + "': its head dim must be contiguous (stride 1)";
+    int64_t extent = 8;
+    for (int i = 0; i < t->rank; ++i) extent = std::max(extent, t->strides[i] * t->shape[i]);
+    const bool has_b = std::strchr(roles, 'b'), has_h = std::strchr(roles, 'h'), has_g = std::strchr(roles, 'g');
+    st->b = has_b ? TensorBinder::stride(t, roles, 'b') : extent;
+    st->s = TensorBinder::stride(t, roles, seq);
+    if (has_g) {
+      st->h = TensorBinder::stride(t, roles, 'g');
+      if (has_h && tb.size('h') > 1 && group > 1 && TensorBinder::stride(t, roles, 'h') != group * st->h)
+        return std::string("tensor '") + name + "': its KV-head stride must be " + std::to_string(group) +
+               " times its group stride (the two head axes merge into one)";
+    } else {
+      st->h = has_h ? TensorBinder::stride(t, roles, 'h') : extent;
+    }
+    return "";
+  };
+  Strides sq, sk, sv, so;
+  for (const std::string& e : {strides_of("Q", q, q_roles, 'q', 'd', &sq), strides_of("K", k, k_roles, 'k', 'd', &sk),
+                               strides_of("V", v, v_roles, 'k', 'e', &sv), strides_of("O", o, o_roles, 'q', 'e', &so)})
+    if (!e.empty()) return e;
+  a.q = q->data, a.k = k->data, a.v = v->data, a.o = o->data;
+  a.q_batch_stride = sq.b, a.q_seq_stride = sq.s, a.q_head_stride = sq.h;
+  a.k_batch_stride = sk.b, a.k_seq_stride = sk.s, a.k_head_stride = sk.h;
+  a.v_batch_stride = sv.b, a.v_seq_stride = sv.s, a.v_head_stride = sv.h;
+  a.o_batch_stride = so.b, a.o_seq_stride = so.s, a.o_head_stride = so.h;
+  *out = a;
+  return "";
+}
+
+// Copies a message into a C caller's buffer (napkin_kernel_launch's err).
+inline int32_t report_error(const std::string& message, char* err, int32_t err_len) {
+  if (err != nullptr && err_len > 0) std::snprintf(err, static_cast<size_t>(err_len), "%s", message.c_str());
+  return message.empty() ? 0 : 1;
+}
+
+}  // namespace napkin

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// The fusion points of the attention forward kernel (fmha_fwd.h): the diagram's own elementwise
+// code, fused between the two GEMMs and after the second. napkin's emitter writes one Fusion per
+// diagram (src/emit/attention_kernel.cpp); the kernel calls it at fixed points.
+//
+// A Fusion is a struct with
+//   struct Args                  auxiliary tensors (pointers and element strides) and scalars;
+//                                a kernel parameter, read through `a` below
+//   kScoreMod                    score() replaces `raw * scale`; false: the scale is folded into
+//                                the softmax's exp2 (the plain kernel, no extra instruction)
+//   kMask                        visible() masks scores (to -inf, or to 0 when !kNormalise)
+//   kSkipsBlocks                 block() bounds the mask over a block of indices, so a tile
+//                                visits only the key chunks the mask may leave visible and masks
+//                                only those it does not leave wholly visible (tiles are uneven)
+//   kNormalise                   true: P = softmax over the keys (online, rescaled);
+//                                false: P = prob(raw) summed plainly into O (no max, no sum)
+//   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
+//                                logsumexp (natural log, -inf for a row that sees no key)
+//   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
+//   __device__ static bool visible(Args const& a, int b, int h, int q, int k);
+//   __device__ static BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1);
+//   __device__ static float prob(Args const& a, float raw, int b, int h, int q, int k);
+//   __device__ static float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e);
+// Indices: b batch, h query head, q query row, k key; all within the tensors' bounds (the
+// kernel clamps rows and keys past the sequence ends before calling). block() takes inclusive
+// ranges [q0, q1] x [k0, k1] and must be conservative: `may` whenever some element is visible,
+// `must` only when every element is.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace napkin::device {
+
+struct BlockVisibility {
+  bool may;   // some element of the block may be visible
+  bool must;  // every element of the block is visible
+};
+
+// A Fusion's defaults: plain softmax attention, no mask beyond the sequence ends.
+struct FusionDefaults {
+  struct Args {};
+  static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
+                        kEpilogue = false, kEpilogueUsesLse = false;
+  __device__ static float score(Args const&, float raw, int, int, int, int) { return raw; }
+  __device__ static bool visible(Args const&, int, int, int, int) { return true; }
+  __device__ static BlockVisibility block(Args const&, int, int, int, int, int, int) { return {true, true}; }
+  __device__ static float prob(Args const&, float raw, int, int, int, int) { return raw; }
+  __device__ static float epilogue(Args const&, float o, float, int, int, int, int) { return o; }
+};
+
+// Rounding as the reference interpreter's `cast` (round to nearest even, f32 arithmetic).
+__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }
+
+// Integer interval arithmetic for block(): the emitter writes a predicate's bounds with these.
+struct IntRange {
+  long long lo, hi;
+};
+__device__ __forceinline__ IntRange irange(long long v) { return {v, v}; }
+__device__ __forceinline__ IntRange operator+(IntRange a, IntRange b) { return {a.lo + b.lo, a.hi + b.hi}; }
+__device__ __forceinline__ IntRange operator-(IntRange a, IntRange b) { return {a.lo - b.hi, a.hi - b.lo}; }
+__device__ __forceinline__ IntRange operator-(IntRange a) { return {-a.hi, -a.lo}; }
+__device__ __forceinline__ IntRange range_mul(IntRange a, IntRange b) {
+  const long long p[4] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+  long long lo = p[0], hi = p[0];
+  for (int i = 1; i < 4; ++i) lo = p[i] < lo ? p[i] : lo, hi = p[i] > hi ? p[i] : hi;
+  return {lo, hi};
+}
+__device__ __forceinline__ IntRange range_abs(IntRange a) {
+  if (a.lo >= 0) return a;
+  if (a.hi <= 0) return -a;
+  return {0, a.hi > -a.lo ? a.hi : -a.lo};
+}
+__device__ __forceinline__ IntRange range_min(IntRange a, IntRange b) {
+  return {a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
+}
+__device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
+  return {a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
+}
+// floor(a / c) for a constant c > 0: monotone in a.
+__device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
+__device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
+
+// A bool over a block: `may` (true somewhere) and `must` (true everywhere), as BlockVisibility.
+__device__ __forceinline__ BlockVisibility bv_lt(IntRange a, IntRange b) { return {a.lo < b.hi, a.hi < b.lo}; }
+__device__ __forceinline__ BlockVisibility bv_le(IntRange a, IntRange b) { return {a.lo <= b.hi, a.hi <= b.lo}; }
+__device__ __forceinline__ BlockVisibility bv_gt(IntRange a, IntRange b) { return bv_lt(b, a); }
+__device__ __forceinline__ BlockVisibility bv_ge(IntRange a, IntRange b) { return bv_le(b, a); }
+__device__ __forceinline__ BlockVisibility bv_eq(IntRange a, IntRange b) {
+  return {a.lo <= b.hi && b.lo <= a.hi, a.lo == a.hi && b.lo == b.hi && a.lo == b.lo};
+}
+__device__ __forceinline__ BlockVisibility bv_ne(IntRange a, IntRange b) {
+  const BlockVisibility e = bv_eq(a, b);
+  return {!e.must, !e.may};
+}
+__device__ __forceinline__ BlockVisibility bv_and(BlockVisibility a, BlockVisibility b) {
+  return {a.may && b.may, a.must && b.must};
+}
+__device__ __forceinline__ BlockVisibility bv_or(BlockVisibility a, BlockVisibility b) {
+  return {a.may || b.may, a.must || b.must};
+}
+__device__ __forceinline__ BlockVisibility bv_not(BlockVisibility a) { return {!a.must, !a.may}; }
+// Unknown (data-dependent): may be visible, not surely.
+__device__ __forceinline__ BlockVisibility bv_unknown() { return {true, false}; }
+
+}  // namespace napkin::device
