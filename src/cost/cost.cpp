@@ -51,7 +51,10 @@ struct Pieces {
 // streams is counted (the same loop continues); tile splits always are.
 Pieces pieces(const Schedule& s, const std::string& axis, std::int64_t extent, std::size_t level,
               bool streams_at_level) {
-  std::vector<std::int64_t> segments{extent};
+  // The pieces as a multiset {size: count}: splitting n pieces of `size` in `sp` gives
+  // n * (size / sp) pieces of sp and n pieces of the remainder, so the work is bounded by the
+  // number of levels (each split adds at most one distinct size), never by the extent.
+  std::map<std::int64_t, double> counts{{extent, 1.0}};
   const auto own = level < s.levels.size() ? split_at(s.levels[level], axis) : std::nullopt;
   const bool own_stream = own && own->streamed;
   for (std::size_t j = 0; j <= level && j < s.levels.size(); ++j) {
@@ -59,43 +62,18 @@ Pieces pieces(const Schedule& s, const std::string& axis, std::int64_t extent, s
     if (!sp || (sp->streamed && !streams_at_level && own_stream) ||
         (sp->streamed && j == level && !streams_at_level))
       continue;
-    std::vector<std::int64_t> next;
-    for (std::int64_t seg : segments)
-      for (std::int64_t start = 0; start < seg; start += sp->size)
-        next.push_back(std::min(sp->size, seg - start));
-    segments = std::move(next);
-    // Pieces of equal size dominate; keep the vector small by merging equal runs.
-    if (segments.size() > 4096) {
-      std::map<std::int64_t, double> counts;
-      for (auto x : segments) counts[x] += 1;
-      Pieces p;
-      p.count = 0;
-      for (auto& [size, n] : counts) p.count += n;
-      p.largest = counts.rbegin()->first;
-      // Continue analytically for deeper levels (rare: > 4096 pieces at one level).
-      for (std::size_t k = j + 1; k <= level && k < s.levels.size(); ++k) {
-        const auto sp2 = split_at(s.levels[k], axis);
-        if (!sp2 || (sp2->streamed && !streams_at_level && own_stream) ||
-            (sp2->streamed && k == level && !streams_at_level))
-          continue;
-        double total = 0;
-        std::map<std::int64_t, double> next_counts;
-        for (auto& [size, n] : counts) {
-          const std::int64_t full = size / sp2->size, rest = size % sp2->size;
-          if (full) next_counts[sp2->size] += n * static_cast<double>(full);
-          if (rest) next_counts[rest] += n;
-        }
-        counts = std::move(next_counts);
-        for (auto& [size, n] : counts) total += n;
-        p.count = total;
-        p.largest = counts.rbegin()->first;
-      }
-      return p;
+    std::map<std::int64_t, double> next;
+    for (const auto& [size, n] : counts) {
+      const std::int64_t full = size / sp->size, rest = size % sp->size;
+      if (full) next[sp->size] += n * static_cast<double>(full);
+      if (rest) next[rest] += n;
     }
+    counts = std::move(next);
   }
   Pieces p;
-  p.count = static_cast<double>(segments.size());
-  p.largest = *std::max_element(segments.begin(), segments.end());
+  p.count = 0;
+  for (const auto& [size, n] : counts) p.count += n;
+  p.largest = counts.rbegin()->first;
   return p;
 }
 
