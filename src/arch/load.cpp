@@ -285,7 +285,8 @@ class Reader {
                                                {Unit::fma, DType::f32},
                                                {Unit::sfu, DType::f32}};
     for (auto [unit, dtype] : required) {
-      const bool found = std::any_of(out.begin(), out.end(), [&](const Throughput& x) {
+      // Copies: clang before 16 cannot capture structured bindings (the fuzz preset's compiler).
+      const bool found = std::any_of(out.begin(), out.end(), [&, unit = unit, dtype = dtype](const Throughput& x) {
         return x.unit == unit && x.dtype == dtype;
       });
       if (!found)

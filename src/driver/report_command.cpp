@@ -161,7 +161,7 @@ std::vector<std::string> grouped(const std::vector<std::pair<std::int64_t, std::
                                  std::size_t lengths) {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> groups;
   for (const auto& [s, why] : missing) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == why; });
+    auto it = std::find_if(groups.begin(), groups.end(), [&, why = why](const auto& g) { return g.first == why; });
     if (it == groups.end()) groups.push_back({why, {s}});
     else it->second.push_back(s);
   }

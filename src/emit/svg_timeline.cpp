@@ -73,7 +73,7 @@ std::string draw_timeline_svg(const std::vector<TimelineLane>& lanes, double per
   double gutter = 60;
   for (const TimelineLane& lane : lanes) gutter = std::max(gutter, text_width(lane.unit, 11, true) + 16);
   const double x0 = kMargin + gutter, x1 = x0 + kPlotW;
-  auto x_of = [&](double t_s) { return x0 + (t_s * scale) / axis_end * kPlotW; };
+  auto x_of = [&, scale = scale](double t_s) { return x0 + (t_s * scale) / axis_end * kPlotW; };
 
   canvas.text(kMargin, 24, title, {.size = 14, .bold = true}, "title");
   std::string sub = fmt::format("{} lane{}", lanes.size(), lanes.size() == 1 ? "" : "s");

@@ -123,7 +123,7 @@ Block read(const Block& state, const Box& box) {
   Block out = Block::filled(state.axes, box, 0.0);
   const auto [base, strides] = place(state.axes, state.lo, state.sizes, out.lo, out.sizes);
   std::size_t o = 0;
-  reference::strided_loop(out.sizes, {strides}, [&](const std::int64_t* off) {
+  reference::strided_loop(out.sizes, {strides}, [&, base = base](const std::int64_t* off) {
     out.data[o++] = state.data[static_cast<std::size_t>(base + off[0])];
   });
   return out;
@@ -133,7 +133,7 @@ void write(Block& state, const Block& part) {
   NAPKIN_CHECK(state.axes == part.axes, "write: the part's axes differ from the state's");
   const auto [base, strides] = place(state.axes, state.lo, state.sizes, part.lo, part.sizes);
   std::size_t o = 0;
-  reference::strided_loop(part.sizes, {strides}, [&](const std::int64_t* off) {
+  reference::strided_loop(part.sizes, {strides}, [&, base = base](const std::int64_t* off) {
     state.data[static_cast<std::size_t>(base + off[0])] = part.data[o++];
   });
 }
@@ -143,7 +143,7 @@ void write(reference::Tensor& full, const Block& part) {
   const std::vector<std::int64_t> zeros(full.axes.size(), 0);
   const auto [base, strides] = place(full.axes, zeros, full.sizes, part.lo, part.sizes);
   std::size_t o = 0;
-  reference::strided_loop(part.sizes, {strides}, [&](const std::int64_t* off) {
+  reference::strided_loop(part.sizes, {strides}, [&, base = base](const std::int64_t* off) {
     full.data[static_cast<std::size_t>(base + off[0])] = part.data[o++];
   });
 }
