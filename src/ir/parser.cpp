@@ -166,10 +166,13 @@ class Lexer {
         break;
       default: break;
     }
-    // One UTF-8 sequence (or byte) as the offending character.
+    // One UTF-8 sequence (or, where the bytes are not one, a single byte) as the offending
+    // character.
     std::size_t len = 1;
     const auto u = static_cast<unsigned char>(c);
-    if (u >= 0xC0) len = u >= 0xF0 ? 4 : u >= 0xE0 ? 3 : 2;
+    if (u >= 0xC2 && u <= 0xF4) len = u >= 0xF0 ? 4 : u >= 0xE0 ? 3 : 2;
+    for (std::size_t i = 1; i < len; ++i)
+      if (pos_ + i >= s_.size() || (static_cast<unsigned char>(s_[pos_ + i]) & 0xC0) != 0x80) len = 1;
     std::string text = s_.substr(pos_, len);
     for (std::size_t i = 0; i < len && pos_ < s_.size(); ++i) advance();
     return make(Tok::error, text, at);
@@ -276,7 +279,7 @@ struct ParseError {
 
 class Parser {
  public:
-  explicit Parser(const SourceText& src) : src_(src), lex_(src.text) { tok_ = lex_.next(); }
+  explicit Parser(const SourceText& src) : src_(src), lex_(src.text) { next(); }
 
   Program parse_program() {
     Program p;
@@ -301,7 +304,19 @@ class Parser {
       fail(tok_.loc, fmt::format("unexpected character '{}'; expected {}", tok_.text, what), note);
     fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)), note);
   }
-  void next() { tok_ = lex_.next(); }
+  void next() {
+    tok_ = lex_.next();
+    if (tok_.kind == Tok::number) check_range(tok_);
+  }
+  // A literal a double cannot hold is an error where it is written, not a silent inf or 0.
+  void check_range(const Token& t) {
+    if (!std::isfinite(t.number))
+      fail(t.loc, fmt::format("the number {} is too large for a double (the largest is about 1.8e308)", t.text));
+    const std::string mantissa = t.text.substr(0, t.text.find_first_of("eE"));
+    if (t.number == 0 && mantissa.find_first_of("123456789") != std::string::npos)
+      fail(t.loc, fmt::format("the number {} is too small for a double: it would be 0 (the smallest is about 4.9e-324)",
+                              t.text));
+  }
   bool is_word(std::string_view w) const { return tok_.kind == Tok::ident && tok_.text == w; }
   Token expect(Tok k, std::string_view what) {
     if (tok_.kind != k) expected(what);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -36,10 +37,21 @@ struct Diagnostic {
   std::string note;         // optional second line of help
 
   // "file:line:col: error: message" — the one-line form used on the CLI's last line.
+  // Text from the user (file, message, note) is shown as by shown_text below.
   std::string headline() const;
-  // headline, then the source line with a caret, then the note (each on its own line).
+  // headline, then the source line with a caret, then the note (each on its own line). The
+  // source line is shown as by shown_text, and one longer than kShownLineColumns is cut to a
+  // window around the caret, each cut marked "...".
   std::string format() const;
 };
+
+// Text as it may be printed to a terminal: printable ASCII and well-formed UTF-8 as they are,
+// every other byte (controls, escape sequences, malformed UTF-8) and every bidirectional
+// override character as "\xNN" or "\u{NNNN}"; a run of more than kShownWordColumns non-blank
+// columns (a 200 kB name) keeps its first and last 40 with "..." between. Tabs stay tabs.
+std::string shown_text(std::string_view text);
+inline constexpr int kShownLineColumns = 120;
+inline constexpr int kShownWordColumns = 100;
 
 Diagnostic make_error(const SourceText& src, SourceLoc loc, std::string message,
                       std::string note = {});
@@ -69,7 +81,7 @@ class [[nodiscard]] Result {
 };
 
 // The whole file at `path` (bytes as they are) with its name, or "PATH: cannot open the file" /
-// "PATH: cannot read the file".
+// "PATH: cannot read the file" / "PATH: is a directory; expected a file".
 Result<SourceText> read_source_file(const std::string& path);
 
 // A check that stays on in release builds: broken invariants are bugs, not user errors.

@@ -22,6 +22,41 @@ TEST(Diagnostic, FormatShowsLineAndCaret) {
             "  expected one of: q");
 }
 
+// Binary garbage is shown escaped, never written raw to the terminal: a control byte, an ANSI
+// escape sequence, malformed UTF-8 and a bidirectional override; well-formed UTF-8 stays.
+TEST(Diagnostic, NonPrintableBytesAreEscapedAndTheCaretFollows) {
+  const SourceText src{"b.napkin", std::string("x = \x01\x1b[31m\xff\xc3\xa9\xe2\x80\xae") + "@\n"};
+  const Diagnostic d = make_error(src, {1, 17}, std::string("unexpected character '\xff'"));
+  EXPECT_EQ(d.format(),
+            "b.napkin:1:17: error: unexpected character '\\xFF'\n"
+            "  x = \\x01\\x1B[31m\\xFF\xc3\xa9\\u{202E}@\n  " + std::string(29, ' ') + "^");
+  EXPECT_EQ(shown_text("caf\xc3\xa9 \t\x7f\xc0\xaf"), "caf\xc3\xa9 \t\\x7F\\xC0\\xAF");
+}
+
+// A 200 kB line is cut to a window around the caret; a 200 kB name in a message keeps its ends.
+TEST(Diagnostic, LongLinesAndWordsAreElided) {
+  const std::string line = std::string(100000, 'a') + " = " + std::string(100000, 'b');
+  const Diagnostic d = make_error(SourceText{"l.napkin", line + "\n"}, {1, 100002}, "expected a name");
+  const std::string f = d.format();
+  const auto shown = f.substr(f.find('\n') + 3, f.rfind('\n') - f.find('\n') - 3);
+  EXPECT_LE(shown.size(), static_cast<std::size_t>(kShownLineColumns) + 6);
+  EXPECT_EQ(shown.substr(0, 3), "...");
+  EXPECT_EQ(shown.substr(shown.size() - 3), "...");
+  EXPECT_NE(shown.find("a = b"), std::string::npos);
+  // The caret sits under the '=' of the window.
+  EXPECT_EQ(f.substr(f.rfind('\n') + 3).size(), shown.find('=') + 1);
+  const std::string word = shown_text("unknown name '" + std::string(200000, 'x') + "'");
+  EXPECT_EQ(word, "unknown name '" + std::string(39, 'x') + "..." + std::string(39, 'x') + "'");
+  // Short lines, and a caret past the end of the line, are as before.
+  EXPECT_EQ(make_error(SourceText{"s", "ab\n"}, {1, 3}, "m").format(), "s:1:3: error: m\n  ab\n    ^");
+}
+
+TEST(Diagnostic, ADirectoryIsNotAFile) {
+  auto r = read_source_file(std::filesystem::temp_directory_path().string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, std::filesystem::temp_directory_path().string() + ": is a directory; expected a file");
+}
+
 TEST(Diagnostic, PlainErrorHasNoLocation) {
   EXPECT_EQ(plain_error("--set q: expected NAME=VALUE").format(),
             "error: --set q: expected NAME=VALUE");
