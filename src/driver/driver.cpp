@@ -199,24 +199,44 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
     const std::string path = (std::filesystem::path(options.output_dir) / (name + ".npy")).string();
     auto ok = write_npy(path, {t.sizes, t.data});
     if (!ok) return failure(ok.error(), options.json);
+    // The mean and rms are of the finite elements; the non-finite ones are counted apart.
     double sum = 0, sq = 0;
-    int non_finite = 0;
     for (double v : t.data) {
-      if (!std::isfinite(v)) { ++non_finite; continue; }
+      if (!std::isfinite(v)) continue;
       sum += v;
       sq += v * v;
     }
-    const double n = static_cast<double>(t.data.size());
+    const reference::NonFinite bad = reference::count_non_finite(t);
+    const double n = static_cast<double>(t.data.size() - static_cast<std::size_t>(bad.total()));
     const double mean = n ? sum / n : 0, rms = n ? std::sqrt(sq / n) : 0;
     written.push_back({{"name", name}, {"path", path}, {"axes", axes_json(d, o.axes)},
-                       {"shape", t.sizes}, {"mean", mean}, {"rms", rms}, {"non_finite", non_finite}});
-    table += fmt::format("  {:<8} {:<24} ({})  mean {:+.6f}  rms {:.6f}{}\n", name, path,
-                         fmt::join(t.sizes, ", "), mean, rms,
-                         non_finite ? fmt::format("  non-finite {}", non_finite) : "");
+                       {"shape", t.sizes}, {"mean", n ? json(mean) : json(nullptr)},
+                       {"rms", n ? json(rms) : json(nullptr)}, {"non_finite", bad.total()},
+                       {"nan", bad.nan}, {"pos_inf", bad.pos_inf}, {"neg_inf", bad.neg_inf}});
+    std::string stats = fmt::format("mean {:+.6f}  rms {:.6f}", mean, rms);
+    if (!n) stats = "no finite element";
+    if (bad.total())
+      stats += fmt::format("  non-finite {} of {} ({}{})", bad.total(), t.data.size(),
+                           reference::non_finite_text(bad), n ? "; mean and rms of the rest" : "");
+    table += fmt::format("  {:<8} {:<24} ({})  {}\n", name, path, fmt::join(t.sizes, ", "), stats);
+  }
+  // Inputs as the interpreter reads them (rounded to their dtype): one line for each that
+  // holds a NaN or an infinity, so that a non-finite output can be traced to its cause.
+  json read = json::array();
+  for (ir::NodeId id : d.inputs()) {
+    const ir::Node& in = d.node(id);
+    const reference::Tensor& t = inputs.at(in.name);
+    const reference::NonFinite bad = reference::count_non_finite(t, in.dtype);
+    read.push_back({{"name", in.name}, {"non_finite", bad.total()}, {"nan", bad.nan},
+                    {"pos_inf", bad.pos_inf}, {"neg_inf", bad.neg_inf}});
+    if (bad.total())
+      table += fmt::format("  input {} ({}, {}): non-finite {} of {} ({})\n", in.name, fmt::join(t.sizes, ", "),
+                           dtype_name(in.dtype), bad.total(), t.data.size(), reference::non_finite_text(bad));
   }
   if (options.json) {
     r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)},
-                 {"seed", options.seed}, {"seconds", seconds}, {"outputs", written}}
+                 {"seed", options.seed}, {"seconds", seconds}, {"outputs", written},
+                 {"inputs", read}}
                 .dump(2) + "\n";
   } else {
     r.out = fmt::format("evaluated {} in f64 ({:.3f} s, seed {}):\n{}", args.file, seconds,

@@ -373,7 +373,7 @@ Block evaluate_node(const Node& n, const std::vector<AxisId>& out_axes, const Bo
     case OpClass::reduction:
       if (n.op == OpKind::reduce_sum)
         return reduce(n.axes, n.over, box, *xs[0], 0.0, [](double x, double y) { return x + y; });
-      return reduce(n.axes, n.over, box, *xs[0], -kInf, [](double x, double y) { return std::fmax(x, y); });
+      return reduce(n.axes, n.over, box, *xs[0], -kInf, [](double x, double y) { return reference::maximum(x, y); });
     case OpClass::contraction: return contract(n.axes, n.over, box, xs);
     case OpClass::composite: break;
   }
@@ -519,7 +519,7 @@ class Run {
           if (updates(n, b)) {
             const Block chunk = evaluate_node(n, n.axes, b, operands(n, val, np.unit_slot), inputs_);
             if (!np.rescaled_fold && n.op == OpKind::reduce_max) {
-              part = map(n.axes, b, {&part, &chunk}, [](const double* v) { return std::fmax(v[0], v[1]); });
+              part = map(n.axes, b, {&part, &chunk}, [](const double* v) { return reference::maximum(v[0], v[1]); });
             } else if (np.has_scale) {
               // Bring what was accumulated under the old stabilisers to the new ones, by
               // exp(scale_new - scale_old) (exp(mu_old - mu_new) for softmax), then add the

@@ -14,11 +14,12 @@
 //   cast             x rounded to `dtype`
 //   scale            x * `scalar`
 //   softcap          `scalar` * tanh(x / `scalar`)       (Gemma 2)
-//   add sub mul div max min          elementwise on x, y
+//   add sub mul div max min          elementwise on x, y (max/min: IEEE 754-2019 maximum/minimum,
+//                                    NaN if either is NaN)
 //   lt le gt ge eq ne                comparisons -> bool
 //   logical_and logical_or           on bool
 //   select           x ? y : z   (x bool)
-//   reduce_sum reduce_max            reduce x over A
+//   reduce_sum reduce_max            reduce x over A (a NaN in the slice gives NaN)
 //   contract         sum over A of the product of all operands (einsum by axis name)
 //   softmax          exp(x - max_A x) / sum_A exp(x - max_A x); a slice that is all -inf gives 0
 //   logsumexp        max_A x + log sum_A exp(x - max_A x); all -inf gives -inf

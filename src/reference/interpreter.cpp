@@ -105,13 +105,14 @@ double count_over(const Diagram& d, const std::vector<AxisId>& over) {
 }
 
 Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
-  const auto max2 = [](double a, double b) { return std::max(a, b); };
+  const auto max2 = [](double a, double b) { return maximum(a, b); };
   const auto add2 = [](double a, double b) { return a + b; };
   switch (n.op) {
     case OpKind::softmax:
     case OpKind::logsumexp: {
       const Tensor m = reduce(d, x, n.over, -kInf, max2);
-      // A slice that is entirely -inf (fully masked) has m = -inf: softmax gives 0 there.
+      // A slice that is entirely -inf (fully masked) has m = -inf: softmax gives 0 there. A NaN
+      // in the slice makes m NaN, and with it every exp, the sum and the result.
       const Tensor e = map(d, x.axes, {&x, &m}, [](const double* v) {
         return v[1] == -kInf ? 0.0 : std::exp(v[0] - v[1]);
       });
@@ -168,8 +169,8 @@ double apply_binary(OpKind op, double a, double b) {
     case OpKind::sub: return a - b;
     case OpKind::mul: return a * b;
     case OpKind::div: return a / b;
-    case OpKind::max: return std::fmax(a, b);
-    case OpKind::min: return std::fmin(a, b);
+    case OpKind::max: return maximum(a, b);
+    case OpKind::min: return minimum(a, b);
     case OpKind::lt: return a < b;
     case OpKind::le: return a <= b;
     case OpKind::gt: return a > b;
@@ -183,6 +184,36 @@ double apply_binary(OpKind op, double a, double b) {
 }
 
 
+double maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? b : a;  // max(-0, +0) = +0
+  return a > b ? a : b;
+}
+
+double minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? a : b;  // min(-0, +0) = -0
+  return a < b ? a : b;
+}
+
+NonFinite count_non_finite(const Tensor& t, DType as) {
+  NonFinite n;
+  for (double x : t.data) {
+    const double v = round_to_dtype(x, as);
+    if (std::isnan(v)) ++n.nan;
+    else if (v == kInf) ++n.pos_inf;
+    else if (v == -kInf) ++n.neg_inf;
+  }
+  return n;
+}
+
+std::string non_finite_text(const NonFinite& n) {
+  std::vector<std::string> parts;
+  if (n.nan) parts.push_back(fmt::format("{} NaN", n.nan));
+  if (n.pos_inf) parts.push_back(fmt::format("{} +inf", n.pos_inf));
+  if (n.neg_inf) parts.push_back(fmt::format("{} -inf", n.neg_inf));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   TensorMap out;
   for (ir::NodeId id : d.inputs()) {
@@ -243,7 +274,7 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
         if (n.op == OpKind::reduce_sum)
           v = reduce(d, *xs[0], n.over, 0.0, [](double a, double b) { return a + b; });
         else
-          v = reduce(d, *xs[0], n.over, -kInf, [](double a, double b) { return std::fmax(a, b); });
+          v = reduce(d, *xs[0], n.over, -kInf, [](double a, double b) { return maximum(a, b); });
         break;
       case ir::OpClass::contraction: v = contract(d, n, xs); break;
       case ir::OpClass::composite: v = composite(d, n, *xs[0]); break;
