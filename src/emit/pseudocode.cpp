@@ -492,6 +492,7 @@ class Writer {
       case OpKind::exp2: return call("exp2");
       case OpKind::log: return call("log");
       case OpKind::tanh: return call("tanh");
+      case OpKind::floor: return call("floor");
       case OpKind::abs: return {"|" + op(0).text + "|", kPrecAtom};
       case OpKind::neg: return {"-" + wrap(op(0), kPrecUnary), kPrecUnary};
       case OpKind::logical_not: return {"!" + wrap(op(0), kPrecUnary), kPrecUnary};

@@ -110,7 +110,7 @@ std::variant<InferredType, std::string> infer_type(const Diagram& d, const Node&
       if (x == DType::boolean)
         return fmt::format("'{}' expects a number, but {} is bool", op_symbol(n.op),
                            d.label(n.operands[0]));
-      if (n.op == OpKind::neg || n.op == OpKind::abs) { t.dtype = x; return t; }
+      if (n.op == OpKind::neg || n.op == OpKind::abs || n.op == OpKind::floor) { t.dtype = x; return t; }
       if (n.op == OpKind::softcap && !(n.scalar > 0))
         return fmt::format("softcap's cap must be positive, found {}", n.scalar);
       t.dtype = x == DType::i32 ? DType::f32 : x;

@@ -11,7 +11,7 @@ OpClass op_class(OpKind k) {
   switch (k) {
     case OpKind::input: case OpKind::constant: case OpKind::iota: return OpClass::leaf;
     case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::neg: case OpKind::tanh:
-    case OpKind::abs: case OpKind::logical_not: case OpKind::cast: case OpKind::scale:
+    case OpKind::abs: case OpKind::floor: case OpKind::logical_not: case OpKind::cast: case OpKind::scale:
     case OpKind::softcap: return OpClass::unary;
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::max:
     case OpKind::min: case OpKind::lt: case OpKind::le: case OpKind::gt: case OpKind::ge:
@@ -37,6 +37,7 @@ std::string_view op_name(OpKind k) {
     case OpKind::neg: return "neg";
     case OpKind::tanh: return "tanh";
     case OpKind::abs: return "abs";
+    case OpKind::floor: return "floor";
     case OpKind::logical_not: return "not";
     case OpKind::cast: return "cast";
     case OpKind::scale: return "scale";

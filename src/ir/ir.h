@@ -9,7 +9,7 @@
 //   input            a declared input; `axes` is its storage order (as declared)
 //   constant         a scalar (no axes): `scalar`. Named constants are `param`s
 //   iota             the index along axis `axis` (i32), e.g. `q` in `q >= k`
-//   exp exp2 log neg tanh abs        elementwise on x
+//   exp exp2 log neg tanh abs floor  elementwise on x (floor: the largest integer <= x)
 //   logical_not      !x on bool
 //   cast             x rounded to `dtype`
 //   scale            x * `scalar`
@@ -46,7 +46,7 @@ using NodeId = int;  // index into Diagram::nodes
 
 enum class OpKind : std::uint8_t {
   input, constant, iota,
-  exp, exp2, log, neg, tanh, abs, logical_not, cast, scale, softcap,
+  exp, exp2, log, neg, tanh, abs, floor, logical_not, cast, scale, softcap,
   add, sub, mul, div, max, min, lt, le, gt, ge, eq, ne, logical_and, logical_or,
   select,
   reduce_sum, reduce_max, contract,

@@ -155,6 +155,7 @@ double apply_unary(const Node& n, double x) {
     case OpKind::neg: return -x;
     case OpKind::tanh: return std::tanh(x);
     case OpKind::abs: return std::fabs(x);
+    case OpKind::floor: return std::floor(x);
     case OpKind::logical_not: return x != 0.0 ? 0.0 : 1.0;
     case OpKind::cast: return round_to_dtype(x, n.dtype);
     case OpKind::scale: return x * n.scalar;
@@ -182,7 +183,6 @@ double apply_binary(OpKind op, double a, double b) {
     default: NAPKIN_CHECK(false, "not a binary op");
   }
 }
-
 
 double maximum(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
@@ -214,6 +214,7 @@ std::string non_finite_text(const NonFinite& n) {
   if (n.neg_inf) parts.push_back(fmt::format("{} -inf", n.neg_inf));
   return fmt::format("{}", fmt::join(parts, ", "));
 }
+
 TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   TensorMap out;
   for (ir::NodeId id : d.inputs()) {

@@ -60,6 +60,7 @@ class Evaluator {
         return number(round_to_dtype(a.lo, n.dtype), round_to_dtype(a.hi, n.dtype));
       }
       case OpKind::neg: { const Range a = x(0); return number(-a.hi, -a.lo); }
+      case OpKind::floor: { const Range a = x(0); return number(std::floor(a.lo), std::floor(a.hi)); }
       case OpKind::abs: {
         const Range a = x(0);
         if (a.lo >= 0) return a;

@@ -31,15 +31,26 @@
 namespace napkin {
 
 // An auxiliary tensor as the fused code reads it: element strides along the roles b, h, g, q, k
-// (0 where the tensor lacks the role).
-template <class T>
+// (after the second contraction, k's place is e's). kRoles (AuxRole bits) names the roles the
+// tensor has, so the address arithmetic of the others is compiled out and what depends only
+// on the row (or the head) is hoisted out of the loops over keys.
+enum AuxRole : unsigned { kAuxB = 1, kAuxH = 2, kAuxG = 4, kAuxQ = 8, kAuxK = 16 };
+template <class T, unsigned kRoles>
 struct AuxView {
   const T* data = nullptr;
   int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
   int group = 1;
   __device__ __forceinline__ T at(int b, int head, int q, int k) const {
-    const int h = head / group, g = head - h * group;
-    return data[b * sb + h * sh + g * sg + q * sq + k * sk];
+    int64_t offset = 0;
+    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
+      const int h = head / group, g = head - h * group;
+      if constexpr ((kRoles & kAuxH) != 0) offset += h * sh;
+      if constexpr ((kRoles & kAuxG) != 0) offset += g * sg;
+    }
+    if constexpr ((kRoles & kAuxB) != 0) offset += b * sb;
+    if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
+    if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
+    return data[offset];
   }
 };
 
@@ -83,15 +94,28 @@ class TensorBinder {
     const char* at = std::strchr(roles, role);
     return at == nullptr ? 0 : t->strides[at - roles];
   }
-  template <class T>
-  AuxView<T> aux(const napkin_tensor* t, const char* roles) const {
-    AuxView<T> v;
+  template <class T, unsigned kRoles>
+  AuxView<T, kRoles> aux(const napkin_tensor* t, const char* roles) const {
+    AuxView<T, kRoles> v;
     if (t == nullptr) return v;
     v.data = static_cast<const T*>(t->data);
     v.sb = stride(t, roles, 'b'), v.sh = stride(t, roles, 'h'), v.sg = stride(t, roles, 'g');
-    v.sq = stride(t, roles, 'q'), v.sk = stride(t, roles, 'k');
+    v.sq = stride(t, roles, 'q'), v.sk = stride(t, roles, 'k') + stride(t, roles, 'e');
     v.group = static_cast<int>(size('g'));
     return v;
+  }
+  // A param: a rank-0 f64 tensor whose data points to host memory; `fallback` where none is given.
+  double param(const char* name, double fallback) {
+    for (int i = 0; i < count_; ++i) {
+      const napkin_tensor& t = tensors_[i];
+      if (t.name == nullptr || std::strcmp(t.name, name) != 0) continue;
+      if (t.rank != 0 || t.dtype != NAPKIN_F64 || t.data == nullptr) {
+        fail_with(std::string("param '") + name + "': expected a rank-0 f64 value in host memory");
+        return fallback;
+      }
+      return *static_cast<const double*>(t.data);
+    }
+    return fallback;
   }
   void fail_with(std::string message) {
     if (error_.empty()) error_ = std::move(message);
@@ -175,11 +199,17 @@ cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fu
                                       fusion);
 }
 
+inline std::string finish(cudaError_t err) {
+  return err == cudaSuccess ? std::string() : std::string("CUDA error: ") + cudaGetErrorString(err);
+}
+
 }  // namespace detail
 
 // Launches the schedule the measured table gives for these lengths (a.causal is read as
-// "tiles of uneven work", which is Fusion::kSkipsBlocks) with the fused code. Arguments are
-// checked (attention_fwd_check) first; returns "" or the reason.
+// "tiles of uneven work", which is Fusion::kSkipsBlocks) with the fused code. Only the
+// schedules that can be taken are instantiated; the long-key d = 128 schedule only for fusions
+// with no per-score code. Arguments are checked (attention_fwd_check)
+// first; returns "" or the reason.
 template <class Fusion, class Element, int kHeadDim>
 std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using namespace detail;
@@ -189,16 +219,19 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   cudaError_t err = cudaSuccess;
   const FwdScheduleKind kind = choose_fwd_schedule(a);
   if constexpr (kHeadDim == 64) {
-    if (kind == FwdScheduleKind::kD64Short && Fusion::kSkipsBlocks)
-      err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
-    else if (kind == FwdScheduleKind::kD64Padded && !Fusion::kSkipsBlocks)
-      err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
-    else
-      err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+    if constexpr (Fusion::kSkipsBlocks) {
+      if (kind == FwdScheduleKind::kD64Short) err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
+      else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+    } else {
+      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
+      else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+    }
   } else if constexpr (kHeadDim == 128) {
-    if (kind == FwdScheduleKind::kD128Long && !Fusion::kSkipsBlocks)
-      err = run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream);
-    else if (kind == FwdScheduleKind::kD128Overlapped)
+    // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
+    if constexpr (!Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise) {
+      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream));
+    }
+    if (kind == FwdScheduleKind::kD128Overlapped)
       err = run_fused<Fusion, Element, 128, FwdScheduleD128Overlapped>(a, fusion, stream);
     else
       err = run_fused<Fusion, Element, 128, FwdSchedule<128>>(a, fusion, stream);
@@ -206,8 +239,7 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
     static_assert(kHeadDim == 256, "head dim 64, 128 or 256");
     err = run_fused<Fusion, Element, 256, FwdSchedule<256>>(a, fusion, stream);
   }
-  if (err != cudaSuccess) return std::string("CUDA error: ") + cudaGetErrorString(err);
-  return "";
+  return finish(err);
 }
 
 // Fills the kernel's arguments from Q, K, V and O bound by role (TensorBinder). The kernel

@@ -15,7 +15,9 @@ extern "C" {
 #define NAPKIN_KERNEL_ABI_VERSION 1
 #define NAPKIN_MAX_RANK 8
 
-/* Element types, as the diagram names them. */
+/* Element types, as the diagram names them. A param (a named constant of the diagram, e.g. a
+ * window size) may be passed as a rank-0 NAPKIN_F64 tensor whose data points to HOST memory;
+ * absent, it keeps the diagram's value. */
 enum napkin_dtype { NAPKIN_F32 = 0, NAPKIN_F16 = 1, NAPKIN_BF16 = 2, NAPKIN_I32 = 3, NAPKIN_BOOL = 4, NAPKIN_F64 = 5 };
 
 typedef struct {

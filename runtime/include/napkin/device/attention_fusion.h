@@ -14,6 +14,8 @@
 //                                only those it does not leave wholly visible (tiles are uneven)
 //   kNormalise                   true: P = softmax over the keys (online, rescaled);
 //                                false: P = prob(raw) summed plainly into O (no max, no sum)
+//   kReadsRowsOrKeys             the fused code reads tensors indexed by query row or key (the
+//                                kernel then clamps rows and keys past the ends before calling)
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
 //   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
@@ -21,8 +23,9 @@
 //   __device__ static BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1);
 //   __device__ static float prob(Args const& a, float raw, int b, int h, int q, int k);
 //   __device__ static float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e);
-// Indices: b batch, h query head, q query row, k key; all within the tensors' bounds (the
-// kernel clamps rows and keys past the sequence ends before calling). block() takes inclusive
+// Indices: b batch, h query head, q query row, k key; within the tensors' bounds where
+// kReadsRowsOrKeys (else rows and keys past the sequence ends may be passed; they are masked
+// or never stored). block() takes inclusive
 // ranges [q0, q1] x [k0, k1] and must be conservative: `may` whenever some element is visible,
 // `must` only when every element is.
 #pragma once
@@ -44,7 +47,7 @@ struct BlockVisibility {
 struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
-                        kEpilogue = false, kEpilogueUsesLse = false;
+                        kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   __device__ static float score(Args const&, float raw, int, int, int, int) { return raw; }
   __device__ static bool visible(Args const&, int, int, int, int) { return true; }
   __device__ static BlockVisibility block(Args const&, int, int, int, int, int, int) { return {true, true}; }
@@ -52,15 +55,34 @@ struct FusionDefaults {
   __device__ static float epilogue(Args const&, float o, float, int, int, int, int) { return o; }
 };
 
-// Rounding as the reference interpreter's `cast` (round to nearest even, f32 arithmetic).
+// Rounding as the reference interpreter's `cast` (round to nearest even; i32 saturates, NaN -> 0).
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }
+__device__ __forceinline__ int round_i32(float x) { return x != x ? 0 : __float2int_rn(x); }
+
+// The fused code's transcendental functions: the SFU's approximations (about 2 ulp of f32;
+// far below the bf16/f16 rounding of P and O), as FlashAttention's softcap and softmax use.
+__device__ __forceinline__ float fast_exp(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
+}
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Integer interval arithmetic for block(): the emitter writes a predicate's bounds with these.
 struct IntRange {
   long long lo, hi;
 };
 __device__ __forceinline__ IntRange irange(long long v) { return {v, v}; }
+// A real value (a param) bounds integers by its floor and ceiling (clamped far from overflow).
+__device__ __forceinline__ IntRange range_of_real(double v) {
+  const double lo = fmax(-1e15, fmin(1e15, floor(v))), hi = fmax(-1e15, fmin(1e15, ceil(v)));
+  return {static_cast<long long>(lo), static_cast<long long>(v == v ? hi : 1e15)};
+}
 __device__ __forceinline__ IntRange operator+(IntRange a, IntRange b) { return {a.lo + b.lo, a.hi + b.hi}; }
 __device__ __forceinline__ IntRange operator-(IntRange a, IntRange b) { return {a.lo - b.hi, a.hi - b.lo}; }
 __device__ __forceinline__ IntRange operator-(IntRange a) { return {-a.hi, -a.lo}; }
@@ -84,6 +106,11 @@ __device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
 // floor(a / c) for a constant c > 0: monotone in a.
 __device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
 __device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
+// floor(a / c) for a runtime c: monotone in a where c > 0; unbounded otherwise.
+__device__ __forceinline__ IntRange range_floor_div_real(IntRange a, double c) {
+  if (!(c > 0)) return {-1000000000000000LL, 1000000000000000LL};
+  return {static_cast<long long>(floor(a.lo / c)), static_cast<long long>(floor(a.hi / c))};
+}
 
 // A bool over a block: `may` (true somewhere) and `must` (true everywhere), as BlockVisibility.
 __device__ __forceinline__ BlockVisibility bv_lt(IntRange a, IntRange b) { return {a.lo < b.hi, a.hi < b.lo}; }

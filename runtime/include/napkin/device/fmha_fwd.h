@@ -520,42 +520,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
 
-      // The fused score code (Fusion::score, or Fusion::prob where P is not normalised) over
-      // chunk n. Rows and keys past the sequence ends are clamped for its reads; they are
-      // masked or never stored.
-      auto modify_scores = [&](int n) {
-        if constexpr (Fusion::kScoreMod || !Fusion::kNormalise) {
-          CUTE_UNROLL
-          for (int r = 0; r < 2; ++r) {
-            const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
-            CUTE_UNROLL
-            for (int j = 0; j < kBlockN / 4; ++j) {
-              const int col = min(n * kBlockN + acc_col(lane, j), p.seqlen_k - 1);
-              float& s = rS(acc_index(r, j));
-              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, s, tc.batch, tc.head, row, col);
-              else s = Fusion::prob(p.fusion, s, tc.batch, tc.head, row, col);
-            }
-          }
-        }
-      };
-      // Masks chunk n: keys past seqlen_k and those Fusion::visible hides (to -inf before a
-      // softmax, to 0 where P is not normalised).
-      constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
-      auto mask = [&](int n) {
-        const int col_base = n * kBlockN;
-        CUTE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
-          CUTE_UNROLL
-          for (int j = 0; j < kBlockN / 4; ++j) {
-            const int col = col_base + acc_col(lane, j);
-            bool hidden = col >= p.seqlen_k;
-            if constexpr (Fusion::kMask)
-              hidden = hidden || !Fusion::visible(p.fusion, tc.batch, tc.head, row, min(col, p.seqlen_k - 1));
-            if (hidden) rS(acc_index(r, j)) = kMasked;
-          }
-        }
-      };
       auto needs_mask = [&](int n) {
         bool m = (n + 1) * kBlockN > p.seqlen_k;
         if constexpr (Fusion::kMask) {
@@ -563,6 +527,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           m = m || !Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * kBlockN, (n + 1) * kBlockN - 1).must;
         }
         return m;
+      };
+      // The fused score code over chunk n, in one pass: Fusion::score (or Fusion::prob where P
+      // is not normalised), then, where `masked`, the mask: keys past seqlen_k and those
+      // Fusion::visible hides go to -inf before a softmax (to 0 where P is not normalised).
+      // Rows and keys past the sequence ends are clamped where the fused code reads tensors
+      // indexed by them (Fusion::kReadsRowsOrKeys); they are masked or never stored.
+      constexpr bool kPerScoreCode = Fusion::kScoreMod || !Fusion::kNormalise;
+      constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
+      auto fuse_scores = [&](int n, bool masked) {
+        const int col_base = n * kBlockN;
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          int row = row0 + acc_row(warp_in_wg, lane, r);
+          if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
+          CUTE_UNROLL
+          for (int j = 0; j < kBlockN / 4; ++j) {
+            const int col = col_base + acc_col(lane, j);
+            const int key = Fusion::kReadsRowsOrKeys ? min(col, p.seqlen_k - 1) : col;
+            float& s = rS(acc_index(r, j));
+            if constexpr (kPerScoreCode) {
+              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, s, tc.batch, tc.head, row, key);
+              else s = Fusion::prob(p.fusion, s, tc.batch, tc.head, row, key);
+            }
+            if (masked) {
+              bool hidden = col >= p.seqlen_k;
+              if constexpr (Fusion::kMask) hidden = hidden || !Fusion::visible(p.fusion, tc.batch, tc.head, row, key);
+              if (hidden) s = kMasked;
+            }
+          }
+        }
+      };
+      auto modify_scores = [&](int n) {
+        if (needs_mask(n)) fuse_scores(n, true);
+        else if constexpr (kPerScoreCode) fuse_scores(n, false);
       };
 
       // An idle warpgroup (Cfg::kSkipIdleWarpgroups) computes nothing: it keeps its place in
@@ -656,7 +654,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
         modify_scores(range.begin + n0);
-        if (needs_mask(range.begin + n0)) mask(range.begin + n0);
         normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
@@ -691,7 +688,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
           modify_scores(n);
-          if (needs_mask(n)) mask(n);
           const bool rescale = normalise(corr);
           trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernels napkin generates from diagrams, called on torch tensors.
+
+    import napkin_kernels as nk
+    k = nk.build("examples/alibi.napkin")             # or nk.load("out/kernels/alibi")
+    o = k(Q=q, K=k_, V=v, slope=slopes)               # tensors by the diagram's names
+    o = k(q, k_, v, slopes)                           # or in the diagram's input order
+
+`build` runs `napkin build` (the napkin binary: $NAPKIN_BIN, else build/release/bin/napkin in this
+repository) on a .napkin path or on diagram text, and loads the library it writes. Each tensor
+must have the dims the diagram declares, in that order, with any strides whose innermost (head
+dim) is 1; sizes may differ from the diagram's except the head dims the kernel was built for.
+The output is allocated in the axis order of the diagram's `out` line. Errors name the tensor
+and what was expected.
+"""
+import ctypes
+import json
+import os
+import pathlib
+import subprocess
+import tempfile
+
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+_MAX_RANK = 8
+_DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "i32": 3, "bool": 4, "f64": 5}
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int32),
+                ("rank", ctypes.c_int32), ("shape", ctypes.c_int64 * _MAX_RANK),
+                ("strides", ctypes.c_int64 * _MAX_RANK)]
+
+
+def _torch_dtype(name):
+    import torch
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32,
+            "bool": torch.bool, "f64": torch.float64}[name]
+
+
+def napkin_binary():
+    return pathlib.Path(os.environ.get("NAPKIN_BIN", _REPO / "build" / "release" / "bin" / "napkin"))
+
+
+class Kernel:
+    """A generated kernel library (libkernel.so) and its manifest."""
+
+    def __init__(self, directory):
+        self.directory = pathlib.Path(directory)
+        lib_path = self.directory / "libkernel.so"
+        if not lib_path.exists():
+            raise FileNotFoundError(f"{lib_path}: no kernel library (run `napkin build ... -o {self.directory}`)")
+        self._lib = ctypes.CDLL(str(lib_path.resolve()))
+        self._lib.napkin_kernel_manifest.restype = ctypes.c_char_p
+        self._lib.napkin_kernel_launch.restype = ctypes.c_int32
+        self._lib.napkin_kernel_launch.argtypes = [ctypes.POINTER(_Tensor), ctypes.c_int32, ctypes.c_void_p,
+                                                   ctypes.c_char_p, ctypes.c_int32]
+        self.manifest = json.loads(self._lib.napkin_kernel_manifest().decode())
+        self.inputs = self.manifest["inputs"]
+        self.output = self.manifest["outputs"][0]
+        self.name = pathlib.Path(self.manifest["diagram"]["file"]).stem
+
+    def __repr__(self):
+        names = ", ".join(i["name"] for i in self.inputs)
+        return f"napkin_kernels.Kernel({self.name}({names}) -> {self.output['name']}: {self.manifest['fusion']})"
+
+    def _check(self, spec, t):
+        import torch
+        name, want = spec["name"], [a["name"] for a in spec["axes"]]
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{self.name}: '{name}' must be a torch.Tensor [{' '.join(want)}] {spec['dtype']}, "
+                            f"got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"{self.name}: '{name}' must be on a CUDA device, got {t.device}")
+        if t.dtype != _torch_dtype(spec["dtype"]):
+            raise ValueError(f"{self.name}: '{name}' must be {spec['dtype']} ({_torch_dtype(spec['dtype'])}), got {t.dtype}")
+        if t.dim() != len(want):
+            raise ValueError(f"{self.name}: '{name}' must have {len(want)} dims [{' '.join(want)}], got shape "
+                             f"{tuple(t.shape)}")
+
+    def __call__(self, *args, out=None, **tensors):
+        import torch
+        if len(args) > len(self.inputs):
+            raise TypeError(f"{self.name}: {len(self.inputs)} inputs, got {len(args)} positional tensors")
+        for spec, t in zip(self.inputs, args):
+            if spec["name"] in tensors:
+                raise TypeError(f"{self.name}: '{spec['name']}' given twice")
+            tensors[spec["name"]] = t
+        names = {i["name"] for i in self.inputs}
+        unknown = sorted(set(tensors) - names)
+        if unknown:
+            raise TypeError(f"{self.name}: unknown tensor(s) {unknown}; the inputs are {[i['name'] for i in self.inputs]}")
+        sizes = {}
+        for spec in self.inputs:
+            if spec["name"] not in tensors:
+                dims = " ".join(a["name"] for a in spec["axes"])
+                raise TypeError(f"{self.name}: missing tensor '{spec['name']}' [{dims}] {spec['dtype']}")
+            t = tensors[spec["name"]]
+            self._check(spec, t)
+            for a, n in zip(spec["axes"], t.shape):
+                sizes.setdefault(a["name"], n)
+        o_shape = [sizes[a["name"]] for a in self.output["axes"]]
+        if out is None:
+            out = torch.empty(o_shape, dtype=_torch_dtype(self.output["dtype"]), device=tensors[self.inputs[0]["name"]].device)
+        else:
+            self._check(self.output, out)
+            if list(out.shape) != o_shape:
+                raise ValueError(f"{self.name}: out must have shape {tuple(o_shape)}, got {tuple(out.shape)}")
+        specs = self.inputs + [self.output]
+        values = [tensors[s["name"]] for s in self.inputs] + [out]
+        arr = (_Tensor * len(specs))()
+        keep = []
+        for i, (spec, t) in enumerate(zip(specs, values)):
+            nm = spec["name"].encode()
+            keep.append(nm)
+            arr[i].name = nm
+            arr[i].data = t.data_ptr()
+            arr[i].dtype = _DTYPE_CODES[spec["dtype"]]
+            arr[i].rank = t.dim()
+            for j in range(t.dim()):
+                arr[i].shape[j] = t.shape[j]
+                arr[i].strides[j] = t.stride(j)
+        err = ctypes.create_string_buffer(1024)
+        with torch.cuda.device(out.device):
+            stream = torch.cuda.current_stream().cuda_stream
+            if self._lib.napkin_kernel_launch(arr, len(specs), ctypes.c_void_p(stream), err, len(err)) != 0:
+                raise ValueError(f"{self.name}: {err.value.decode()}")
+        return out
+
+
+def load(directory):
+    """The kernel `napkin build` wrote into `directory`."""
+    return Kernel(directory)
+
+
+def build(diagram, machine="h100-sxm5", out_dir=None, sets=(), napkin=None):
+    """Builds (or takes from napkin's build cache) the kernel of `diagram`, a .napkin path or
+    the diagram's text, and loads it."""
+    path = pathlib.Path(diagram) if "\n" not in str(diagram) else None
+    if path is None or not path.exists():
+        if path is not None and str(diagram).endswith(".napkin"):
+            raise FileNotFoundError(f"{diagram}: no such diagram")
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix="napkin_")) / "diagram.napkin"
+        tmp.write_text(str(diagram))
+        path = tmp
+    if out_dir is None:
+        out_dir = pathlib.Path(tempfile.gettempdir()) / "napkin_kernels" / path.stem
+    cmd = [str(napkin or napkin_binary()), "build", str(path), "--machine", machine, "-o", str(out_dir)]
+    for s in sets:
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ValueError(f"napkin build failed:\n{r.stderr.strip()}")
+    return Kernel(out_dir)

@@ -1,0 +1,800 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "emit/attention_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/printer.h"
+
+namespace napkin::emit {
+namespace {
+
+using ir::AxisId;
+using ir::Diagram;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+bool has_axis(const Node& n, AxisId a) { return std::find(n.axes.begin(), n.axes.end(), a) != n.axes.end(); }
+
+bool is_constant(const Diagram& d, NodeId n, double value) {
+  const Node& x = d.node(n);
+  return x.op == OpKind::constant && x.scalar == value;
+}
+
+// Whether `n` depends on `target` (or is it).
+bool depends_on(const Diagram& d, NodeId n, NodeId target) {
+  if (n == target) return true;
+  if (n < target) return false;  // topological order: operands come first
+  for (NodeId o : d.node(n).operands)
+    if (depends_on(d, o, target)) return true;
+  return false;
+}
+
+// Whether `n` depends on indices and integral constants alone, through integer ops the block
+// bound's interval arithmetic knows (then it is bounded exactly over a block).
+bool index_only(const Diagram& d_, NodeId n) {
+  const Node& x = d_.node(n);
+  switch (x.op) {
+    case OpKind::iota: return true;
+    case OpKind::floor: {
+      // floor(x / c) for a positive integral constant c: monotone in x.
+      const Node& q = d_.node(x.operands[0]);
+      if (q.op != OpKind::div) return index_only(d_, x.operands[0]);
+      const Node& c = d_.node(q.operands[1]);
+      return c.op == OpKind::constant && (!c.name.empty() || (c.scalar > 0 && c.scalar == std::floor(c.scalar))) &&
+             index_only(d_, q.operands[0]);
+    }
+    case OpKind::constant:  // a param's value is bounded at run time (range_of_real)
+      return !x.name.empty() || (std::isfinite(x.scalar) && x.scalar == std::floor(x.scalar) && std::fabs(x.scalar) < 1e15);
+    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::neg: case OpKind::abs: case OpKind::min:
+    case OpKind::max: case OpKind::lt: case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::eq:
+    case OpKind::ne: case OpKind::logical_and: case OpKind::logical_or: case OpKind::logical_not:
+      break;
+    case OpKind::cast:
+      if (x.dtype == DType::boolean || x.dtype == DType::fp8e4m3 || x.dtype == DType::fp8e5m2) return false;
+      break;
+    default: return false;
+  }
+  for (NodeId o : x.operands)
+    if (!index_only(d_, o)) return false;
+  return true;
+}
+
+// Whether the block bound of predicate `n` can ever say "nothing visible": some conjunct is
+// bounded. (An input's value is unknown over a block: its comparisons may hold anywhere.)
+bool may_skip(const Diagram& d, NodeId n) {
+  const Node& x = d.node(n);
+  if (x.op == OpKind::logical_and) return may_skip(d, x.operands[0]) || may_skip(d, x.operands[1]);
+  if (x.op == OpKind::logical_or) return may_skip(d, x.operands[0]) && may_skip(d, x.operands[1]);
+  return index_only(d, n);
+}
+
+class Recogniser {
+ public:
+  Recogniser(const Diagram& d, const SourceText& src) : d_(d), src_(src) {}
+
+  Result<AttentionForm> run() {
+    AttentionForm f;
+    if (d_.outputs.size() != 1)
+      return refuse(d_.outputs.empty() ? SourceLoc{} : d_.outputs[1].loc,
+                    fmt::format("the attention kernel writes one output; this diagram has {}", d_.outputs.size()));
+    std::vector<NodeId> contractions;
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
+      if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
+    if (contractions.size() != 2)
+      return refuse(contractions.size() > 2 ? d_.node(contractions[2]).loc : SourceLoc{},
+                    fmt::format("the attention family has two contractions (Q K^T, then P V); this diagram has {}",
+                                contractions.size()),
+                    contractions.size() < 2 ? "a single contraction is a GEMM-family diagram (napkin derive)" : "");
+    f.qk = contractions[0];
+    f.pv = contractions[1];
+    const Node& qk = d_.node(f.qk);
+    const Node& pv = d_.node(f.pv);
+    if (!depends_on(d_, f.pv, f.qk))
+      return refuse(pv.loc, "the second contraction does not read the first: two independent contractions, not attention");
+    if (qk.operands.size() != 2 || qk.over.size() != 1 || !is_input(qk.operands[0]) || !is_input(qk.operands[1]))
+      return refuse(qk.loc, "the scores must contract two inputs (Q and K) over one axis");
+    if (pv.over.size() != 1 || pv.operands.size() != 2)
+      return refuse(pv.loc, "the output must contract the probabilities with one input (V) over one axis");
+    f.key = pv.over[0];
+    f.dim = qk.over[0];
+    const int vi = is_input(pv.operands[1]) ? 1 : is_input(pv.operands[0]) ? 0 : -1;
+    if (vi < 0) return refuse(pv.loc, "the second contraction must read an input (V) directly");
+    f.v = pv.operands[vi];
+    const NodeId p = pv.operands[1 - vi];
+    if (depends_on(d_, f.v, f.qk) || !depends_on(d_, p, f.qk))
+      return refuse(pv.loc, "the second contraction must combine V with probabilities computed from Q K^T");
+    // Q is the operand without the key axis.
+    const Node& a = d_.node(qk.operands[0]);
+    const Node& b = d_.node(qk.operands[1]);
+    if (has_axis(a, f.key) == has_axis(b, f.key))
+      return refuse(qk.loc, fmt::format("exactly one operand of Q K^T must carry the key axis '{}'", d_.axis(f.key).name));
+    f.q = has_axis(a, f.key) ? qk.operands[1] : qk.operands[0];
+    f.k = has_axis(a, f.key) ? qk.operands[0] : qk.operands[1];
+    for (NodeId in : {f.q, f.k, f.v})
+      for (NodeId user : d_.users(in))
+        if (user != f.qk && user != f.pv)
+          return refuse(d_.node(user).loc, fmt::format("'{}' is read by {} besides the contractions: the kernel reads {} "
+                                                       "only as a GEMM operand (a score that depends on V or on Q "
+                                                       "elementwise is not in the attention family)",
+                                                       d_.node(in).name, d_.label(user), d_.node(in).name));
+    if (auto r = assign_roles(f); !r.ok()) return r;
+    if (auto r = split_normaliser(f, p); !r.ok()) return r;
+    if (auto r = check_epilogue(f); !r.ok()) return r;
+    if (auto r = check_dtypes(f); !r.ok()) return r;
+    find_scale(f);
+    f.skips_blocks = std::any_of(f.masks.begin(), f.masks.end(), [&](NodeId m) { return may_skip(d_, m); });
+    for (auto& [node, roles] : aux_) f.aux.push_back({node, roles});
+    return f;
+  }
+
+ private:
+  bool is_input(NodeId n) const { return d_.node(n).op == OpKind::input; }
+
+  Diagnostic error(SourceLoc loc, std::string message, std::string note = {}) const {
+    if (note.empty()) note = "the attention kernel fuses: scores = f(Q K^T, indices, params, inputs), an optional "
+                             "mask select(pred, scores, -inf), softmax over the keys (or none), P V, and elementwise "
+                             "code after it (docs/kernels.md)";
+    if (loc.line == 0) return plain_error(d_.source_name + ": " + message + "\n  " + note);
+    return make_error(src_, loc, std::move(message), std::move(note));
+  }
+  Result<AttentionForm> refuse(SourceLoc loc, std::string message, std::string note = {}) const {
+    return error(loc, std::move(message), std::move(note));
+  }
+
+  Result<AttentionForm> assign_roles(AttentionForm& f) {
+    const Node& q = d_.node(f.q);
+    const Node& k = d_.node(f.k);
+    const Node& v = d_.node(f.v);
+    std::vector<AxisId> shared, q_only;
+    for (AxisId x : q.axes) {
+      if (x == f.dim) continue;
+      (has_axis(k, x) ? shared : q_only).push_back(x);
+    }
+    for (AxisId x : k.axes)
+      if (x != f.dim && x != f.key && !has_axis(q, x))
+        return refuse(q.loc, fmt::format("K has axis '{}' that Q lacks: each key row must belong to a query's batch and head",
+                                         d_.axis(x).name));
+    if (!has_axis(k, f.dim) || !has_axis(q, f.dim)) return refuse(d_.node(f.qk).loc, "Q and K must both carry the contracted axis");
+    if (q_only.empty() || q_only.size() > 2)
+      return refuse(q.loc, fmt::format("Q must have one query axis (and at most one GQA group axis) besides K's; it has {}",
+                                       q_only.size()));
+    if (shared.size() > 2)
+      return refuse(q.loc, "Q and K may share at most two axes besides the head dim (batch and head)");
+    // The query axis: the larger of two Q-only axes (the other is the GQA group).
+    f.query = q_only.back();
+    if (q_only.size() == 2) {
+      f.group = q_only.front();
+      if (d_.axis(f.group).size > d_.axis(f.query).size) std::swap(f.query, f.group);
+    }
+    if (shared.size() == 2) {
+      f.batch = shared[0];
+      f.head = shared[1];
+    } else if (shared.size() == 1) {
+      f.head = shared[0];
+    }
+    for (AxisId x : v.axes) {
+      if (x == f.key || x == f.batch || x == f.head) continue;
+      if (f.vdim >= 0 || x == f.query || x == f.group)
+        return refuse(v.loc, fmt::format("V's axes must be K's batch and head axes, the key axis and one head dim; '{}' is not",
+                                         d_.axis(x).name));
+      f.vdim = x;
+    }
+    if (f.vdim < 0) return refuse(v.loc, "V needs a head-dim axis of its own");
+    for (AxisId x : {f.batch, f.head})
+      if (x >= 0 && !has_axis(v, x))
+        return refuse(v.loc, fmt::format("V must carry K's axis '{}'", d_.axis(x).name));
+    f.q_roles = roles_of(f, q.axes, false);
+    f.k_roles = roles_of(f, k.axes, false);
+    f.v_roles = roles_of(f, v.axes, true);
+    return f;
+  }
+
+  std::string roles_of(const AttentionForm& f, const std::vector<AxisId>& axes, bool value_side) const {
+    std::string r;
+    for (AxisId x : axes) r += role(f, x, value_side);
+    return r;
+  }
+  // The role of axis x; on the value side (V, O and the epilogue) the head dim is V's, which
+  // may be the same axis as the contracted one.
+  static char role(const AttentionForm& f, AxisId x, bool value_side) {
+    if (value_side && x == f.vdim) return 'e';
+    if (x == f.batch) return 'b';
+    if (x == f.head) return 'h';
+    if (x == f.group) return 'g';
+    if (x == f.query) return 'q';
+    if (x == f.key) return 'k';
+    if (x == f.dim) return 'd';
+    if (x == f.vdim) return 'e';
+    return '?';
+  }
+
+  // P = softmax(masked scores over k), or P = masked elementwise code of the scores.
+  Result<AttentionForm> split_normaliser(AttentionForm& f, NodeId p) {
+    // P rounded before P V (`softmax(...) as bf16`) is what the kernel does anyway: P enters the
+    // second GEMM in the operands' dtype.
+    const Node& pn = d_.node(p);
+    if (pn.op == OpKind::cast && d_.node(pn.operands[0]).op == OpKind::softmax &&
+        (pn.dtype == d_.node(f.v).dtype || pn.dtype == DType::f32 || pn.dtype == DType::f64))
+      p = pn.operands[0];
+    NodeId top = p;
+    double fill = 0.0;
+    if (d_.node(p).op == OpKind::softmax) {
+      const Node& sm = d_.node(p);
+      if (sm.over != std::vector<AxisId>{f.key})
+        return refuse(sm.loc, fmt::format("softmax over {} : the kernel streams the keys '{}' and normalises over them alone; "
+                                          "a softmax over another axis spans the rows of many tiles",
+                                          axes_text(sm.over), d_.axis(f.key).name));
+      f.normaliser = p;
+      top = sm.operands[0];
+      fill = -INFINITY;
+    }
+    std::vector<NodeId> preds;
+    while (d_.node(top).op == OpKind::select && is_constant(d_, d_.node(top).operands[2], fill) &&
+           !depends_on(d_, d_.node(top).operands[0], f.qk)) {
+      preds.push_back(d_.node(top).operands[0]);
+      top = d_.node(top).operands[1];
+    }
+    f.score = top;
+    if (auto r = check_elementwise(f, f.score, "scores", "bhgqk", true); !r.ok()) return r;
+    for (NodeId pr : preds)
+      if (auto r = check_elementwise(f, pr, "mask", "bhgqk", false); !r.ok()) return r;
+    f.masks = preds;
+    return f;
+  }
+
+  // The epilogue: elementwise code from the output down to P V (and the row LSE).
+  Result<AttentionForm> check_epilogue(AttentionForm& f) {
+    f.output = d_.outputs[0].node;
+    f.epilogue = f.output;
+    if (d_.node(f.output).op == OpKind::cast && d_.node(f.output).dtype == d_.node(f.q).dtype)
+      f.epilogue = d_.node(f.output).operands[0];
+    if (!depends_on(d_, f.output, f.pv)) return refuse(d_.outputs[0].loc, "the output must be computed from P V");
+    std::set<NodeId> seen;
+    std::function<Result<AttentionForm>(NodeId)> walk = [&](NodeId n) -> Result<AttentionForm> {
+      if (n == f.pv || !seen.insert(n).second) return f;
+      const Node& x = d_.node(n);
+      if (x.op == OpKind::logsumexp) {
+        if (f.normaliser < 0 || x.operands[0] != d_.node(f.normaliser).operands[0] || x.over != std::vector<AxisId>{f.key})
+          return refuse(x.loc, "the epilogue may read logsumexp only of the softmax's own input over the keys (the "
+                               "kernel's row statistics)");
+        f.lse = n;
+        return f;
+      }
+      if (n == f.qk || (f.normaliser >= 0 && n == f.normaliser))
+        return refuse(x.loc, fmt::format("{} is read after the second contraction: only P V, the row logsumexp, "
+                                         "indices and inputs are known there", d_.label(n)));
+      if (auto r = check_leaf_or_elementwise(f, n, "output", "bhgqe"); !r.ok()) return r;
+      for (NodeId o : x.operands)
+        if (auto r = walk(o); !r.ok()) return r;
+      return f;
+    };
+    if (auto r = walk(f.output); !r.ok()) return r;
+    std::string o_roles;
+    for (AxisId x : d_.outputs[0].axes) {
+      const char r = role(f, x, true);
+      if (r == 'k' || r == 'd' || r == '?')
+        return refuse(d_.outputs[0].loc, fmt::format("the output carries axis '{}', which is not a batch, head, query or "
+                                                     "value-head axis", d_.axis(x).name));
+      o_roles += r;
+    }
+    f.o_roles = o_roles;
+    return f;
+  }
+
+  // Every node under `top` (down to the leaves: the scores, inputs, indices, constants) is
+  // elementwise; inputs read there are auxiliary, with dims of the roles `allowed`.
+  Result<AttentionForm> check_elementwise(AttentionForm& f, NodeId top, const char* where, const char* allowed,
+                                          bool may_read_scores) {
+    std::set<NodeId> seen;
+    std::function<Result<AttentionForm>(NodeId)> walk = [&](NodeId n) -> Result<AttentionForm> {
+      if (!seen.insert(n).second) return f;
+      if (n == f.qk) {
+        if (!may_read_scores) return refuse(d_.node(top).loc, "a mask may not depend on the scores");
+        return f;
+      }
+      if (auto r = check_leaf_or_elementwise(f, n, where, allowed); !r.ok()) return r;
+      for (NodeId o : d_.node(n).operands)
+        if (auto r = walk(o); !r.ok()) return r;
+      return f;
+    };
+    return walk(top);
+  }
+
+  Result<AttentionForm> check_leaf_or_elementwise(AttentionForm& f, NodeId n, const char* where, const char* allowed) {
+    const Node& x = d_.node(n);
+    if (x.op == OpKind::input) {
+      if (n == f.q || n == f.k || n == f.v)
+        return refuse(x.loc, fmt::format("the {} code reads '{}' elementwise; the kernel reads it only as a GEMM operand",
+                                         where, x.name));
+      std::string roles;
+      const bool value_side = std::strchr(allowed, 'e') != nullptr;
+      for (AxisId a : x.axes) {
+        const char r = role(f, a, value_side);
+        if (r == '?' || !std::strchr(allowed, r))
+          return refuse(x.loc, fmt::format("input '{}' has axis '{}', which the {} code cannot index (it sees {})", x.name,
+                                           d_.axis(a).name, where, roles_text(f, allowed)));
+        roles += r;
+      }
+      if (x.dtype == DType::fp8e4m3 || x.dtype == DType::fp8e5m2 || x.dtype == DType::tf32)
+        return refuse(x.loc, fmt::format("input '{}' is {}: auxiliary inputs may be f64, f32, bf16, f16, i32 or bool",
+                                         x.name, dtype_name(x.dtype)));
+      aux_[n] = roles;
+      return f;
+    }
+    if (x.op == OpKind::iota) {
+      const char r = role(f, x.axis, std::strchr(allowed, 'e') != nullptr);
+      if (r == '?' || !std::strchr(allowed, r))
+        return refuse(x.loc, fmt::format("the index of axis '{}' is not known to the {} code (it sees {})",
+                                         d_.axis(x.axis).name, where, roles_text(f, allowed)));
+      return f;
+    }
+    if (x.op == OpKind::constant) {
+      if (!x.name.empty() && std::find(f.params.begin(), f.params.end(), n) == f.params.end()) f.params.push_back(n);
+      return f;
+    }
+    if (ir::is_elementwise(x.op)) return f;
+    if (x.op == OpKind::softmax || x.op == OpKind::logsumexp)
+      return refuse(x.loc, fmt::format("{} inside the {} code: two chained normalisations are not in the attention family "
+                                       "(the kernel keeps one online softmax per row)", d_.label(n), where));
+    return refuse(x.loc, fmt::format("{} ({}) inside the {} code: only elementwise ops are fused there", d_.label(n),
+                                     ir::op_name(x.op), where));
+  }
+
+  std::string roles_text(const AttentionForm& f, const char* allowed) const {
+    std::string s;
+    for (AxisId a : {f.batch, f.head, f.group, f.query, f.key, f.vdim})
+      if (a >= 0 && std::strchr(allowed, role(f, a, std::strchr(allowed, 'e') != nullptr)))
+        s += (s.empty() ? "" : " ") + d_.axis(a).name;
+    return s;
+  }
+  std::string axes_text(const std::vector<AxisId>& axes) const {
+    std::string s;
+    for (AxisId a : axes) s += (s.empty() ? "" : " ") + d_.axis(a).name;
+    return s;
+  }
+
+  Result<AttentionForm> check_dtypes(AttentionForm& f) {
+    const Node& q = d_.node(f.q);
+    for (NodeId n : {f.k, f.v})
+      if (d_.node(n).dtype != q.dtype)
+        return refuse(d_.node(n).loc, fmt::format("'{}' is {} and '{}' {}: the kernel needs Q, K and V in one dtype",
+                                                  d_.node(n).name, dtype_name(d_.node(n).dtype), q.name, dtype_name(q.dtype)));
+    if (q.dtype != DType::bf16 && q.dtype != DType::f16)
+      return refuse(q.loc, fmt::format("'{}' is {}: the Hopper attention kernel takes bf16 or f16 operands", q.name,
+                                       dtype_name(q.dtype)),
+                    "fp8 operands are not in the device library yet");
+    f.element = q.dtype;
+    const Node& out = d_.node(f.output);
+    if (out.dtype != q.dtype)
+      return refuse(out.loc, fmt::format("the output is {}: the kernel writes O in the operands' dtype ({}); end it with "
+                                         "`as {}`", dtype_name(out.dtype), dtype_name(q.dtype), dtype_name(q.dtype)));
+    f.head_dim = d_.axis(f.dim).size;
+    if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256)
+      return refuse(d_.axis(f.dim).loc, fmt::format("head dim '{}' = {}: the kernel is built for 64, 128 or 256",
+                                                    d_.axis(f.dim).name, f.head_dim));
+    if (d_.axis(f.vdim).size != f.head_dim)
+      return refuse(d_.axis(f.vdim).loc, fmt::format("V's head dim '{}' = {} differs from Q's '{}' = {}",
+                                                     d_.axis(f.vdim).name, d_.axis(f.vdim).size, d_.axis(f.dim).name,
+                                                     f.head_dim));
+    return f;
+  }
+
+  // scores = Q K^T * c with c > 0 folds into the softmax's exp2.
+  void find_scale(AttentionForm& f) const {
+    if (f.normaliser < 0) return;
+    const Node& s = d_.node(f.score);
+    double c = 0;
+    if (f.score == f.qk) c = 1.0;
+    else if (s.op == OpKind::scale && s.operands[0] == f.qk) c = s.scalar;
+    else if ((s.op == OpKind::mul || s.op == OpKind::div) && s.operands.size() == 2) {
+      const int ci = d_.node(s.operands[1]).op == OpKind::constant ? 1 : d_.node(s.operands[0]).op == OpKind::constant ? 0 : -1;
+      if (ci >= 0 && s.operands[1 - ci] == f.qk && (s.op == OpKind::mul || ci == 1)) {
+        c = d_.node(s.operands[ci]).scalar;
+        if (s.op == OpKind::div) c = 1.0 / c;
+      }
+    }
+    if (c > 0 && std::isfinite(c)) {
+      f.score_is_scale = true;
+      f.scale = c;
+    }
+  }
+
+
+  const Diagram& d_;
+  const SourceText& src_;
+  std::map<NodeId, std::string> aux_;
+};
+
+// ---------------------------------------------------------------- code generation
+
+std::string float_literal(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+enum class CType { boolean, integer, real };
+
+CType ctype_of(const Node& n) {
+  if (n.dtype == DType::boolean) return CType::boolean;
+  if (n.dtype == DType::i32 && n.op != OpKind::div) return CType::integer;
+  return CType::real;
+}
+const char* ctype_name(CType t) { return t == CType::boolean ? "bool" : t == CType::integer ? "int" : "float"; }
+
+// The AuxRole bits of a roles string (napkin/attention_kernel.h).
+std::string aux_roles_mask(const std::string& roles) {
+  std::string m;
+  for (char r : roles) {
+    const char* bit = r == 'b' ? "napkin::kAuxB" : r == 'h' ? "napkin::kAuxH" : r == 'g' ? "napkin::kAuxG"
+                    : r == 'q' ? "napkin::kAuxQ" : "napkin::kAuxK";
+    m += (m.empty() ? "" : " | ") + std::string(bit);
+  }
+  return m.empty() ? "0u" : m;
+}
+
+std::string aux_type(DType t) {
+  switch (t) {
+    case DType::f64: return "double";
+    case DType::f32: return "float";
+    case DType::bf16: return "__nv_bfloat16";
+    case DType::f16: return "__half";
+    case DType::i32: return "int32_t";
+    case DType::boolean: return "uint8_t";
+    default: return "float";
+  }
+}
+const char* abi_dtype(DType t) {
+  switch (t) {
+    case DType::f64: return "NAPKIN_F64";
+    case DType::f32: return "NAPKIN_F32";
+    case DType::bf16: return "NAPKIN_BF16";
+    case DType::f16: return "NAPKIN_F16";
+    case DType::i32: return "NAPKIN_I32";
+    case DType::boolean: return "NAPKIN_BOOL";
+    default: return "NAPKIN_F32";
+  }
+}
+
+// Writes one device function body: a statement per node of the DAG under `top`, in node order.
+class BodyWriter {
+ public:
+  BodyWriter(const Diagram& d, const AttentionForm& f, std::map<NodeId, std::string> leaves)
+      : d_(d), f_(f), values_(std::move(leaves)) {}
+
+  // Returns the expression of `top` after the statements it needs (appended to `out`).
+  std::string value(NodeId top, std::string& out) {
+    std::set<NodeId> need;
+    collect(top, need);
+    for (NodeId n : need) {
+      if (values_.count(n)) continue;
+      const Node& x = d_.node(n);
+      const std::string expr = expression(n);
+      if (x.op == OpKind::constant || x.op == OpKind::iota || x.op == OpKind::input) {
+        values_[n] = expr;
+        continue;
+      }
+      const std::string name = fmt::format("v{}", n);
+      out += fmt::format("    const {} {} = {};{}\n", ctype_name(ctype_of(x)), name, expr,
+                         x.name.empty() ? "" : "  // " + x.name);
+      values_[n] = name;
+    }
+    return values_.at(top);
+  }
+
+ private:
+  void collect(NodeId n, std::set<NodeId>& need) {
+    if (values_.count(n) || !need.insert(n).second) return;
+    for (NodeId o : d_.node(n).operands) collect(o, need);
+  }
+  std::string as(NodeId operand, CType t) {
+    const std::string& v = values_.at(operand);
+    const CType from = ctype_of(d_.node(operand));
+    if (from == t) return v;
+    if (t == CType::boolean) return "(" + v + " != 0)";
+    return fmt::format("static_cast<{}>({})", ctype_name(t), v);
+  }
+  std::string expression(NodeId n) {
+    const Node& x = d_.node(n);
+    const CType t = ctype_of(x);
+    auto op = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], t); };
+    auto opf = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], CType::real); };
+    auto cmp = [&](const char* sym) {
+      // Compared in the wider of the operands' types.
+      const bool ints = ctype_of(d_.node(x.operands[0])) != CType::real && ctype_of(d_.node(x.operands[1])) != CType::real;
+      const CType ct = ints ? CType::integer : CType::real;
+      return fmt::format("{} {} {}", as(x.operands[0], ct), sym, as(x.operands[1], ct));
+    };
+    switch (x.op) {
+      case OpKind::constant:
+        if (!x.name.empty()) return t == CType::integer ? "static_cast<int>(a." + x.name + ")" : "static_cast<float>(a." + x.name + ")";
+        return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : float_literal(x.scalar);
+      case OpKind::iota: return index_of(x.axis);
+      case OpKind::input: return aux_read(n);
+      case OpKind::exp: return "napkin::device::fast_exp(" + opf(0) + ")";
+      case OpKind::exp2: return "napkin::device::exp2_approx(" + opf(0) + ")";
+      case OpKind::log: return "__logf(" + opf(0) + ")";
+      case OpKind::tanh: return "napkin::device::fast_tanh(" + opf(0) + ")";
+      case OpKind::floor: return t == CType::integer ? op(0) : "floorf(" + op(0) + ")";
+      case OpKind::neg: return "-" + op(0);
+      case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
+      case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
+      case OpKind::cast: return cast(x);
+      case OpKind::scale: return op(0) + " * " + float_literal(x.scalar);
+      case OpKind::softcap:
+        return fmt::format("{} * napkin::device::fast_tanh({} * {})", float_literal(x.scalar), opf(0),
+                           float_literal(1.0 / x.scalar));
+      case OpKind::add: return op(0) + " + " + op(1);
+      case OpKind::sub: return op(0) + " - " + op(1);
+      case OpKind::mul: return op(0) + " * " + op(1);
+      case OpKind::div: return opf(0) + " / " + opf(1);
+      case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "fmaxf(" + op(0) + ", " + op(1) + ")";
+      case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "fminf(" + op(0) + ", " + op(1) + ")";
+      case OpKind::lt: return cmp("<");
+      case OpKind::le: return cmp("<=");
+      case OpKind::gt: return cmp(">");
+      case OpKind::ge: return cmp(">=");
+      case OpKind::eq: return cmp("==");
+      case OpKind::ne: return cmp("!=");
+      case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " && " + as(x.operands[1], CType::boolean);
+      case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " || " + as(x.operands[1], CType::boolean);
+      case OpKind::select:
+        return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), op(1), op(2));
+      default: return "/* unsupported */ 0";  // refused by the recogniser
+    }
+  }
+  std::string cast(const Node& x) {
+    const std::string v = as(x.operands[0], ctype_of(d_.node(x.operands[0])));
+    switch (x.dtype) {
+      case DType::bf16: return "napkin::device::round_bf16(" + as(x.operands[0], CType::real) + ")";
+      case DType::f16: return "napkin::device::round_f16(" + as(x.operands[0], CType::real) + ")";
+      case DType::i32: return "napkin::device::round_i32(" + as(x.operands[0], CType::real) + ")";
+      case DType::boolean: return "(" + v + " != 0)";
+      default: return as(x.operands[0], CType::real);
+    }
+  }
+  std::string index_of(AxisId a) const {
+    if (a == f_.batch) return "b";
+    if (a == f_.head) return "(h / a.group)";
+    if (a == f_.group) return "(h % a.group)";
+    if (a == f_.query) return "q";
+    if (a == f_.key) return "k";
+    if (a == f_.vdim) return "e";
+    return "0";
+  }
+  std::string aux_read(NodeId n) const {
+    const Node& x = d_.node(n);
+    const std::string at = fmt::format("a.{}.at(b, h, q, {})", x.name, values_.count(f_.pv) ? "e" : "k");
+    switch (x.dtype) {
+      case DType::bf16: return "__bfloat162float(" + at + ")";
+      case DType::f16: return "__half2float(" + at + ")";
+      case DType::f64: return "static_cast<float>(" + at + ")";
+      case DType::boolean: return "(" + at + " != 0)";
+      default: return at;
+    }
+  }
+
+  const Diagram& d_;
+  const AttentionForm& f_;
+  std::map<NodeId, std::string> values_;
+};
+
+// The block bound of the mask: interval arithmetic over the index ranges.
+class BoundWriter {
+ public:
+  BoundWriter(const Diagram& d, const AttentionForm& f) : d_(d), f_(f) {}
+  // The bound's expression: an IntRange or a BlockVisibility; "" for a number it cannot bound.
+  std::string value(NodeId n, std::string& out) {
+    if (auto it = values_.find(n); it != values_.end()) return it->second;
+    const Node& x = d_.node(n);
+    const bool logical = x.op == OpKind::logical_and || x.op == OpKind::logical_or || x.op == OpKind::logical_not;
+    if (!logical && !index_only(d_, n))
+      return values_[n] = x.dtype == DType::boolean ? "napkin::device::bv_unknown()" : "";
+    if (x.op == OpKind::floor && d_.node(x.operands[0]).op == OpKind::div) {
+      const Node& q = d_.node(x.operands[0]);
+      const std::string name = fmt::format("r{}", n);
+      const Node& c = d_.node(q.operands[1]);
+      if (c.name.empty())
+        out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div({}, {}LL);\n", name,
+                           value(q.operands[0], out), static_cast<long long>(c.scalar));
+      else
+        out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div_real({}, a.{});\n", name,
+                           value(q.operands[0], out), c.name);
+      return values_[n] = name;
+    }
+    std::vector<std::string> ops;
+    for (NodeId o : x.operands) ops.push_back(value(o, out));
+    std::string expr;
+    bool is_bool = x.dtype == DType::boolean;
+    switch (x.op) {
+      case OpKind::iota:
+        expr = x.axis == f_.query ? "qr" : x.axis == f_.key ? "kr"
+               : x.axis == f_.batch ? "napkin::device::irange(b)"
+               : x.axis == f_.head ? "napkin::device::irange(h / a.group)"
+               : x.axis == f_.group ? "napkin::device::irange(h % a.group)" : "napkin::device::irange(0)";
+        break;
+      case OpKind::constant:
+        expr = x.name.empty() ? fmt::format("napkin::device::irange({}LL)", static_cast<long long>(x.scalar))
+                              : "napkin::device::range_of_real(a." + x.name + ")";
+        break;
+      case OpKind::add: expr = ops[0] + " + " + ops[1]; break;
+      case OpKind::sub: expr = ops[0] + " - " + ops[1]; break;
+      case OpKind::neg: expr = "-" + ops[0]; break;
+      case OpKind::mul: expr = "napkin::device::range_mul(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::abs: expr = "napkin::device::range_abs(" + ops[0] + ")"; break;
+      case OpKind::min: expr = "napkin::device::range_min(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::max: expr = "napkin::device::range_max(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::lt: expr = "napkin::device::bv_lt(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::le: expr = "napkin::device::bv_le(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::gt: expr = "napkin::device::bv_gt(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::ge: expr = "napkin::device::bv_ge(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::eq: expr = "napkin::device::bv_eq(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::ne: expr = "napkin::device::bv_ne(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::logical_and: expr = "napkin::device::bv_and(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::logical_or: expr = "napkin::device::bv_or(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::logical_not: expr = "napkin::device::bv_not(" + ops[0] + ")"; break;
+      case OpKind::cast: case OpKind::floor: return values_[n] = ops[0];  // of integers: the same range
+      default: expr = "napkin::device::bv_unknown()"; is_bool = true; break;
+    }
+    if (x.op == OpKind::iota || x.op == OpKind::constant) return values_[n] = expr;
+    const std::string name = fmt::format("r{}", n);
+    out += fmt::format("    const {} {} = {};\n", is_bool ? "napkin::device::BlockVisibility" : "napkin::device::IntRange",
+                       name, expr);
+    return values_[n] = name;
+  }
+
+ private:
+  const Diagram& d_;
+  const AttentionForm& f_;
+  std::map<NodeId, std::string> values_;
+};
+
+std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {
+  std::string s;
+  for (const std::string& t : terms) s += (s.empty() ? "" : join) + t;
+  return s;
+}
+
+}  // namespace
+
+Result<AttentionForm> recognise_attention(const ir::Diagram& d, const SourceText& src) {
+  Recogniser r(d, src);
+  return r.run();
+}
+
+
+std::string describe_fusion(const AttentionForm& f) {
+  std::string s = f.normaliser >= 0 ? "softmax over the keys" : "no normalisation (P summed plainly)";
+  s += f.score_is_scale ? fmt::format("; scores scaled by {} (folded into exp2)", ir::format_number(f.scale))
+                        : "; score modification fused";
+  if (!f.masks.empty()) s += f.skips_blocks ? "; mask over indices (skips blocks)" : "; mask (every chunk)";
+  if (f.epilogue != f.pv) s += "; epilogue fused";
+  if (f.lse >= 0) s += " (reads the row logsumexp)";
+  if (!f.aux.empty()) s += fmt::format("; {} auxiliary input{}", f.aux.size(), f.aux.size() == 1 ? "" : "s");
+  return s;
+}
+
+std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, const KernelProvenance& prov,
+                                  const std::string& manifest_json) {
+  const std::string element = f.element == DType::bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t";
+  const std::vector<NodeId>& preds = f.masks;
+  const bool has_mask = !preds.empty();
+  const bool score_mod = f.normaliser >= 0 && !f.score_is_scale;
+  // The epilogue: the code between P V and the output, less a final cast to the element type
+  // (the kernel's store rounds).
+  const NodeId epi_top = f.epilogue;
+  const bool epilogue = epi_top != f.pv;
+
+  std::string out;
+  out += "// SPDX-License-Identifier: Apache-2.0\n";
+  out += fmt::format("// Generated by napkin {} from {} ({}). Do not edit: `napkin build` writes it.\n",
+                     prov.napkin_version, prov.source_name, prov.diagram_key);
+  out += fmt::format("// Fused: {}.\n", describe_fusion(f));
+  if (!prov.derived.empty()) out += fmt::format("// Derived: {}\n", prov.derived);
+  out += "// Tile schedule: the device library's measured table for this head dim (napkin/attention_schedule.h).\n";
+  out += "#include \"napkin/attention_kernel.h\"\n#include \"napkin/kernel_host.h\"\n\nnamespace {\n\n";
+  out += "struct Fusion : napkin::device::FusionDefaults {\n  struct Args {\n    int group;  // query heads per KV head\n";
+  for (NodeId p : f.params)
+    out += fmt::format("    double {};  // param (default {})\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  for (const AuxInput& x : f.aux)
+    out += fmt::format("    napkin::AuxView<{}, {}> {};  // [{}]\n", aux_type(d.node(x.node).dtype), aux_roles_mask(x.roles),
+                       d.node(x.node).name, x.roles);
+  out += "  };\n";
+  out += fmt::format("  static constexpr bool kScoreMod = {}, kMask = {}, kSkipsBlocks = {}, kNormalise = {};\n",
+                     score_mod, has_mask, f.skips_blocks, f.normaliser >= 0);
+  const bool reads_rows_or_keys = std::any_of(f.aux.begin(), f.aux.end(), [](const AuxInput& x) {
+    return x.roles.find_first_of("qk") != std::string::npos;
+  });
+  out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
+                     f.lse >= 0, reads_rows_or_keys);
+
+
+  auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {
+    std::string body;
+    BodyWriter w(d, f, std::move(leaves));
+    const std::string v = w.value(top, body);
+    out += fmt::format("  __device__ static {} {{\n", signature);
+    out += body;
+    out += fmt::format("    return {}{}{};\n  }}\n", result_cast, v, *result_cast ? ")" : "");
+  };
+  if (score_mod)
+    function("float score(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
+             "static_cast<float>(");
+  if (f.normaliser < 0)
+    function("float prob(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
+             "static_cast<float>(");
+  if (has_mask) {
+    std::string body;
+    std::vector<std::string> terms;
+    BodyWriter w(d, f, {});
+    for (NodeId p : preds) terms.push_back(w.value(p, body));
+    out += "  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {\n" + body;
+    out += "    return " + mask_conjunction(terms, " && ") + ";\n  }\n";
+    if (f.skips_blocks) {
+      std::string bbody;
+      std::vector<std::string> bterms;
+      BoundWriter bw(d, f);
+      for (NodeId p : preds) bterms.push_back(bw.value(p, bbody));
+      std::string combined = bterms[0];
+      for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
+      out += "  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
+             "int k0, int k1) {\n    const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};\n";
+      out += bbody + "    return " + combined + ";\n  }\n";
+    }
+  }
+  if (epilogue) {
+    std::map<NodeId, std::string> leaves{{f.pv, "o"}};
+    if (f.lse >= 0) leaves[f.lse] = "lse";
+    function("float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e)", epi_top, leaves,
+             "static_cast<float>(");
+  }
+  out += "};\n\n";
+  out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
+  out += "}  // namespace\n\n";
+  out += "extern \"C\" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }\n";
+  out += "extern \"C\" const char* napkin_kernel_manifest() { return kManifest; }\n\n";
+  out += "extern \"C\" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,\n"
+         "                                        int32_t err_len) {\n";
+  out += "  napkin::TensorBinder tb(tensors, count);\n";
+  const char* et = abi_dtype(f.element);
+  const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
+  out += fmt::format("  const napkin_tensor* q = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.q).name, et, f.q_roles);
+  out += fmt::format("  const napkin_tensor* k = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.k).name, et, f.k_roles);
+  out += fmt::format("  const napkin_tensor* v = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.v).name, et, f.v_roles);
+  out += fmt::format("  const napkin_tensor* o = tb.bind(\"{}\", {}, \"{}\");\n", o_name, et, f.o_roles);
+  for (const AuxInput& x : f.aux)
+    out += fmt::format("  const napkin_tensor* in_{} = tb.bind(\"{}\", {}, \"{}\");\n", d.node(x.node).name,
+                       d.node(x.node).name, abi_dtype(d.node(x.node).dtype), x.roles);
+  out += "  if (!tb.error().empty()) return napkin::report_error(tb.error(), err, err_len);\n";
+  out += fmt::format("  if (tb.size('d') != {0})\n    return napkin::report_error(\"tensor '{1}': head dim \" + "
+                     "std::to_string(tb.size('d')) + \", expected {0} (the kernel is built for it)\", err, err_len);\n",
+                     f.head_dim, d.node(f.q).name);
+  out += "  napkin::AttentionFwdArgs args;\n";
+  out += fmt::format("  if (std::string e = napkin::attention_args_from(tb, q, \"{}\", k, \"{}\", v, \"{}\", o, \"{}\", "
+                     "napkin::AttentionDType::{}, &args);\n      !e.empty())\n    return napkin::report_error(e, err, err_len);\n",
+                     f.q_roles, f.k_roles, f.v_roles, f.o_roles, f.element == DType::bf16 ? "kBF16" : "kF16");
+  out += fmt::format("  args.softmax_scale = {};\n", float_literal(f.score_is_scale ? f.scale : 1.0));
+  out += "  Fusion::Args fusion{};\n  fusion.group = static_cast<int>(tb.size('g'));\n";
+  for (NodeId p : f.params)
+    out += fmt::format("  fusion.{0} = tb.param(\"{0}\", {1});\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  if (!f.params.empty()) out += "  if (!tb.error().empty()) return napkin::report_error(tb.error(), err, err_len);\n";
+  for (const AuxInput& x : f.aux)
+    out += fmt::format("  fusion.{0} = tb.aux<{1}, {3}>(in_{0}, \"{2}\");\n", d.node(x.node).name,
+                       aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles));
+  out += fmt::format("  return napkin::report_error(napkin::run_attention<Fusion, {}, {}>(args, fusion, "
+                     "static_cast<cudaStream_t>(stream)),\n                              err, err_len);\n}}\n",
+                     element, f.head_dim);
+  out += "\nNAPKIN_DEFINE_HOST_ENTRIES()\n";
+  return out;
+}
+
+}  // namespace napkin::emit

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// The attention family, recognised in a diagram and written as a CUDA translation unit that
+// instantiates the device library's attention kernel (runtime/include/napkin/attention_kernel.h)
+// with the diagram's own elementwise code fused in. CUDA-free: it writes text.
+//
+// The family: O = epilogue( contract( normalise( score(contract(Q, K over d)) ), V over k ) )
+//   score      elementwise code over the raw scores, axis indices, params and auxiliary inputs
+//              (a mask is a select(pred, x, -inf) on top of it, pred free of the scores)
+//   normalise  softmax over k (online), or none: P is the score code itself (sigmoid
+//              attention), summed plainly; a mask then selects 0
+//   epilogue   elementwise code over O, axis indices, auxiliary inputs and the row's
+//              logsumexp of the softmax's own input (attention sinks)
+// Anything else is refused with the op, its location and the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+#include "support/diagnostic.h"
+
+namespace napkin::emit {
+
+// An input the fused code reads besides Q, K and V, with the role of each of its dims.
+struct AuxInput {
+  ir::NodeId node = -1;
+  std::string roles;  // one letter per dim in declared order: b h g q k e
+};
+
+struct AttentionForm {
+  ir::NodeId q = -1, k = -1, v = -1;      // the inputs
+  ir::NodeId qk = -1;                     // contract(Q, K over d)
+  ir::NodeId pv = -1;                     // contract(P, V over k)
+  ir::NodeId normaliser = -1;             // the softmax, or -1 (P is elementwise code of qk)
+  ir::NodeId score = -1;                  // the score code's top (softmax's input less its mask; or P less its mask)
+  std::vector<ir::NodeId> masks;          // the mask's predicates (all must hold), outermost first
+  ir::NodeId lse = -1;                    // logsumexp of the softmax's input read by the epilogue, or -1
+  ir::NodeId output = -1;                 // the output node
+  ir::NodeId epilogue = -1;               // the epilogue's top (output less a cast to the element type); pv: none
+  bool score_is_scale = false;            // score is qk times a constant: folded into exp2
+  double scale = 1.0;                     // that constant
+  bool skips_blocks = false;              // the mask depends on indices and constants alone
+  // Roles: axis ids, -1 when absent.
+  ir::AxisId batch = -1, head = -1, group = -1, query = -1, key = -1, dim = -1, vdim = -1;
+  std::string q_roles, k_roles, v_roles, o_roles;  // per dim, declared (output: written) order
+  std::vector<AuxInput> aux;
+  std::vector<ir::NodeId> params;         // named constants the fused code reads: kernel arguments
+  DType element = DType::bf16;            // Q, K, V and O
+  std::int64_t head_dim = 0;
+};
+
+// The attention-family form of `d`, or the reason it has none, located at the op that breaks
+// it (`src` is the diagram's text, for the caret).
+Result<AttentionForm> recognise_attention(const ir::Diagram& d, const SourceText& src);
+
+// Provenance written into the generated file's header.
+struct KernelProvenance {
+  std::string napkin_version;
+  std::string diagram_key;   // ir::diagram_key
+  std::string source_name;   // the .napkin path as given
+  std::string derived;       // napkin's derived schedule and prediction, one line (or why none)
+};
+
+// The CUDA translation unit: the Fusion, its host binding and the C entry points
+// (runtime/include/napkin/kernel_abi.h). `manifest_json` is embedded verbatim.
+std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& form, const KernelProvenance& prov,
+                                  const std::string& manifest_json);
+
+// One line describing the fused code, e.g. "score mod: yes; mask: causal-like (skips blocks);
+// softmax; epilogue: no".
+std::string describe_fusion(const AttentionForm& form);
+
+}  // namespace napkin::emit

@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "launch/build.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "napkin/kernel_abi.h"  // runtime/include: the C interface of a generated kernel
+#include "emit/attention_kernel.h"
+#include "ir/printer.h"
+#include "reference/interpreter.h"
+#include "sched/streaming.h"
+#include "search/search.h"
+#include "support/dtype.h"
+
+#ifndef NAPKIN_VERSION
+#define NAPKIN_VERSION "0.0.0"
+#endif
+#ifndef NAPKIN_RUNTIME_INCLUDE_DIR
+#define NAPKIN_RUNTIME_INCLUDE_DIR ""
+#endif
+#ifndef NAPKIN_CUTLASS_INCLUDE_DIR
+#define NAPKIN_CUTLASS_INCLUDE_DIR ""
+#endif
+
+namespace napkin::launch {
+using driver::CommandOutput;
+using driver::DiagramArgs;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string env_or(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : std::move(fallback);
+}
+
+// Runs `command` through the shell; its output (stdout and stderr) and exit status.
+std::pair<int, std::string> run_program(const std::string& command) {
+  std::string output;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, "cannot start: " + command};
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) output.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return plain_error(path + ": cannot open the file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool write_text(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+// The derived schedule and its estimate, one line; or why there is none.
+struct Derived {
+  std::string line;
+  double predicted_s = 0;  // 0: none
+  std::string schedule;
+};
+Derived derive_for(const ir::Diagram& d, const arch::Machine& m) {
+  search::SearchOptions so;
+  so.row_layout = search::RowLayout::quad;  // WGMMA's row layout, as the kernel's
+  auto r = search::search(d, sched::analyse_streaming(d), m, so);
+  if (!r) return {"no derivation: " + r.error().message, 0, ""};
+  if (r->ranked.empty()) return {fmt::format("no feasible configuration among {} candidates", r->considered), 0, ""};
+  const search::Ranked& best = r->ranked.front();
+  return {fmt::format("{} on {}: {} predicted {:.4g} us, {:.0f} TFLOP/s, bound by {}", r->method, m.name, best.summary,
+                      best.predicted_time_s * 1e6, best.tflops, best.bound),
+          best.predicted_time_s, sched::to_string(best.schedule)};
+}
+
+const char* role_word(char r) {
+  switch (r) {
+    case 'b': return "batch";
+    case 'h': return "kv_head";
+    case 'g': return "group";
+    case 'q': return "query";
+    case 'k': return "key";
+    case 'd': return "head_dim";
+    case 'e': return "value_dim";
+    default: return "?";
+  }
+}
+
+json tensor_json(const ir::Diagram& d, const std::string& name, const std::vector<ir::AxisId>& axes, DType dtype,
+                 const std::string& roles, const std::string& kind) {
+  json ax = json::array();
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    ax.push_back({{"name", d.axis(axes[i]).name}, {"size", d.axis(axes[i]).size}, {"role", role_word(roles[i])}});
+  return {{"name", name}, {"kind", kind}, {"dtype", std::string(dtype_name(dtype))}, {"axes", ax}};
+}
+
+json manifest_for(const ir::Diagram& d, const emit::AttentionForm& f, const Derived& derived, const arch::Machine& m) {
+  json inputs = json::array();
+  auto add = [&](ir::NodeId n, const std::string& roles, const char* kind) {
+    inputs.push_back(tensor_json(d, d.node(n).name, d.node(n).axes, d.node(n).dtype, roles, kind));
+  };
+  add(f.q, f.q_roles, "query");
+  add(f.k, f.k_roles, "key");
+  add(f.v, f.v_roles, "value");
+  for (const emit::AuxInput& a : f.aux) add(a.node, a.roles, "auxiliary");
+  const std::string out_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
+  json outputs = json::array({tensor_json(d, out_name, d.outputs[0].axes, f.element, f.o_roles, "output")});
+  json j = {{"napkin_version", NAPKIN_VERSION},
+            {"abi_version", NAPKIN_KERNEL_ABI_VERSION},
+            {"family", "attention"},
+            {"diagram", {{"file", d.source_name}, {"key", ir::diagram_key(d)}, {"hash", fmt::format("{:016x}", ir::stable_hash(ir::print_diagram(d)))}}},
+            {"fusion", emit::describe_fusion(f)},
+            {"element", std::string(dtype_name(f.element))},
+            {"head_dim", f.head_dim},
+            {"inputs", inputs},
+            {"outputs", outputs},
+            {"machine", m.name},
+            {"schedule", {{"kernel", "the device library's measured table for this head dim (napkin/attention_schedule.h)"},
+                          {"derived", derived.line},
+                          {"derived_schedule", derived.schedule}}}};
+  j["predicted_time_us"] = derived.predicted_s > 0 ? json(derived.predicted_s * 1e6) : json(nullptr);
+  return j;
+}
+
+// The build's inputs that decide the library: the source, the flags, and the device library.
+std::uint64_t cache_key(const std::string& source, const std::string& flags, const std::string& runtime_include) {
+  std::string all = source + "\n" + flags;
+  std::error_code ec;
+  std::vector<fs::path> headers;
+  for (auto it = fs::recursive_directory_iterator(runtime_include, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file()) headers.push_back(it->path());
+  std::sort(headers.begin(), headers.end());
+  for (const fs::path& h : headers) {
+    auto t = read_text(h.string());
+    all += "\n" + h.filename().string() + "\n" + (t ? *t : std::string());
+  }
+  return ir::stable_hash(all);
+}
+
+struct Built {
+  fs::path dir, library;
+  json manifest;
+  Derived derived;
+  double compile_s = 0;
+  bool cached = false;
+  bool compiled = false;
+};
+
+Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, const std::string& out_dir,
+                           bool compile) {
+  auto parsed = driver::load(args);
+  if (!parsed) return parsed.error();
+  const ir::Diagram& d = parsed->diagram;
+  auto m = driver::load_machine(machine);
+  if (!m) return m.error();
+  auto src = read_source_file(args.file);
+  if (!src) return src.error();
+  auto form = emit::recognise_attention(d, *src);
+  if (!form) return form.error();
+  if (out_dir.empty()) return plain_error("-o: expected an output directory");
+  Built b;
+  b.dir = out_dir;
+  b.derived = derive_for(d, *m);
+  b.manifest = manifest_for(d, *form, b.derived, *m);
+  emit::KernelProvenance prov{NAPKIN_VERSION, ir::diagram_key(d), args.file, b.derived.line};
+  const std::string source = emit::emit_attention_kernel(d, *form, prov, b.manifest.dump());
+  std::error_code ec;
+  fs::create_directories(b.dir, ec);
+  if (ec) return plain_error(fmt::format("-o {}: cannot create the directory ({})", out_dir, ec.message()));
+  if (!write_text(b.dir / "kernel.cu", source) || !write_text(b.dir / "manifest.json", b.manifest.dump(2) + "\n"))
+    return plain_error(fmt::format("-o {}: cannot write kernel.cu and manifest.json", out_dir));
+  if (!compile) return b;
+
+  const ToolPaths tools = tool_paths();
+  if (tools.cutlass_include.empty() || !fs::exists(fs::path(tools.cutlass_include) / "cute" / "tensor.hpp"))
+    return plain_error("the CuTe/CUTLASS headers were not found: run tools/install_deps.sh --cuda, or set "
+                       "NAPKIN_CUTLASS_INCLUDE");
+  if (!fs::exists(fs::path(tools.runtime_include) / "napkin" / "attention_kernel.h"))
+    return plain_error(fmt::format("napkin's device library was not found in '{}': set NAPKIN_RUNTIME_INCLUDE",
+                                   tools.runtime_include));
+  const std::string flags =
+      "-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills "
+      "-Xcompiler=-fPIC -shared -diag-suppress=177";
+  const std::uint64_t key = cache_key(source, flags, tools.runtime_include);
+  const fs::path cached = fs::path(tools.cache_dir) / fmt::format("{:016x}.so", key);
+  b.library = b.dir / "libkernel.so";
+  b.compiled = true;
+  if (fs::exists(cached)) {
+    b.cached = true;
+  } else {
+    fs::create_directories(tools.cache_dir, ec);
+    const fs::path tmp = fs::path(tools.cache_dir) / fmt::format("{:016x}.so.tmp{}", key, static_cast<long>(getpid()));
+    const std::string cmd = fmt::format("{} {} -I{} -I{} {} -o {}", quote(tools.nvcc), flags, quote(tools.runtime_include),
+                                        quote(tools.cutlass_include), quote((b.dir / "kernel.cu").string()),
+                                        quote(tmp.string()));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto [status, output] = run_program(cmd);
+    b.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_text(b.dir / "nvcc.log", cmd + "\n" + output);
+    if (status != 0)
+      return plain_error(fmt::format("nvcc failed on {} (exit {}); its output is in {}", (b.dir / "kernel.cu").string(),
+                                     status, (b.dir / "nvcc.log").string()));
+    // ptxas's C75xx: WGMMAs serialised or setmaxnreg ignored, a silent 25-30 % loss.
+    if (output.find("C75") != std::string::npos || output.find("spill") != std::string::npos) {
+      fs::remove(tmp, ec);
+      return plain_error(fmt::format("ptxas serialised WGMMAs or spilled registers in {}; see {}",
+                                     (b.dir / "kernel.cu").string(), (b.dir / "nvcc.log").string()));
+    }
+    fs::rename(tmp, cached, ec);
+    if (ec) return plain_error(fmt::format("cannot store the kernel in the cache {}: {}", cached.string(), ec.message()));
+  }
+  fs::remove(b.library, ec);
+  fs::copy_file(cached, b.library, ec);
+  if (ec) return plain_error(fmt::format("cannot copy {} to {}: {}", cached.string(), b.library.string(), ec.message()));
+  return b;
+}
+
+std::string build_summary(const Built& b) {
+  std::string s = fmt::format("wrote {} and {}\n", (b.dir / "kernel.cu").string(), (b.dir / "manifest.json").string());
+  s += fmt::format("  fused: {}\n", b.manifest["fusion"].get<std::string>());
+  s += fmt::format("  derived: {}\n", b.derived.line);
+  if (b.compiled)
+    s += b.cached ? fmt::format("  {}: from the build cache (same source, flags and device library)\n", b.library.string())
+                  : fmt::format("  compiled {} in {:.1f} s (nvcc, sm_90a)\n", b.library.string(), b.compile_s);
+  return s;
+}
+
+}  // namespace
+
+ToolPaths tool_paths() {
+  ToolPaths t;
+  t.runtime_include = env_or("NAPKIN_RUNTIME_INCLUDE", NAPKIN_RUNTIME_INCLUDE_DIR);
+  t.cutlass_include = env_or("NAPKIN_CUTLASS_INCLUDE", NAPKIN_CUTLASS_INCLUDE_DIR);
+  t.nvcc = env_or("NAPKIN_NVCC", "nvcc");
+  const char* home = std::getenv("HOME");
+  const std::string xdg = env_or("XDG_CACHE_HOME", home != nullptr ? std::string(home) + "/.cache" : "/tmp");
+  t.cache_dir = env_or("NAPKIN_CACHE", xdg + "/napkin/kernels");
+  return t;
+}
+
+CommandOutput build(const DiagramArgs& args, const BuildOptions& o) {
+  auto b = build_kernel(args, o.machine, o.out_dir, o.compile);
+  if (!b) return driver::failure(b.error(), o.json);
+  CommandOutput r;
+  if (o.json) {
+    r.out = json{{"ok", true}, {"dir", b->dir.string()}, {"library", b->compiled ? json(b->library.string()) : json(nullptr)},
+                 {"cached", b->cached}, {"compile_s", b->compile_s}, {"manifest", b->manifest}}
+                .dump(2) + "\n";
+  } else {
+    r.out = build_summary(*b);
+  }
+  return r;
+}
+
+namespace {
+
+// A tensor of the reference interpreter as kernel input or output in host memory.
+struct HostTensor {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<unsigned char> bytes;
+};
+
+std::uint16_t f32_to_half_bits(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mant = x & 0x7fffffu;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<std::uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<std::uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    std::uint32_t h = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  std::uint32_t h = (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  const std::uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+float half_bits_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16;
+  int exp = (h >> 10) & 0x1f;
+  std::uint32_t mant = h & 0x3ffu;
+  std::uint32_t x;
+  if (exp == 0x1f) x = sign | 0x7f800000u | (mant << 13);
+  else if (exp == 0) {
+    if (mant == 0) x = sign;
+    else {
+      exp = 1;
+      while (!(mant & 0x400u)) mant <<= 1, --exp;
+      mant &= 0x3ffu;
+      x = sign | (static_cast<std::uint32_t>(exp - 15 + 127) << 23) | (mant << 13);
+    }
+  } else x = sign | (static_cast<std::uint32_t>(exp - 15 + 127) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+HostTensor to_host(const std::string& name, DType t, const reference::Tensor& x) {
+  HostTensor h{name, t, x.sizes, {}};
+  const std::size_t n = x.data.size();
+  auto put = [&](const void* p, std::size_t bytes) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    h.bytes.insert(h.bytes.end(), c, c + bytes);
+  };
+  h.bytes.reserve(n * 4);
+  for (double v : x.data) {
+    const float f = static_cast<float>(v);
+    switch (t) {
+      case DType::bf16: {
+        std::uint32_t b;
+        std::memcpy(&b, &f, 4);
+        const std::uint16_t s = static_cast<std::uint16_t>(b >> 16);  // exact: inputs are rounded to bf16
+        put(&s, 2);
+        break;
+      }
+      case DType::f16: {
+        const std::uint16_t s = f32_to_half_bits(f);
+        put(&s, 2);
+        break;
+      }
+      case DType::i32: {
+        const std::int32_t i = static_cast<std::int32_t>(v);
+        put(&i, 4);
+        break;
+      }
+      case DType::boolean: {
+        const unsigned char c = v != 0.0;
+        put(&c, 1);
+        break;
+      }
+      case DType::f64: put(&v, 8); break;
+      default: put(&f, 4); break;
+    }
+  }
+  return h;
+}
+
+double host_value(const HostTensor& h, std::size_t i) {
+  switch (h.dtype) {
+    case DType::bf16: {
+      std::uint16_t s;
+      std::memcpy(&s, &h.bytes[2 * i], 2);
+      const std::uint32_t b = static_cast<std::uint32_t>(s) << 16;
+      float f;
+      std::memcpy(&f, &b, 4);
+      return f;
+    }
+    case DType::f16: {
+      std::uint16_t s;
+      std::memcpy(&s, &h.bytes[2 * i], 2);
+      return half_bits_to_f32(s);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, &h.bytes[4 * i], 4);
+      return f;
+    }
+  }
+}
+
+int abi_dtype(DType t) {
+  switch (t) {
+    case DType::bf16: return NAPKIN_BF16;
+    case DType::f16: return NAPKIN_F16;
+    case DType::i32: return NAPKIN_I32;
+    case DType::boolean: return NAPKIN_BOOL;
+    case DType::f64: return NAPKIN_F64;
+    default: return NAPKIN_F32;
+  }
+}
+
+std::vector<napkin_tensor> abi_tensors(std::vector<HostTensor>& hs) {
+  std::vector<napkin_tensor> ts;
+  for (HostTensor& h : hs) {
+    napkin_tensor t{};
+    t.name = h.name.c_str();
+    t.data = h.bytes.data();
+    t.dtype = abi_dtype(h.dtype);
+    t.rank = static_cast<std::int32_t>(h.shape.size());
+    std::int64_t stride = 1;
+    for (int i = t.rank - 1; i >= 0; --i) {
+      t.shape[i] = h.shape[static_cast<std::size_t>(i)];
+      t.strides[i] = stride;
+      stride *= h.shape[static_cast<std::size_t>(i)];
+    }
+    ts.push_back(t);
+  }
+  return ts;
+}
+
+// The inputs and the (NaN-poisoned) output of `d` as host tensors, from the seeded reference inputs.
+std::vector<HostTensor> host_tensors(const ir::Diagram& d, const reference::TensorMap& inputs, DType out_dtype) {
+  std::vector<HostTensor> hs;
+  for (ir::NodeId n : d.inputs()) hs.push_back(to_host(d.node(n).name, d.node(n).dtype, inputs.at(d.node(n).name)));
+  const ir::Output& o = d.outputs[0];
+  reference::Tensor poison;
+  poison.axes = o.axes;
+  for (ir::AxisId a : o.axes) poison.sizes.push_back(d.axis(a).size);
+  poison.data.assign(static_cast<std::size_t>(d.elements(o.axes)), std::nan(""));
+  const std::string name = d.node(o.node).name.empty() ? "O" : d.node(o.node).name;
+  hs.push_back(to_host(name, out_dtype, poison));
+  return hs;
+}
+
+struct Library {
+  void* handle = nullptr;
+  ~Library() {
+    if (handle != nullptr) dlclose(handle);
+  }
+};
+
+}  // namespace
+
+CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
+  std::string dir = o.out_dir;
+  if (dir.empty()) dir = "out/kernels/" + fs::path(args.file).stem().string();
+  auto b = build_kernel(args, o.machine, dir, true);
+  if (!b) return driver::failure(b.error(), o.json);
+  std::string text = build_summary(*b);
+
+  Library lib;
+  lib.handle = dlopen(fs::absolute(b->library).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib.handle == nullptr) return driver::failure(plain_error(fmt::format("cannot load {}: {}", b->library.string(), dlerror())), o.json);
+  using RunHost = std::int32_t (*)(napkin_tensor*, std::int32_t, char*, std::int32_t);
+  using Time = std::int32_t (*)(const napkin_tensor*, std::int32_t, std::int32_t, double*, char*, std::int32_t);
+  auto run_host = reinterpret_cast<RunHost>(dlsym(lib.handle, "napkin_kernel_run_host"));
+  auto time = reinterpret_cast<Time>(dlsym(lib.handle, "napkin_kernel_time"));
+  if (run_host == nullptr || time == nullptr)
+    return driver::failure(plain_error(fmt::format("{} lacks napkin_kernel_run_host / napkin_kernel_time", b->library.string())), o.json);
+  const DType element = *parse_dtype(b->manifest["element"].get<std::string>());
+
+  // Validation at small sizes against the reference interpreter (f64).
+  DiagramArgs small = args;
+  auto full = driver::load(args);
+  if (!full) return driver::failure(full.error(), o.json);
+  if (o.check_sets.empty()) {
+    for (const json& in : b->manifest["inputs"])
+      for (const json& ax : in["axes"]) {
+        const std::string role = ax["role"], name = ax["name"];
+        const std::int64_t size = ax["size"];
+        std::int64_t want = size;
+        if (role == "batch" || role == "kv_head" || role == "group") want = std::min<std::int64_t>(size, 2);
+        if (role == "query") want = std::min<std::int64_t>(size, 197);
+        if (role == "key") want = std::min<std::int64_t>(size, 263);
+        if (want != size && std::find(small.sets.begin(), small.sets.end(), name + "=" + std::to_string(want)) == small.sets.end())
+          small.sets.push_back(name + "=" + std::to_string(want));
+      }
+  } else {
+    small.sets.insert(small.sets.end(), o.check_sets.begin(), o.check_sets.end());
+  }
+  auto sd = driver::load(small);
+  if (!sd) return driver::failure(sd.error(), o.json);
+  const ir::Diagram& d = sd->diagram;
+  const reference::TensorMap inputs = reference::random_inputs(d, o.seed);
+  auto ref = reference::evaluate(d, inputs);
+  if (!ref) return driver::failure(ref.error(), o.json);
+  std::vector<HostTensor> hs = host_tensors(d, inputs, element);
+  std::vector<napkin_tensor> ts = abi_tensors(hs);
+  char err[1024] = {};
+  if (run_host(ts.data(), static_cast<std::int32_t>(ts.size()), err, sizeof err) != 0)
+    return driver::failure(plain_error(fmt::format("the kernel failed at the validation sizes: {}", err)), o.json);
+  const reference::Tensor& want = ref->begin()->second;
+  const HostTensor& got = hs.back();
+  double err2 = 0, ref2 = 0, max_err = 0;
+  std::int64_t bad = 0;
+  for (std::size_t i = 0; i < want.data.size(); ++i) {
+    const double g = host_value(got, i), w = want.data[i];
+    if (!std::isfinite(g) && std::isfinite(w)) ++bad;
+    err2 += (g - w) * (g - w);
+    ref2 += w * w;
+    max_err = std::max(max_err, std::fabs(g - w));
+  }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  // bf16 keeps 8 significant bits, f16 11: P and O are rounded once each.
+  const double tolerance = element == DType::bf16 ? 1.5e-2 : 4e-3;
+  const bool ok = bad == 0 && rel <= tolerance;
+  text += fmt::format("validation: {} against the reference interpreter (f64, seed {}): relative L2 error {:.3g} "
+                      "(tolerance {:.3g}), max abs error {:.3g}, {} non-finite: {}\n",
+                      ir::diagram_key(d), o.seed, rel, tolerance, max_err, bad, ok ? "ok" : "FAILED");
+  if (!ok) {
+    CommandOutput r;
+    r.exit_code = 1;
+    r.out = text;
+    r.err = fmt::format("error: the kernel's output differs from the reference (relative L2 error {:.3g})\n", rel);
+    return r;
+  }
+
+  // Timing at the diagram's sizes.
+  const reference::TensorMap full_inputs = reference::random_inputs(full->diagram, o.seed + 1);
+  std::vector<HostTensor> fh = host_tensors(full->diagram, full_inputs, element);
+  std::vector<napkin_tensor> ft = abi_tensors(fh);
+  double ms = 0;
+  if (time(ft.data(), static_cast<std::int32_t>(ft.size()), o.iters, &ms, err, sizeof err) != 0)
+    return driver::failure(plain_error(fmt::format("the kernel failed at full size: {}", err)), o.json);
+  const double predicted_us = b->derived.predicted_s * 1e6;
+  text += fmt::format("timed: {}: median of {} launches {:.4g} us", ir::diagram_key(full->diagram), o.iters, ms * 1e3);
+  text += predicted_us > 0 ? fmt::format("; predicted {:.4g} us (measured / predicted {:.2f})\n", predicted_us, ms * 1e3 / predicted_us)
+                           : "; no prediction (" + b->derived.line + ")\n";
+  CommandOutput r;
+  if (o.json)
+    r.out = json{{"ok", true}, {"relative_l2_error", rel}, {"max_abs_error", max_err}, {"median_us", ms * 1e3},
+                 {"predicted_us", predicted_us > 0 ? json(predicted_us) : json(nullptr)}, {"manifest", b->manifest}}
+                .dump(2) + "\n";
+  else
+    r.out = text;
+  return r;
+}
+
+}  // namespace napkin::launch

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// napkin build: a diagram becomes a kernel (DIR/kernel.cu, DIR/libkernel.so, DIR/manifest.json).
+// napkin run: build, validate against the reference interpreter, time, compare with the estimate.
+// The core stays CUDA-free: nvcc is run as a program and the library is loaded with dlopen.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "driver/driver.h"
+
+namespace napkin::launch {
+using driver::CommandOutput;
+using driver::DiagramArgs;
+
+struct BuildOptions {
+  std::string machine;
+  std::string out_dir;
+  bool compile = true;   // false: write kernel.cu and manifest.json only
+  bool json = false;
+};
+CommandOutput build(const DiagramArgs& args, const BuildOptions& options);
+
+struct RunOptions {
+  std::string machine;
+  std::string out_dir;                  // where the kernel is built (default: out/kernels/<diagram>)
+  std::vector<std::string> check_sets;  // sizes of the validation against the reference
+  std::uint64_t seed = 0;
+  int iters = 30;                       // timed launches at full size (median)
+  bool json = false;
+};
+CommandOutput run(const DiagramArgs& args, const RunOptions& options);
+
+// Where the generated kernels find the device library and the CuTe headers, nvcc, and the
+// build cache: NAPKIN_RUNTIME_INCLUDE, NAPKIN_CUTLASS_INCLUDE, NAPKIN_NVCC, NAPKIN_CACHE
+// override the paths found at configure time (docs/kernels.md).
+struct ToolPaths {
+  std::string runtime_include, cutlass_include, nvcc, cache_dir;
+};
+ToolPaths tool_paths();
+
+}  // namespace napkin::launch

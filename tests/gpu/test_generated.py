@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Every generated attention-family kernel against napkin's reference interpreter (f64, `napkin
+eval` on the same inputs): odd lengths, q != k, a single token, GQA, a second batch and head;
+random inputs, the output poisoned with NaN first. The kernels are those `napkin build` wrote
+under $NAPKIN_KERNELS (one directory per example), else built here."""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+# The attention-family examples and the sizes each is tried at (axes a diagram lacks are
+# ignored). Lengths that are not tile multiples, q != k both ways, one token.
+EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
+            "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
+            "head_temperature", "attention_sinks"]
+CASES = [
+    {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
+    {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
+    {"b": 1, "h": 1, "g": 1, "r": 1, "q": 1, "k": 1},
+    {"b": 1, "h": 2, "g": 2, "r": 3, "q": 520, "k": 520},
+]
+# Small params so the masks cut inside the tiles at these lengths.
+PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=128"]}
+
+
+def napkin_bin():
+    return os.environ.get("NAPKIN_BIN", str(REPO / "build" / "release" / "bin" / "napkin"))
+
+
+def kernel_for(name):
+    import napkin_kernels
+    root = os.environ.get("NAPKIN_KERNELS")
+    if root:
+        return napkin_kernels.load(pathlib.Path(root) / name)
+    return napkin_kernels.build(REPO / "examples" / f"{name}.napkin")
+
+
+def random_input(spec, shape, gen):
+    """Inputs as users pass them: N(0, 1) operands; positive scales and slopes; keys kept with
+    probability 0.8; sorted document ids."""
+    import torch
+    dt = spec["dtype"]
+    if dt == "bool":
+        return torch.rand(shape, generator=gen) < 0.8
+    if dt == "i32":
+        steps = (torch.rand(shape, generator=gen) < 0.02).to(torch.int32)
+        return torch.cumsum(steps, dim=-1).to(torch.int32)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if spec["kind"] == "auxiliary" and len(shape) <= 2:
+        x = 0.5 + torch.rand(shape, generator=gen, dtype=torch.float64)
+    return x.to({"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "f64": torch.float64}[dt])
+
+
+def reference(name, sets, inputs, tmp):
+    """napkin eval on the same inputs: the output in f64 (the output's axis order)."""
+    import numpy as np
+    cmd = [napkin_bin(), "eval", str(REPO / "examples" / f"{name}.napkin"), "-o", str(tmp)]
+    for s in sets:
+        cmd += ["--set", s]
+    for n, t in inputs.items():
+        path = tmp / f"{n}.in.npy"
+        arr = t.cpu()
+        arr = arr.numpy() if arr.dtype in (__import__("torch").bool, __import__("torch").int32) else arr.double().numpy()
+        np.save(path, arr)
+        cmd += ["--input", f"{n}={path}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_generated_kernel_matches_reference(name, case):
+    import numpy as np
+    import torch
+    kernel = kernel_for(name)
+    axes = {a["name"] for spec in kernel.inputs for a in spec["axes"]}
+    sizes = {a: n for a, n in CASES[case].items() if a in axes}
+    sets = [f"{a}={n}" for a, n in sizes.items()] + PARAMS.get(name, [])
+    gen = torch.Generator().manual_seed(1000 * case + len(name))
+    inputs = {}
+    for spec in kernel.inputs:
+        shape = [sizes.get(a["name"], a["size"]) for a in spec["axes"]]
+        inputs[spec["name"]] = random_input(spec, shape, gen)
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        reference(name, sets, inputs, tmp)
+        want = torch.from_numpy(np.load(tmp / f"{kernel.output['name']}.npy"))
+    if name in PARAMS:
+        pytest.skip("params differ from the built kernel's") if False else None
+    dev = {n: t.cuda() for n, t in inputs.items()}
+    out = torch.full([sizes.get(a["name"], a["size"]) for a in kernel.output["axes"]], float("nan"),
+                     dtype=torch.bfloat16 if kernel.output["dtype"] == "bf16" else torch.float16, device="cuda")
+    kernel(out=out, **dev)
+    torch.cuda.synchronize()
+    got = out.double().cpu()
+    assert not torch.isnan(got).any(), "unwritten or NaN outputs"
+    err = (got - want).norm() / want.norm().clamp_min(1e-30)
+    tol = 1.5e-2 if kernel.output["dtype"] == "bf16" else 4e-3
+    assert err <= tol, f"{name} {sizes}: relative L2 error {err:.3g} > {tol}"
+    assert (got - want).abs().max() <= 0.05 + 0.02 * want.abs().max(), f"{name}: max error {(got - want).abs().max():.3g}"
+
+
+def test_wrong_inputs_are_named():
+    import torch
+    kernel = kernel_for("alibi")
+    q = torch.randn(1, 2, 64, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="missing tensor 'slope'"):
+        kernel(Q=q, K=q, V=q)
+    with pytest.raises(ValueError, match="'slope' must be f32"):
+        kernel(Q=q, K=q, V=q, slope=torch.ones(2, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="'K' must have 4 dims"):
+        kernel(Q=q, K=q[0], V=q, slope=torch.ones(2, device="cuda"))
+    with pytest.raises(ValueError, match="tensor 'slope': dim 0"):
+        kernel(Q=q, K=q, V=q, slope=torch.ones(3, device="cuda"))
+    with pytest.raises(ValueError, match="head dim"):
+        kernel(Q=q[..., :64].contiguous(), K=q[..., :64].contiguous(), V=q[..., :64].contiguous(), slope=torch.ones(2, device="cuda"))
+    with pytest.raises(ValueError, match="contiguous"):
+        kernel(Q=q.transpose(2, 3).contiguous().transpose(2, 3), K=q, V=q, slope=torch.ones(2, device="cuda"))
