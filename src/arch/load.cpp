@@ -431,6 +431,9 @@ Result<Machine> parse_machine(std::string_view text, const std::string& path) {
 }
 
 Result<Machine> load_machine(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return plain_error(fmt::format("{}: is a directory; expected a machine file (.toml)", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return plain_error(fmt::format("{}: cannot read the machine file", path));
   std::ostringstream text;
@@ -454,6 +457,16 @@ Result<Machine> find_machine(std::string_view name, const std::string& dir) {
     return plain_error(fmt::format("unknown machine '{}'; {} has: {}", name, dir,
                                    names.empty() ? "no machine files" : join(names)));
   return load_machine((fs::path(dir) / (std::string(name) + ".toml")).string());
+}
+
+Result<Machine> find_machine_or_file(std::string_view name_or_path, const std::string& dir) {
+  const bool is_path = name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".toml");
+  if (is_path) return load_machine(std::string(name_or_path));
+  auto m = find_machine(name_or_path, dir);
+  if (m) return m;
+  Diagnostic d = m.error();
+  d.message += "; or give the path of a machine file (e.g. ./mygpu.toml; docs/machines.md)";
+  return d;
 }
 
 Result<std::vector<Machine>> load_machines(const std::string& dir) {

@@ -31,6 +31,12 @@ std::vector<std::string> machine_names(const std::string& dir);
 // Loads dir/NAME.toml; an unknown name is an error listing the machines in dir.
 Result<Machine> find_machine(std::string_view name, const std::string& dir);
 
+// What `--machine` takes: a machine file's path when `name_or_path` names one (it holds a '/'
+// or ends in ".toml": `./mygpu.toml`, `machines/h200.toml`), else a name looked up in `dir` as
+// find_machine does. Errors: the file's own diagnostic; an unknown name lists dir's machines and
+// says that a path is accepted too.
+Result<Machine> find_machine_or_file(std::string_view name_or_path, const std::string& dir);
+
 // Every machine in dir, sorted by name; the first file that fails to load is the error.
 Result<std::vector<Machine>> load_machines(const std::string& dir);
 

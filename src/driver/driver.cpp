@@ -80,8 +80,9 @@ Result<ir::ParsedDiagram> load(const DiagramArgs& args) {
 }
 
 Result<arch::Machine> load_machine(const std::string& name, const std::string& dir) {
-  if (name.empty()) return plain_error("--machine: expected a machine name (see `napkin machines`)");
-  return arch::find_machine(name, dir.empty() ? arch::default_machines_dir() : dir);
+  if (name.empty())
+    return plain_error("--machine: expected a machine name (see `napkin machines`) or the path of a machine file");
+  return arch::find_machine_or_file(name, dir.empty() ? arch::default_machines_dir() : dir);
 }
 
 CommandOutput failure(const Diagnostic& d, bool json_out) {

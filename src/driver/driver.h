@@ -29,8 +29,10 @@ struct DiagramArgs {
 // Parses the bindings and the file; warnings are returned alongside the diagram.
 Result<ir::ParsedDiagram> load(const DiagramArgs& args);
 
-// The machine called `name` from `dir` (empty: arch::default_machines_dir()). An empty name
-// is the error "--machine: expected a machine name (see `napkin machines`)".
+// The machine `name` names (arch::find_machine_or_file): a machine file's path (it holds a '/'
+// or ends in ".toml"), or else a name looked up in `dir` (empty: arch::default_machines_dir()).
+// An empty name is the error "--machine: expected a machine name (see `napkin machines`) or the
+// path of a machine file".
 Result<arch::Machine> load_machine(const std::string& name, const std::string& dir = {});
 
 // The failure of a command: the diagnostic on stderr (or as JSON on stdout), exit code 1.
