@@ -85,10 +85,14 @@ Result<arch::Machine> load_machine(const std::string& name, const std::string& d
   return arch::find_machine_or_file(name, dir.empty() ? arch::default_machines_dir() : dir);
 }
 
+std::string json_text(const json& j) {
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
 CommandOutput failure(const Diagnostic& d, bool json_out) {
   CommandOutput r;
   r.exit_code = 1;
-  if (json_out) r.out = json{{"ok", false}, {"error", diagnostic_json(d)}}.dump(2) + "\n";
+  if (json_out) r.out = json_text(json{{"ok", false}, {"error", diagnostic_json(d)}});
   r.err = d.format() + "\n";
   return r;
 }
@@ -112,9 +116,8 @@ CommandOutput check(const DiagramArgs& args, bool json_out) {
     for (const Diagnostic& w : parsed->warnings) warnings.push_back(diagnostic_json(w));
     json axes = json::array();
     for (const ir::Axis& a : d.axes) axes.push_back({{"name", a.name}, {"size", a.size}});
-    r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)}, {"axes", axes},
-                 {"inputs", inputs}, {"outputs", outputs}, {"ops", ops}, {"warnings", warnings}}
-                .dump(2) + "\n";
+    r.out = json_text(json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)}, {"axes", axes},
+                           {"inputs", inputs}, {"outputs", outputs}, {"ops", ops}, {"warnings", warnings}});
     return r;
   }
   std::string sizes;
@@ -135,7 +138,7 @@ CommandOutput print(const DiagramArgs& args, bool json_out) {
   if (!parsed) return failure(parsed.error(), json_out);
   CommandOutput r;
   r.err = warnings_text(parsed->warnings);
-  r.out = json_out ? diagram_json(parsed->diagram).dump(2) + "\n" : ir::print_diagram(parsed->diagram);
+  r.out = json_out ? json_text(diagram_json(parsed->diagram)) : ir::print_diagram(parsed->diagram);
   return r;
 }
 
@@ -235,10 +238,9 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
                            dtype_name(in.dtype), bad.total(), t.data.size(), reference::non_finite_text(bad));
   }
   if (options.json) {
-    r.out = json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)},
-                 {"seed", options.seed}, {"seconds", seconds}, {"outputs", written},
-                 {"inputs", read}}
-                .dump(2) + "\n";
+    r.out = json_text(json{{"ok", true}, {"file", args.file}, {"key", ir::diagram_key(d)},
+                           {"seed", options.seed}, {"seconds", seconds}, {"outputs", written},
+                           {"inputs", read}});
   } else {
     r.out = fmt::format("evaluated {} in f64 ({:.3f} s, seed {}):\n{}", args.file, seconds,
                         options.seed, table);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "arch/machine.h"
 #include "ir/parser.h"
 
@@ -37,6 +39,11 @@ Result<arch::Machine> load_machine(const std::string& name, const std::string& d
 
 // The failure of a command: the diagnostic on stderr (or as JSON on stdout), exit code 1.
 CommandOutput failure(const Diagnostic& d, bool json);
+
+// `j` as the text every --json prints: indented by 2, a newline at the end, and any bytes
+// from the user that are not UTF-8 (a file name, a line of a binary file) as U+FFFD, so the
+// output is always JSON.
+std::string json_text(const nlohmann::json& j);
 
 CommandOutput check(const DiagramArgs& args, bool json);
 CommandOutput print(const DiagramArgs& args, bool json);

@@ -58,7 +58,7 @@ CommandOutput machines(const MachinesOptions& options) {
   if (options.json) {
     json list = json::array();
     for (const arch::Machine& m : *loaded) list.push_back(machine_json(m));
-    r.out = json{{"machines", list}}.dump(2) + "\n";
+    r.out = json_text(json{{"machines", list}});
     return r;
   }
   // gmem bandwidth is the l2 level's link to its parent (HBM or GDDR).

@@ -1005,6 +1005,33 @@ class Elaborator {
 
 }  // namespace
 
+std::optional<double> parse_decimal(std::string_view text) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t start = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+  std::size_t mantissa = digits();
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return std::nullopt;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '+' || text[i] == '-')) ++i;
+    if (digits() == 0) return std::nullopt;
+  }
+  if (i != text.size()) return std::nullopt;
+  const std::string s(text);
+  const double v = std::strtod(s.c_str(), nullptr);
+  const bool nonzero = s.substr(0, s.find_first_of("eE")).find_first_of("123456789") != std::string::npos;
+  if (!std::isfinite(v) || (v == 0 && nonzero)) return std::nullopt;
+  return v;
+}
+
 Result<Binding> parse_binding(std::string_view text) {
   const auto eq = text.find('=');
   const std::string arg(text);
@@ -1013,11 +1040,18 @@ Result<Binding> parse_binding(std::string_view text) {
   Binding b;
   b.name = std::string(text.substr(0, eq));
   b.text = arg;
+  const bool name_ok = (std::isalpha(static_cast<unsigned char>(b.name[0])) || b.name[0] == '_') &&
+                       std::all_of(b.name.begin(), b.name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+  if (!name_ok)
+    return plain_error(fmt::format("--set {}: '{}' is not a name (letters, digits and _, not first a digit)", arg,
+                                   b.name));
   const std::string value(text.substr(eq + 1));
-  char* end = nullptr;
-  b.value = std::strtod(value.c_str(), &end);
-  if (end != value.c_str() + value.size() || !std::isfinite(b.value))
-    return plain_error(fmt::format("--set {}: '{}' is not a number", arg, value));
+  const auto v = parse_decimal(value);
+  if (!v)
+    return plain_error(fmt::format("--set {}: '{}' is not a decimal number such as 8192, 0.5 or 1e-6", arg, value));
+  b.value = *v;
   return b;
 }
 

@@ -4,6 +4,7 @@
 // what was expected and what was found.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,8 +20,13 @@ struct Binding {
   double value = 0.0;
   std::string text;  // as the user wrote it, for error messages
 };
-// Parses "NAME=VALUE"; the error names the argument.
+// Parses "NAME=VALUE" where NAME is a name of the language and VALUE a decimal number
+// (parse_decimal); the error names the argument and says what was expected.
 Result<Binding> parse_binding(std::string_view text);
+
+// A finite decimal number as the language writes one, with an optional sign: 8192, -0.5, 1e-6,
+// .25. Not hex, inf, nan, blanks, or a value a double cannot hold (1e400). Empty otherwise.
+std::optional<double> parse_decimal(std::string_view text);
 
 struct ParsedDiagram {
   Diagram diagram;

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The napkin command line: parses arguments with CLI11, calls the driver, prints its text.
+// Every failure exits 1 (an input error) or 2 (a usage error): cli.h.
+#include <climits>
 #include <cstdio>
 #include <functional>
-#include <iostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cli.h"
 
 #include "driver/analyze_command.h"
 #include "driver/derive_command.h"
@@ -17,31 +21,29 @@
 #include "driver/report_command.h"
 
 namespace {
+namespace napkin::cli {
 
-using napkin::driver::CommandOutput;
-using napkin::driver::DiagramArgs;
+using driver::CommandOutput;
+using driver::DiagramArgs;
 
 // Adds the FILE argument and repeatable --set to a subcommand.
 void add_diagram_args(CLI::App* cmd, DiagramArgs& args) {
   cmd->add_option("file", args.file, "the .napkin diagram")->required();
   cmd->add_option("--set", args.sets, "bind an axis size or param: --set q=8192 (repeatable)")
-      ->type_name("NAME=VALUE");
+      ->type_name("NAME=VALUE")
+      ->check(binding("--set"));
 }
 
 // Adds the required --machine option of the commands that estimate on a machine.
 void add_machine_arg(CLI::App* cmd, std::string& machine) {
-  cmd->add_option("--machine", machine, "machine name (see `napkin machines`)")->required();
-}
-
-int emit(const CommandOutput& r) {
-  std::fputs(r.out.c_str(), stdout);
-  std::fputs(r.err.c_str(), stderr);
-  return r.exit_code;
+  cmd->add_option("--machine", machine, "machine name (see `napkin machines`)")
+      ->required()
+      ->check(non_empty("--machine", "a machine name (see `napkin machines`)"));
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+CommandOutput execute(const std::vector<std::string>& args) {
   CLI::App app{"napkin: turns a diagram of a deep-learning computation into an IO-aware GPU "
                "algorithm.\nSee docs/language.md for the .napkin language."};
   app.require_subcommand(1);
@@ -66,20 +68,25 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand(
       "eval", "run the f64 reference interpreter; write DIR/NAME.npy for every output");
   add_diagram_args(eval, eval_args);
-  eval->add_option("--seed", eval_options.seed, "seed of the random inputs (default 0)");
+  eval->add_option("--seed", eval_options.seed, "seed of the random inputs (default 0)")
+      ->check(non_negative_integer("--seed"));
   eval->add_option("--input", eval_options.inputs, "read an input from .npy (repeatable)")
-      ->type_name("NAME=PATH.npy");
+      ->type_name("NAME=PATH.npy")
+      ->check(named_path("--input", "Q=q.npy"));
   eval->add_option("--output-dir,-o", eval_options.output_dir, "directory for the outputs")
-      ->required();
+      ->required()
+      ->check(non_empty("--output-dir", "a directory"));
   eval->add_option("--max-work", eval_options.max_work,
-                   "refuse diagrams needing more f64 steps than this (default 1e10)");
+                   "refuse diagrams needing more f64 steps than this (default 1e10)")
+      ->check(positive_number("--max-work", "1e9"));
   eval->add_flag("--json", eval_options.json, "print what was written as JSON");
   eval->callback([&] { run = [&] { return napkin::driver::eval(eval_args, eval_options); }; });
 
   napkin::driver::MachinesOptions machines_options;
   auto* machines = app.add_subcommand("machines", "list the machine files with their headline figures");
   machines->add_option("--dir", machines_options.dir,
-                       "directory of machine files (default: the source tree's machines/)");
+                       "directory of machine files (default: the source tree's machines/)")
+      ->check(non_empty("--dir", "a directory of machine files"));
   machines->add_flag("--json", machines_options.json, "print the list as JSON");
   machines->callback([&] { run = [&] { return napkin::driver::machines(machines_options); }; });
 
@@ -91,7 +98,8 @@ int main(int argc, char** argv) {
   add_diagram_args(analyze, analyze_args);
   add_machine_arg(analyze, analyze_options.machine);
   analyze->add_option("--schedule", analyze_schedule,
-                      "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
+                      "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6")
+      ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
   analyze->add_flag("--json", analyze_options.json, "print the analysis as JSON");
   analyze->callback([&] {
     if (!analyze_schedule.empty()) analyze_options.schedule = analyze_schedule;
@@ -103,9 +111,11 @@ int main(int argc, char** argv) {
   auto* compare = app.add_subcommand("compare", "one table of the estimate across machines and precisions");
   add_diagram_args(compare, compare_args);
   compare->add_option("--machines", compare_options.machines, "machine names, comma-separated")
-      ->delimiter(',')->required();
+      ->delimiter(',')->required()
+      ->check(non_empty("--dtypes", "a dtype in every place of the list"));
   compare->add_option("--dtypes", compare_options.dtypes, "input precisions, comma-separated (bf16,fp8,...)")
-      ->delimiter(',')->required();
+      ->delimiter(',')->required()
+      ->check(non_empty("--machines", "a machine name in every place of the list"));
   compare->add_flag("--json", compare_options.json, "print the rows as JSON");
   compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
 
@@ -116,16 +126,22 @@ int main(int argc, char** argv) {
       "derive", "derive the configured algorithm: search, divisibility, footprints, throughput, overlap");
   add_diagram_args(derive, derive_args);
   add_machine_arg(derive, derive_options.machine);
-  derive->add_option("--top", derive_options.top, "how many ranked schedules to print (default 5)");
+  derive->add_option("--top", derive_options.top, "how many ranked schedules to print (default 5)")
+      ->check(positive_integer("--top", "5"));
   derive->add_flag("-v,--verbose", derive_options.verbose, "list every rejected candidate with its reason");
   derive->add_flag("--json", derive_options.json, "print the derivation as JSON");
-  derive->add_option("--accumulator", derive_accumulator, "dtype of the output accumulators (default f32)");
-  derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")->delimiter(',');
-  derive->add_option("--overhead", derive_options.overhead, "allowance on non-tensor work (default 0.5)");
+  derive->add_option("--accumulator", derive_accumulator, "dtype of the output accumulators (default f32)")
+      ->check(non_empty("--accumulator", "a floating-point dtype such as f32"));
+  derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")
+      ->delimiter(',')
+      ->check(positive_integer("--subloops", "32,8"));
+  derive->add_option("--overhead", derive_options.overhead, "allowance on non-tensor work (default 0.5)")
+      ->check(non_negative_number("--overhead", "0.5"));
   derive->add_option("--row-layout", derive_options.row_layout,
                      "rows in a warpgroup: thread (one per thread, the paper; default) or quad (WGMMA's layout, "
                      "a row over four threads, 64 rows per warpgroup)");
-  derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here");
+  derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here")
+      ->check(non_empty("--timeline", "a path for the SVG"));
   derive->add_flag("--pseudocode", derive_options.pseudocode, "print the best schedule's pseudocode after the derivation");
   derive->callback([&] {
     if (!derive_accumulator.empty()) derive_options.accumulator = derive_accumulator;
@@ -140,7 +156,8 @@ int main(int argc, char** argv) {
   add_diagram_args(pseudocode, pseudocode_args);
   add_machine_arg(pseudocode, pseudocode_options.machine);
   pseudocode->add_option("--schedule", pseudocode_schedule,
-                         "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6");
+                         "schedule text (docs/streaming.md); default: the one of docs/cost_model.md §6")
+      ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
   pseudocode->add_flag("--markdown", pseudocode_options.markdown, "print Markdown (fenced code and a table)");
   pseudocode->callback([&] {
     if (!pseudocode_schedule.empty()) pseudocode_options.schedule = pseudocode_schedule;
@@ -153,10 +170,13 @@ int main(int argc, char** argv) {
       "run-schedule", "run a schedule's loop nest on the CPU against the reference; print errors and transfers");
   add_diagram_args(run_schedule, run_schedule_args);
   run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
-      ->required();
-  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)");
+      ->required()
+      ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
+  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)")
+      ->check(non_negative_integer("--seed"));
   run_schedule->add_option("--max-work", run_schedule_options.max_work,
-                           "refuse diagrams needing more f64 steps than this (default 1e8)");
+                           "refuse diagrams needing more f64 steps than this (default 1e8)")
+      ->check(positive_number("--max-work", "1e7"));
   run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
   run_schedule->callback([&] {
     run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
@@ -167,10 +187,14 @@ int main(int argc, char** argv) {
   auto* draw = app.add_subcommand(
       "draw", "draw the diagram (and the machine) as SVG: DIR/diagram.svg, DIR/machine.svg");
   add_diagram_args(draw, draw_args);
-  draw->add_option("--machine", draw_options.machine, "machine name: colours its levels, adds machine.svg");
+  draw->add_option("--machine", draw_options.machine, "machine name: colours its levels, adds machine.svg")
+      ->check(non_empty("--machine", "a machine name (see `napkin machines`)"));
   draw->add_option("--schedule", draw_options.schedule,
-                   "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks");
-  draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")->required();
+                   "schedule text (docs/streaming.md): colours wires by level, labels tiles and chunks")
+      ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
+  draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")
+      ->required()
+      ->check(non_empty("--output-dir", "a directory"));
   draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
 
   napkin::driver::DrawTraceOptions draw_trace_options;
@@ -178,10 +202,14 @@ int main(int argc, char** argv) {
       "draw-trace", "draw an attention kernel's measured timeline (bench/attention/trace_tiles.cu's output) as SVG");
   draw_trace->add_option("file", draw_trace_options.file, "the text trace_tiles printed")->required();
   draw_trace->add_option("--section", draw_trace_options.section,
-                         "which of the text's timelines to draw, from 0 (default 0)");
+                         "which of the text's timelines to draw, from 0 (default 0)")
+      ->check(non_negative_integer("--section", INT_MAX));
   draw_trace->add_option("--clock-mhz", draw_trace_options.clock_mhz,
-                         "the SM clock in MHz (default: the text's 'SM clock' line)");
-  draw_trace->add_option("--output,-o", draw_trace_options.output, "the SVG file to write")->required();
+                         "the SM clock in MHz (default: the text's 'SM clock' line)")
+      ->check(positive_number("--clock-mhz", "1755"));
+  draw_trace->add_option("--output,-o", draw_trace_options.output, "the SVG file to write")
+      ->required()
+      ->check(non_empty("--output", "a path for the SVG"));
   draw_trace->callback([&] { run = [&] { return napkin::driver::draw_trace(draw_trace_options); }; });
 
   DiagramArgs report_args;
@@ -190,14 +218,30 @@ int main(int argc, char** argv) {
       "report", "one self-contained HTML page: drawings, derivation, ranked schedules, pseudocode, plots");
   add_diagram_args(report, report_args);
   add_machine_arg(report, report_options.machine);
-  report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")->required();
-  report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)");
+  report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")
+      ->required()
+      ->check(non_empty("--output-dir", "a directory"));
+  report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)")
+      ->check(positive_integer("--top", "10"));
   report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+    app.parse(reversed);
+    check_repeats(app);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return parse_failure(app, e);
   }
-  return emit(run());
+  return run();
 }
+
+}  // namespace napkin::cli
+
+#ifndef NAPKIN_CLI_NO_MAIN  // defined where execute() is called in-process (tests/fuzz/fuzz_cli.cpp)
+int main(int argc, char** argv) {
+  const napkin::driver::CommandOutput r = napkin::cli::execute({argv + 1, argv + argc});
+  std::fputs(r.out.c_str(), stdout);
+  std::fputs(r.err.c_str(), stderr);
+  return r.exit_code;
+}
+#endif

@@ -2,6 +2,7 @@
 // The napkin command line as a user meets it: golden output for every example, exit codes,
 // JSON that parses, and one-line errors for bad files, flags and arguments.
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -87,8 +88,6 @@ TEST(Cli, FailuresGiveANonzeroExitAndAOneLineReason) {
        "error: --set q=-1: axis 'q' needs a positive integer size"},
       {"check examples/attention.napkin --set t=4",
        "error: --set t=4: examples/attention.napkin has no axis or param named 't' (axes: b h q k d)"},
-      {"check examples/attention.napkin --set q",
-       "error: --set q: expected NAME=VALUE, e.g. --set q=8192"},
       {"eval examples/attention.napkin -o /tmp/napkin_never",
        "error: examples/attention.napkin: evaluating needs about 7.09e+13 f64 steps, more than "
        "--max-work 1e+10; bind smaller sizes with --set (e.g. --set q=256), or raise --max-work"},
@@ -114,19 +113,123 @@ TEST(Cli, JsonErrorsAreJson) {
   EXPECT_EQ(j.at("error").at("message"), "cycle: 'A' depends on itself (A -> B -> C -> A)");
 }
 
-TEST(Cli, UsageErrorsAndHelp) {
-  auto none = run_napkin("");
-  EXPECT_NE(none.exit_code, 0);
-  auto unknown = run_napkin("frobnicate");
-  EXPECT_NE(unknown.exit_code, 0);
-  auto bad_flag = run_napkin("check examples/attention.napkin --colour");
-  EXPECT_NE(bad_flag.exit_code, 0);
-  EXPECT_NE(bad_flag.err.find("--colour"), std::string::npos) << bad_flag.err;
-  for (const char* sub : {"check", "print", "eval"}) {
-    auto help = run_napkin(std::string(sub) + " --help");
-    EXPECT_EQ(help.exit_code, 0) << sub;
-    EXPECT_NE(help.out.find("--set"), std::string::npos) << sub;
+// Exit 2 for every usage error (tools/napkin/cli.h), found before any file is read, with one
+// line naming the command, the option and what was expected, and the nearest command or option.
+TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
+  struct Case {
+    std::string args, first_line;
+  };
+  const std::string attention = "examples/attention.napkin", h100 = " --machine h100-sxm5";
+  const std::vector<Case> cases = {
+      {"", "error: expected a command, one of: check print eval machines analyze compare derive pseudocode "
+           "run-schedule draw draw-trace report build run"},
+      {"chek " + attention, "error: unknown command 'chek'; did you mean 'check'?"},
+      {"drive " + attention, "error: unknown command 'drive'; did you mean 'derive'?"},
+      {"psuedocode " + attention, "error: unknown command 'psuedocode'; did you mean 'pseudocode'?"},
+      {"frobnicate", "error: unknown command 'frobnicate'; expected one of: check print eval machines analyze "
+                     "compare derive pseudocode run-schedule draw draw-trace report build run"},
+      {"--json check " + attention,
+       "error: unknown option '--json' before the command; the command comes first: napkin COMMAND [ARGUMENTS]"},
+      {"check " + attention + " --colour", "error: check: unknown option '--colour'"},
+      {"check " + attention + " --jsn", "error: check: unknown option '--jsn'; did you mean '--json'?"},
+      {"derive " + attention + " --machin h100-sxm5", "error: derive: unknown option '--machin'; did you mean '--machine'?"},
+      {"derive " + attention + h100 + " --tpo 3", "error: derive: unknown option '--tpo'; did you mean '--top'?"},
+      {"check " + attention + " --machine h100-sxm5",
+       "error: check: unknown option '--machine'; it is an option of analyze derive pseudocode draw report build "
+       "run, not of check"},
+      {"check", "error: check: missing FILE: the .napkin diagram"},
+      {"check " + attention + " other.napkin", "error: check: unexpected argument 'other.napkin'"},
+      {"derive " + attention, "error: derive: missing --machine: machine name (see `napkin machines`)"},
+      {"derive " + attention + h100 + " --top", "error: derive: --top needs a value: how many ranked schedules to print (default 5)"},
+      {"derive " + attention + h100 + " --top 3 --top 4", "error: derive: --top is given 2 times; give it once"},
+      {"derive " + attention + h100 + " --top 0",
+       "error: --top 0: expected a positive integer (at most 2147483647), e.g. --top 5"},
+      {"derive " + attention + h100 + " --top -3",
+       "error: --top -3: expected a positive integer (at most 2147483647), e.g. --top 5"},
+      {"derive " + attention + h100 + " --top 2.5",
+       "error: --top 2.5: expected a positive integer (at most 2147483647), e.g. --top 5"},
+      {"report " + attention + h100 + " -o /tmp/napkin_never --top 0",
+       "error: --top 0: expected a positive integer (at most 2147483647), e.g. --top 10"},
+      {"derive " + attention + h100 + " --subloops 32,0",
+       "error: --subloops 0: expected a positive integer (at most 2147483647), e.g. --subloops 32,8"},
+      {"derive " + attention + h100 + " --overhead nan",
+       "error: --overhead nan: expected a finite decimal number >= 0, e.g. --overhead 0.5"},
+      {"derive " + attention + h100 + " --overhead -0.5",
+       "error: --overhead -0.5: expected a finite decimal number >= 0, e.g. --overhead 0.5"},
+      {"derive " + attention + " --machine ''",
+       "error: --machine: expected a machine name (see `napkin machines`), found an empty string"},
+      {"eval examples/matmul.napkin --seed -1 -o /tmp/napkin_never",
+       "error: --seed -1: expected an integer from 0 to 18446744073709551615"},
+      {"eval examples/matmul.napkin --max-work -1 -o /tmp/napkin_never",
+       "error: --max-work -1: expected a finite decimal number > 0, e.g. --max-work 1e9"},
+      {"eval examples/matmul.napkin --max-work inf -o /tmp/napkin_never",
+       "error: --max-work inf: expected a finite decimal number > 0, e.g. --max-work 1e9"},
+      {"eval examples/matmul.napkin --input A=a.npy --input A=b.npy -o /tmp/napkin_never",
+       "error: --input A=b.npy: 'A' is already given by --input A=a.npy; give each name once"},
+      {"eval examples/matmul.napkin --input A -o /tmp/napkin_never",
+       "error: --input A: expected NAME=PATH, e.g. --input Q=q.npy"},
+      {"analyze " + attention + h100 + " --schedule ''",
+       "error: --schedule: expected a schedule text (docs/streaming.md), found an empty string"},
+      {"run-schedule " + attention + " --schedule ''",
+       "error: --schedule: expected a schedule text (docs/streaming.md), found an empty string"},
+      {"check " + attention + " --set q=0x100",
+       "error: --set q=0x100: '0x100' is not a decimal number such as 8192, 0.5 or 1e-6"},
+      {"check " + attention + " --set q=1e400",
+       "error: --set q=1e400: '1e400' is not a decimal number such as 8192, 0.5 or 1e-6"},
+      {"check " + attention + " --set q", "error: --set q: expected NAME=VALUE, e.g. --set q=8192"},
+      {"check " + attention + " --set q=1 --set q=2",
+       "error: --set q=2: 'q' is already given by --set q=1; give each name once"},
+      {"compare " + attention + " --machines h100-sxm5,h100-sxm5 --dtypes bf16",
+       "error: --machines h100-sxm5: 'h100-sxm5' is listed twice; list it once"},
+      {"draw-trace t.txt -o t.svg --section -1", "error: --section -1: expected an integer from 0 to 2147483647"},
+      {"draw-trace t.txt -o t.svg --clock-mhz 0",
+       "error: --clock-mhz 0: expected a finite decimal number > 0, e.g. --clock-mhz 1755"},
+  };
+  for (const Case& c : cases) {
+    auto r = run_napkin(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(first_line(r.err), c.first_line) << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
   }
+}
+
+TEST(Cli, HelpExitsZero) {
+  for (const char* sub : {"check", "print", "eval"}) {
+    for (const std::string& args : {std::string(sub) + " --help", "help " + std::string(sub)}) {
+      auto help = run_napkin(args);
+      EXPECT_EQ(help.exit_code, 0) << args;
+      EXPECT_NE(help.out.find("--set"), std::string::npos) << args;
+    }
+  }
+  for (const char* args : {"--help", "help", "-h"}) {
+    auto help = run_napkin(args);
+    EXPECT_EQ(help.exit_code, 0) << args;
+    EXPECT_NE(help.out.find("derive"), std::string::npos) << args;
+  }
+}
+
+// Input errors exit 1: a directory, binary garbage (escaped, never raw), a 200 kB line (cut).
+TEST(Cli, InputErrorsExitOneAndNeverEchoRawBytes) {
+  auto dir = run_napkin("check examples");
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_EQ(dir.err, "error: examples: is a directory; expected a file\n");
+  const auto tmp = std::filesystem::temp_directory_path() / "napkin_cli_binary.napkin";
+  std::string garbage = "axes q=4\n";
+  for (int i = 0; i < 4096; ++i) garbage += static_cast<char>((i * 37 + 11) % 256);
+  std::ofstream(tmp, std::ios::binary) << garbage;
+  auto bin = run_napkin("check " + tmp.string());
+  EXPECT_EQ(bin.exit_code, 1);
+  for (char c : bin.err)
+    EXPECT_TRUE(c == '\n' || c == '\t' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f))
+        << "raw byte " << static_cast<int>(static_cast<unsigned char>(c)) << " in:\n" << bin.err;
+  auto json = run_napkin("check --json " + tmp.string());  // JSON of invalid UTF-8: still JSON
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_TRUE(nlohmann::json::accept(json.out)) << json.out;
+  std::ofstream(tmp, std::ios::binary) << "axes q=4\nin X[q] f32\nY[q] = X" << std::string(200000, ' ') << "@\nout Y\n";
+  auto long_line = run_napkin("check " + tmp.string());
+  EXPECT_EQ(long_line.exit_code, 1);
+  EXPECT_LT(long_line.err.size(), 600u) << long_line.err.size();
+  std::filesystem::remove(tmp);
 }
 
 }  // namespace
