@@ -31,10 +31,12 @@ std::vector<AxisId> axes_union(const Diagram& d, const Node& n) {
   return {all.begin(), all.end()};
 }
 
-bool weak_constant(const Node& n) { return n.op == OpKind::constant && n.name.empty(); }
+// A literal or a param: a compile-time scalar, which takes the other operand's dtype (a param
+// is a literal with a name; `C = 2` is a value, a cast node, and takes part).
+bool weak_constant(const Node& n) { return n.op == OpKind::constant; }
 
-// Result dtype of arithmetic on the operands: floats promote, weak (literal) constants do not
-// take part, i32 stays i32, bool is refused.
+// Result dtype of arithmetic on the operands: floats promote, weak constants (literals and
+// params) do not take part, i32 stays i32, bool is refused.
 std::variant<DType, std::string> arithmetic_dtype(const Diagram& d, const Node& n,
                                                   const std::vector<NodeId>& operands) {
   std::optional<DType> result;

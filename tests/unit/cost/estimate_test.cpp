@@ -224,5 +224,30 @@ TEST(Estimate, HugeAxesCostNoTimeAndCountExactly) {
                    2 * 99999999999.0 * 128 + 2 * 8192.0 * 128 * 781250000.0);
 }
 
+// A param is a literal with a name (issue #19): `S * scale` keeps S's dtype, so the cost model
+// counts the same f32 FMAs for it as for `S * 0.125`, never f64 ones.
+TEST(Estimate, AParamCostsLikeTheSameLiteral) {
+  auto with = [](const std::string& factor, const std::string& param) {
+    auto p = ir::parse_diagram(SourceText{"p.napkin",
+        "axes q=1024 k=1024 d=64\n" + param + "in Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\n"
+        "S = contract(Q, K over d) * " + factor + "\nT = S + " + factor + "\n"
+        "O = contract(softmax(T over k), V over k) as bf16\nout O\n"});
+    EXPECT_TRUE(p.ok()) << p.error().format();
+    return p->diagram;
+  };
+  const ir::Diagram param = with("c", "param c = 0.125\n"), literal = with("0.125", "");
+  EXPECT_EQ(param.node(*param.find_node("S")).dtype, DType::f32);
+  EXPECT_EQ(param.node(*param.find_node("T")).dtype, DType::f32);
+  const std::string schedule = "smem{tile q=128; stream k=64:online_softmax}";
+  const Estimate a = run(param, schedule), b = run(literal, schedule);
+  ASSERT_EQ(a.units.size(), b.units.size());
+  for (std::size_t i = 0; i < a.units.size(); ++i) {
+    EXPECT_NE(a.units[i].dtype, DType::f64) << a.units[i].what;
+    EXPECT_EQ(a.units[i].what, b.units[i].what);
+    EXPECT_DOUBLE_EQ(a.units[i].ops, b.units[i].ops) << a.units[i].what;
+  }
+  EXPECT_DOUBLE_EQ(a.predicted_time_s, b.predicted_time_s);
+}
+
 }  // namespace
 }  // namespace napkin::cost
