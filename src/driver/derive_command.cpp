@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/derive_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -209,15 +210,27 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   s += fmt::format("best: {}\n  predicted {}, {:.1f} TFLOP/s, bound by {}\n  schedule: {}\n\n", best.summary,
                    seconds_text(best.predicted_time_s), best.tflops, best.bound, sched::to_string(best.schedule));
   if (best.configuration) s += configuration_text(*best.configuration, *m) + "\n";
-  s += fmt::format("top {}:\n", std::min<std::size_t>(r->ranked.size(), static_cast<std::size_t>(o.top)));
-  for (std::size_t i = 0; i < r->ranked.size() && i < static_cast<std::size_t>(o.top); ++i) {
+  const std::size_t shown = std::min<std::size_t>(r->ranked.size(), static_cast<std::size_t>(o.top));
+  s += fmt::format("top {}:\n", shown);
+  // Summaries that fit a column (the configuration solver's) make a table; whole schedule texts
+  // (the cost model's, which can differ only at their end) go in full under their figures.
+  constexpr std::size_t kColumn = 52;
+  const bool table = std::all_of(r->ranked.begin(), r->ranked.begin() + static_cast<std::ptrdiff_t>(shown),
+                                 [&](const search::Ranked& k) { return k.summary.size() <= kColumn; });
+  for (std::size_t i = 0; i < shown; ++i) {
     const auto& k = r->ranked[i];
-    s += fmt::format("  {:>2}. {:<52} {:>10} {:>8.1f} TFLOP/s  {}\n", i + 1, k.summary.substr(0, 52), seconds_text(k.predicted_time_s),
-                     k.tflops, k.bound);
+    if (table)
+      s += fmt::format("  {:>2}. {:<52} {:>10} {:>8.1f} TFLOP/s  {}\n", i + 1, k.summary, seconds_text(k.predicted_time_s),
+                       k.tflops, k.bound);
+    else
+      s += fmt::format("  {:>2}. {:>10} {:>8.1f} TFLOP/s  {}\n      {}\n", i + 1, seconds_text(k.predicted_time_s), k.tflops,
+                       k.bound, k.summary);
   }
   if (o.verbose) {
     s += "rejected:\n";
-    for (const auto& x : r->rejections) s += fmt::format("  {:<52} {}\n", x.candidate.substr(0, 52), x.reason);
+    for (const auto& x : r->rejections)
+      s += x.candidate.size() <= kColumn ? fmt::format("  {:<52} {}\n", x.candidate, x.reason)
+                                         : fmt::format("  {}\n      {}\n", x.candidate, x.reason);
   }
   if (o.pseudocode) s += "\npseudocode of the best schedule:\n" + emit::pseudocode_text(d, best.schedule, &*m);
   out.out = s;
