@@ -42,7 +42,10 @@ std::string header_field(const std::string& header, const std::string& key) {
 Result<NpyArray> read_npy(const std::string& path) {
   auto file = read_source_file(path);
   if (!file) return file.error();
-  const std::string& bytes = file->text;
+  return parse_npy(file->text, path);
+}
+
+Result<NpyArray> parse_npy(std::string_view bytes, const std::string& path) {
   auto bad = [&](const std::string& why) {
     return plain_error(fmt::format("{}: not a readable .npy file: {}", path, why));
   };
@@ -61,7 +64,7 @@ Result<NpyArray> read_npy(const std::string& path) {
     return bad(fmt::format("format version {} is not supported (expected 1, 2 or 3)", major));
   }
   if (header_start + header_len > bytes.size()) return bad("truncated header");
-  const std::string header = bytes.substr(header_start, header_len);
+  const std::string header(bytes.substr(header_start, header_len));
   const std::string descr = header_field(header, "descr");
   const std::string fortran = header_field(header, "fortran_order");
   const std::string shape_text = header_field(header, "shape");
@@ -94,9 +97,13 @@ Result<NpyArray> read_npy(const std::string& path) {
     return bad(fmt::format("element type {} is not supported (expected <f8 <f4 <f2 <i8 <i4 <i2 "
                            "|i1 |u1 |b1, little-endian)", descr));
   const std::size_t data_start = header_start + header_len;
-  if (static_cast<std::uint64_t>(count) * static_cast<std::uint64_t>(kind->bytes) != bytes.size() - data_start)
-    return bad(fmt::format("expected {} bytes of data for shape {}, found {}", count * kind->bytes,
-                           shape_text, bytes.size() - data_start));
+  // Checked: a shape of 2^61 elements of 8 bytes must not wrap around to 0 bytes.
+  const std::uint64_t data_bytes = bytes.size() - data_start;
+  std::uint64_t expected_bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(kind->bytes), &expected_bytes))
+    return bad("shape overflows");
+  if (expected_bytes != data_bytes)
+    return bad(fmt::format("expected {} bytes of data for shape {}, found {}", expected_bytes, shape_text, data_bytes));
   a.data.resize(static_cast<std::size_t>(count));
   const char* p = bytes.data() + data_start;
   for (std::int64_t i = 0; i < count; ++i, p += kind->bytes) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/diagnostic.h"
@@ -18,6 +19,9 @@ struct NpyArray {
 // Supported element types: <f8 <f4 <f2 <i8 <i4 <i2 |i1 |u1 |b1. Errors name the path and what
 // was expected (e.g. a Fortran-order or big-endian array).
 Result<NpyArray> read_npy(const std::string& path);
+// The same for the bytes of a file; `path` names it in errors. Any bytes give an array or an
+// error, never a crash, and memory no larger than the data the bytes hold.
+Result<NpyArray> parse_npy(std::string_view bytes, const std::string& path);
 // Writes `a` as <f8 (version 1.0). Errors name the path.
 Result<bool> write_npy(const std::string& path, const NpyArray& a);
 

@@ -128,6 +128,17 @@ TEST(Npy, ReadsFloat32AndRejectsFortranOrder) {
                                       "shape (4,), found 12");
 }
 
+// A shape whose byte count wraps around 2^64 is an error, not a 2^61-element allocation.
+TEST(Npy, AShapeOverflowingTheByteCountIsAnError) {
+  std::string h = "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }";
+  while ((10 + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  const std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size()) + '\0' + h;
+  auto a = parse_npy(bytes, "big.npy");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().message, "big.npy: not a readable .npy file: shape overflows");
+}
+
 TEST(Npy, MissingFileNamesThePath) {
   auto a = read_npy("/nonexistent/x.npy");
   ASSERT_FALSE(a.ok());
