@@ -57,6 +57,7 @@ class Kernel:
         self.manifest = json.loads(self._lib.napkin_kernel_manifest().decode())
         self.inputs = self.manifest["inputs"]
         self.output = self.manifest["outputs"][0]
+        self.params = {p["name"]: p["value"] for p in self.manifest.get("params", [])}
         self.name = pathlib.Path(self.manifest["diagram"]["file"]).stem
 
     def __repr__(self):
@@ -78,7 +79,10 @@ class Kernel:
                              f"{tuple(t.shape)}")
 
     def __call__(self, *args, out=None, **tensors):
+        """Inputs by position or name; params (the diagram's named constants) by name, as
+        numbers, else the diagram's values."""
         import torch
+        params = {n: float(tensors.pop(n)) for n in list(tensors) if n in self.params}
         if len(args) > len(self.inputs):
             raise TypeError(f"{self.name}: {len(self.inputs)} inputs, got {len(args)} positional tensors")
         for spec, t in zip(self.inputs, args):
@@ -88,7 +92,8 @@ class Kernel:
         names = {i["name"] for i in self.inputs}
         unknown = sorted(set(tensors) - names)
         if unknown:
-            raise TypeError(f"{self.name}: unknown tensor(s) {unknown}; the inputs are {[i['name'] for i in self.inputs]}")
+            raise TypeError(f"{self.name}: unknown tensor(s) {unknown}; the inputs are {[i['name'] for i in self.inputs]}"
+                            + (f", the params {sorted(self.params)}" if self.params else ""))
         sizes = {}
         for spec in self.inputs:
             if spec["name"] not in tensors:
@@ -119,6 +124,21 @@ class Kernel:
             for j in range(t.dim()):
                 arr[i].shape[j] = t.shape[j]
                 arr[i].strides[j] = t.stride(j)
+        scalars = []
+        for name, value in params.items():
+            entry = _Tensor()
+            nm = name.encode()
+            keep.append(nm)
+            scalars.append(ctypes.c_double(value))
+            entry.name, entry.data, entry.dtype, entry.rank = nm, ctypes.addressof(scalars[-1]), _DTYPE_CODES["f64"], 0
+            specs.append({"name": name})
+            values.append(entry)
+        arr2 = (_Tensor * len(specs))()
+        for i in range(len(arr)):
+            arr2[i] = arr[i]
+        for i, entry in enumerate(values[len(arr):]):
+            arr2[len(arr) + i] = entry
+        arr = arr2
         err = ctypes.create_string_buffer(1024)
         with torch.cuda.device(out.device):
             stream = torch.cuda.current_stream().cuda_stream

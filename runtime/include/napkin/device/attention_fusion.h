@@ -48,11 +48,17 @@ struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
-  __device__ static float score(Args const&, float raw, int, int, int, int) { return raw; }
-  __device__ static bool visible(Args const&, int, int, int, int) { return true; }
-  __device__ static BlockVisibility block(Args const&, int, int, int, int, int, int) { return {true, true}; }
-  __device__ static float prob(Args const&, float raw, int, int, int, int) { return raw; }
-  __device__ static float epilogue(Args const&, float o, float, int, int, int, int) { return o; }
+  // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
+  template <class A>
+  __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }
+  template <class A>
+  __device__ static bool visible(A const&, int, int, int, int) { return true; }
+  template <class A>
+  __device__ static BlockVisibility block(A const&, int, int, int, int, int, int) { return {true, false}; }
+  template <class A>
+  __device__ static float prob(A const&, float raw, int, int, int, int) { return raw; }
+  template <class A>
+  __device__ static float epilogue(A const&, float o, float, int, int, int, int) { return o; }
 };
 
 // Rounding as the reference interpreter's `cast` (round to nearest even; i32 saturates, NaN -> 0).
