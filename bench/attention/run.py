@@ -12,7 +12,7 @@ ratio to cuDNN, and napkin's own prediction for this GPU beside the measurement,
 bench/attention/predictions.json, which predict.py computes on the host) and appends one JSON
 line per row and implementation to --out.
 
-    python3 bench/attention/run.py --out bench/results/attention.jsonl
+    python3 bench/attention/run.py --out /tmp/attention.jsonl  (appended to bench/results/attention.jsonl.gz)
 """
 import argparse
 import datetime
@@ -134,7 +134,7 @@ def sampled_reference(q, k, v, causal, scale, rows, dtype):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="bench/results/attention.jsonl")
+    ap.add_argument("--out", default="/tmp/attention.jsonl")  # then appended to bench/results/attention.jsonl.gz
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)))
