@@ -19,15 +19,20 @@ struct Term {
   std::vector<std::string> axes;         // the tensor's axes
   std::vector<std::string> reread_axes;  // tiled axes the tensor is not woven over
   double alpha = 0;                      // values
-  double beta = 0;                       // found from the optimum: -dlog(term)/dlog(M)
+  double beta = 0;                       // found from the optimum: -dlog(term)/dlog(M), exact
+                                         // (snapped to a rational of denominator <= 24)
 };
 
-// At the optimum, each useful tile size grows as g = coefficient * M^exponent.
+// At the optimum, each useful tile size grows as g = coefficient * M^exponent. Tiled axes that
+// every term sees alike (equal exponents in every transfer and memory monomial: a batch axis
+// beside m in a batched matmul with shared weights) matter only through the product of their
+// tiles, and get one relation for that product.
 struct TileRelation {
-  std::string axis;
+  std::string axis;                // the axis, or the axes of a product joined by '*': "b*m"
+  std::vector<std::string> axes;   // the axes whose tiles' product the relation gives
   double coefficient = 0;
-  double exponent = 0;
-  std::string text;  // "g_q = M/(2*d)", "g_m = M^(1/2)"
+  double exponent = 0;             // exact: a rational with a small denominator when it is one
+  std::string text;  // "g_q = M/(2*d)", "g_m = M^(1/2)", "g_b*g_m = M^(1/2) (only the product matters)"
 };
 
 struct ClosedForm {
@@ -40,7 +45,7 @@ struct ClosedForm {
 
   // H*(M) in values for M values of memory at the level, from the optimised tiles.
   double transfers(double memory_values) const;
-  // "H*(M) = 6.7109e+07 + 1.0995e+12*M^-1", terms with equal beta merged.
+  // "H*(M) = 6.7109e+07 + 1.0995e+12*M^-1": one term per beta (terms of equal beta merged).
   std::string text() const;
   // Sum of alpha over the terms whose beta equals `beta` (within 1e-6).
   double alpha_for(double beta) const;
@@ -53,8 +58,12 @@ struct ClosedForm {
   std::vector<Monomial> transfer_terms;  // parallel to `terms`
   std::vector<Monomial> memory_terms;
   std::vector<double> axis_sizes;        // per tiled axis
-  // The optimal log tile sizes for M values; g_a >= 1 (no upper bound: the asymptotic form).
-  std::vector<double> optimal_log_tiles(double memory_values) const;
+  // The tiled axes (indices) in groups of equal exponent columns: the optimisation's variables.
+  std::vector<std::vector<std::size_t>> groups;
+  // Per group, the optimal log of the product of its tiles for exp(log_memory_values) values;
+  // g_a >= 1 (no upper bound: the asymptotic form). Computed in log space throughout (no
+  // overflow at any M), then refined by Newton's method on the optimality conditions.
+  std::vector<double> optimal_log_tiles(double log_memory_values) const;
 };
 
 // Pre: report = analyse_streaming(d). Resident tensors (inputs and outputs lacking every

@@ -2,7 +2,9 @@
 // The paper's performance model reproduced from napkin's own arithmetic (no constants from
 // the paper appear below except as the expected values): the transfer bounds, the betas, the
 // quantization gains and the H100 thresholds (docs/cost_model.md; the digest's section 6).
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -125,6 +127,80 @@ TEST(ClosedForm, H100ComputeBoundThresholds) {
       EXPECT_NEAR(t.value, 295, 1.0);               // g_q >= 295 (Napkin section 5.7)
       EXPECT_EQ(t.text.rfind("g_q >= 295", 0), 0u) << t.text;
     }
+}
+
+// A batched matmul with shared weights: b and m are re-read alike (W lacks both), so only the
+// product of their tiles matters; it gets one relation, and the fit is exact (issue #19: it
+// printed g_b = 1.71779e-33*M^3.947).
+TEST(ClosedForm, BatchAndRowTilesOfASharedWeightMatmulMatterOnlyAsAProduct) {
+  const ClosedForm f = form(load("axes b=8 m=4096 k=4096 n=4096\nin A[b m k] bf16\nin W[k n] bf16\n"
+                                 "C = contract(A, W over k) as bf16\nout C\n"));
+  ASSERT_EQ(f.relations.size(), 2u);
+  EXPECT_EQ(f.relations[0].text, "g_b*g_m = M^(1/2) (only the product matters)");
+  EXPECT_EQ(f.relations[0].axes, (std::vector<std::string>{"b", "m"}));
+  EXPECT_EQ(f.relations[1].text, "g_n = M^(1/2)");
+  for (const Term& t : f.terms) EXPECT_TRUE(t.beta == 0.5 || t.beta == 0.0) << t.tensor << " " << t.beta;
+  const double b = 8, m = 4096, k = 4096, n = 4096;
+  EXPECT_NEAR(f.alpha_for(0.5), 2 * b * m * k * n, 1e-12 * b * m * k * n);
+  EXPECT_EQ(f.text(), "H*(M) = 1.34218e+08 + 1.09951e+12*M^-0.5");
+}
+
+// Terms of one beta are one term, and the betas are exact where lower-order memory terms
+// (doc_q holds q but not h) kept a fit at moderate M from reaching them (issue #19: two M^-0.5
+// terms, beta = 0.500153).
+TEST(ClosedForm, BetasAreExactAndEqualBetasMerge) {
+  const ClosedForm f = form(load(
+      "axes b=2 h=16 q=8192 k=8192 d=128\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+      "in doc_q[b q] i32\nin doc_k[b k] i32\nS = contract(Q, K over d)\n"
+      "P = softmax(select(doc_q == doc_k, S, -inf) over k)\nO = contract(P, V over k) as bf16\nout O\n"));
+  const double b = 2, h = 16, q = 8192, k = 8192, d = 128;
+  for (const Term& t : f.terms) {
+    if (t.tensor == "Q" || t.tensor == "O") EXPECT_EQ(t.beta, 0.0);
+    if (t.tensor == "K" || t.tensor == "V" || t.tensor == "doc_q") EXPECT_EQ(t.beta, 0.5) << t.tensor;
+    if (t.tensor == "doc_k") {
+      EXPECT_EQ(t.beta, 1.0);
+      // doc_k once per (h, q) tile, with g_h g_q = M/(2d).
+      EXPECT_NEAR(t.alpha, b * k * h * q * 2 * d, 1e-12 * t.alpha);
+    }
+    // K once per q tile, with g_q = (k M)^(1/2) at the optimum.
+    if (t.tensor == "K") EXPECT_NEAR(t.alpha, b * h * k * d * q / std::sqrt(k), 1e-12 * t.alpha);
+  }
+  EXPECT_EQ(f.text(), "H*(M) = 6.71089e+07 + 1.2148e+10*M^-0.5 + 5.49756e+11*M^-1");
+  ASSERT_EQ(f.relations.size(), 2u);
+  EXPECT_EQ(f.relations[1].exponent, 0.5);
+  EXPECT_NEAR(f.relations[1].coefficient, std::sqrt(k), 1e-9 * std::sqrt(k));
+}
+
+// For every example: the fitted H*(M) is the optimum's transfers at a memory far above the
+// smallest (the form is asymptotic), and the text has one term per distinct beta.
+TEST(ClosedForm, FitEqualsTheOptimumForEveryExample) {
+  for (const auto& path : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    auto p = ir::load_diagram(path.string());
+    ASSERT_TRUE(p.ok()) << p.error().format();
+    const ClosedForm f = form(p->diagram);
+    double m0 = 0;
+    for (const auto& m : f.memory_terms) m0 += m.coefficient;
+    const double log_m = std::log(std::max(1.0, m0)) + 30 * std::log(10.0);
+    const std::vector<double> x = f.optimal_log_tiles(log_m);
+    double direct = 0;
+    for (const auto& t : f.transfer_terms) {
+      double e = std::log(t.coefficient);
+      for (std::size_t g = 0; g < f.groups.size(); ++g) e += t.exponents[f.groups[g].front()] * x[g];
+      direct += std::exp(e);
+    }
+    EXPECT_NEAR(f.transfers(std::exp(log_m)), direct, 1e-9 * direct) << path;
+    std::set<double> betas;
+    for (const Term& t : f.terms) betas.insert(t.beta);
+    const std::string text = f.text();
+    std::size_t terms = 1;
+    for (std::size_t at = text.find(" + "); at != std::string::npos; at = text.find(" + ", at + 1)) ++terms;
+    EXPECT_EQ(terms, betas.size()) << path << ": " << text;
+    for (const TileRelation& r : f.relations) {
+      EXPECT_TRUE(std::isfinite(r.exponent) && r.coefficient > 0) << path << ": " << r.text;
+      // A tile's product never grows faster than M nor shrinks with it (no M^3.9 noise).
+      EXPECT_TRUE(r.exponent >= 0 && r.exponent <= 1) << path << ": " << r.text;
+    }
+  }
 }
 
 }  // namespace
