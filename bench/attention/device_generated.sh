@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# One call on the GPU machine: compile the generated kernels that `napkin build --no-compile`
-# wrote under build/gen/<example>/kernel.cu (16 cores; carried: build/gen, .cutlass with the
-# CuTe headers, .devbin with a napkin binary for the reference), then run the GPU tests of the
-# generated kernels. Logs go to $OUT.
-#   bench/attention/device_generated.sh [tests|none] [pytest -k expression]
+# One call on the GPU machine for the generated kernels: compile those `napkin build
+# --no-compile` wrote under build/gen/<name>_d<D>/kernel.cu into /tmp/gen (16 cores; kept while
+# the machine stays up, so a second call reuses them), then
+#   tests     the GPU tests of every generated kernel (tests/gpu/test_generated.py), d = 128 and 64
+#   sanitize  napkin run --library under compute-sanitizer memcheck, racecheck and synccheck
+#   bench     bench/attention/variants.py (needs the fa3-fwd wheel in .peers for FlashAttention-3)
+# Carried: build/gen, .cutlass (CuTe headers), .devbin (a napkin binary and its two libraries),
+# .peers for bench. Logs go to $OUT.
+#   bench/attention/device_generated.sh "tests sanitize bench" [variants.py args...]
 set -uo pipefail
 what=${1:-tests}; shift || true
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/.devbin/napkin NAPKIN_KERNELS=$PWD/build/gen
+export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/.devbin/napkin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-"$NAPKIN_BIN" machines >/dev/null 2>&1 && echo "napkin binary runs here" || echo "napkin binary does not run here: $("$NAPKIN_BIN" machines 2>&1 | head -2)"
+GEN=/tmp/gen; mkdir -p $GEN
 t0=$(date +%s)
 flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -shared -diag-suppress=177 -Iruntime/include -I.cutlass/include"
-ls -d build/gen/*/ | xargs -P 16 -I{} sh -c "nvcc $flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED {}'"
-echo "compiled $(ls build/gen/*/libkernel.so | wc -l) kernels in $(( $(date +%s) - t0 )) s"
-grep -l -E "spill|C75" build/gen/*/nvcc.log && grep -h -E "spill|C75" build/gen/*/nvcc.log | head
-cat build/gen/*/nvcc.log | grep -i error | head
-if [[ $what == tests ]]; then
-  timeout 500 python3 -m pytest -q -rA tests/gpu/test_generated.py -p no:cacheprovider ${1:+-k "$1"} 2>&1 | tee "$OUT/tests.log" | tail -60
+for d in build/gen/*/; do n=$(basename $d); mkdir -p $GEN/$n; cmp -s $d/kernel.cu $GEN/$n/kernel.cu || { cp $d/* $GEN/$n/; rm -f $GEN/$n/libkernel.so; }; done
+ls -d $GEN/*/ | xargs -P 16 -I{} sh -c "test -f {}libkernel.so || nvcc $flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED {}'"
+echo "kernels ready in $(( $(date +%s) - t0 )) s: $(ls $GEN/*/libkernel.so | wc -l)"
+grep -c spill $GEN/*/nvcc.log | grep -v ":0" | tee "$OUT/spills.txt"
+if [[ $what == *tests* ]]; then
+  for dim in 128 64; do
+    mkdir -p /tmp/k$dim; for d in $GEN/*_d$dim; do ln -sfn $d /tmp/k$dim/$(basename $d _d$dim); done
+    NAPKIN_KERNELS=/tmp/k$dim timeout 300 python3 -m pytest -q -rfE tests/gpu/test_generated.py -p no:cacheprovider 2>&1 | tee "$OUT/tests_d$dim.log" | tail -8
+  done
+fi
+if [[ $what == *sanitize* ]]; then
+  sets="--set b=1 --set h=2 --set g=2 --set r=2 --set q=300 --set k=200 --iters 0"
+  for tool in memcheck racecheck synccheck; do
+    for d in $GEN/*_d128; do n=$(basename $d _d128)
+      echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run examples/$n.napkin --machine h100-sxm5 --library $d/libkernel.so $sets > $OUT/san_${tool}_$n.log 2>&1; echo \"$tool $n exit \$?\""
+    done
+  done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3}' | sort | uniq -c
+  grep -v "exit 0" "$OUT/sanitize.txt" | head
+fi
+if [[ $what == *bench* ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .peers/*.whl 2>&1 | tail -2; export PYTHONPATH=/tmp/peers
+  NAPKIN_KERNELS=$GEN timeout 560 python3 bench/attention/variants.py --out "$OUT/variants.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -100
 fi

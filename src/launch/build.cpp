@@ -458,18 +458,50 @@ struct Library {
   }
 };
 
+// A library built before: the manifest napkin would write for this diagram, beside its path.
+Result<Built> prebuilt(const DiagramArgs& args, const std::string& machine, const std::string& library) {
+  auto parsed = driver::load(args);
+  if (!parsed) return parsed.error();
+  auto m = driver::load_machine(machine);
+  if (!m) return m.error();
+  auto src = read_source_file(args.file);
+  if (!src) return src.error();
+  auto form = emit::recognise_attention(parsed->diagram, *src);
+  if (!form) return form.error();
+  Built b;
+  b.library = library;
+  b.derived = derive_for(parsed->diagram, *m);
+  b.manifest = manifest_for(parsed->diagram, *form, b.derived, *m);
+  return b;
+}
+
 }  // namespace
 
 CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   std::string dir = o.out_dir;
   if (dir.empty()) dir = "out/kernels/" + fs::path(args.file).stem().string();
-  auto b = build_kernel(args, o.machine, dir, true);
+  Result<Built> b = o.library.empty() ? build_kernel(args, o.machine, dir, true) : prebuilt(args, o.machine, o.library);
   if (!b) return driver::failure(b.error(), o.json);
-  std::string text = build_summary(*b);
+  std::string text = o.library.empty() ? build_summary(*b) : fmt::format("loaded {} (built before)\n", o.library);
 
   Library lib;
   lib.handle = dlopen(fs::absolute(b->library).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib.handle == nullptr) return driver::failure(plain_error(fmt::format("cannot load {}: {}", b->library.string(), dlerror())), o.json);
+  if (!o.library.empty()) {
+    // The library must compute this diagram (up to sizes): same inputs, roles, dtypes, fused code.
+    using Manifest = const char* (*)();
+    auto manifest = reinterpret_cast<Manifest>(dlsym(lib.handle, "napkin_kernel_manifest"));
+    if (manifest == nullptr) return driver::failure(plain_error(o.library + ": not a napkin kernel (no napkin_kernel_manifest)"), o.json);
+    const json m = json::parse(manifest(), nullptr, false);
+    auto shape_free = [](json j) {
+      for (json& t : j["inputs"])
+        for (json& a : t["axes"]) a.erase("size");
+      return json{j["inputs"], j["fusion"], j["head_dim"], j["element"]};
+    };
+    if (m.is_discarded() || shape_free(m) != shape_free(b->manifest))
+      return driver::failure(plain_error(fmt::format("{}: its manifest does not describe {} (other inputs, head dim or fused "
+                                                     "code); rebuild it with napkin build", o.library, args.file)), o.json);
+  }
   using RunHost = std::int32_t (*)(napkin_tensor*, std::int32_t, char*, std::int32_t);
   using Time = std::int32_t (*)(const napkin_tensor*, std::int32_t, std::int32_t, double*, char*, std::int32_t);
   auto run_host = reinterpret_cast<RunHost>(dlsym(lib.handle, "napkin_kernel_run_host"));
@@ -534,6 +566,11 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
     return r;
   }
 
+  if (o.iters == 0) {
+    CommandOutput r;
+    r.out = o.json ? json{{"ok", true}, {"relative_l2_error", rel}, {"max_abs_error", max_err}}.dump(2) + "\n" : text;
+    return r;
+  }
   // Timing at the diagram's sizes.
   const reference::TensorMap full_inputs = reference::random_inputs(full->diagram, o.seed + 1);
   std::vector<HostTensor> fh = host_tensors(full->diagram, full_inputs, element);

@@ -27,7 +27,8 @@ struct RunOptions {
   std::string out_dir;                  // where the kernel is built (default: out/kernels/<diagram>)
   std::vector<std::string> check_sets;  // sizes of the validation against the reference
   std::uint64_t seed = 0;
-  int iters = 30;                       // timed launches at full size (median)
+  int iters = 30;                       // timed launches at full size (median); 0: no timing
+  std::string library;                  // a library built before (napkin build): run it, build nothing
   bool json = false;
 };
 CommandOutput run(const DiagramArgs& args, const RunOptions& options);
