@@ -14,11 +14,16 @@ APT_PACKAGES=(
   chromium                                         # headless browser: napkin report's page test
 )
 # CUTLASS/CuTe headers for runtime/ (pinned: the device library is written against this API).
-CUTLASS_PIP="nvidia-cutlass==4.2.0.0"
+CUTLASS_VERSION="4.2.0.0"
+CUTLASS_PIP="nvidia-cutlass==$CUTLASS_VERSION"
 
+# Presence checks capture a command's whole output before matching it: `cmd | grep -q` under
+# pipefail fails whenever grep exits at its match before cmd has written everything (cmd then
+# dies of SIGPIPE), which made every run reinstall what was there.
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "install_deps: installing Debian packages: ${missing[*]}"
@@ -34,7 +39,8 @@ if ((${#missing[@]})); then
 fi
 
 if [[ "${1:-}" == "--cuda" ]]; then
-  if ! python3 -m pip show nvidia-cutlass 2>/dev/null | grep -q '^Version: 4.2.0.0$'; then
+  shown=$(python3 -m pip show nvidia-cutlass 2>/dev/null || true)
+  if ! grep -qx "Version: $CUTLASS_VERSION" <<<"$shown"; then
     echo "install_deps: installing $CUTLASS_PIP (CuTe/CUTLASS headers)"
     if ! python3 -m pip --version >/dev/null 2>&1; then
       SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
