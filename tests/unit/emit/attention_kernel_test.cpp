@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// The attention-family emitter: a golden kernel.cu for every example it accepts; every other
+// example and a set of near misses refused with the op's location and the reason; the roles,
+// masks and block bounds it finds; and the list of examples CMake compiles (runtime/
+// CMakeLists.txt) equal to the examples it accepts.
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "emit/attention_kernel.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+namespace napkin {
+namespace {
+
+struct Loaded {
+  SourceText src;
+  ir::Diagram diagram;
+};
+
+Loaded parse(const std::string& name, const std::string& text) {
+  SourceText src{name, text};
+  auto r = ir::parse_diagram(src);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().format());
+  return {src, r.ok() ? r.value().diagram : ir::Diagram{}};
+}
+
+Loaded example(const std::string& stem) {
+  const auto path = testing::source_dir() / "examples" / (stem + ".napkin");
+  return parse("examples/" + stem + ".napkin", testing::read_text(path));
+}
+
+std::string emit_for(const Loaded& l) {
+  auto f = emit::recognise_attention(l.diagram, l.src);
+  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.error().format());
+  if (!f.ok()) return "";
+  const emit::KernelProvenance prov{"test", ir::diagram_key(l.diagram), l.src.name, "(derivation not run in this test)"};
+  return emit::emit_attention_kernel(l.diagram, *f, prov, "{}");
+}
+
+// The examples runtime/CMakeLists.txt compiles (NAPKIN_ATTENTION_EXAMPLES).
+std::set<std::string> cmake_list() {
+  const std::string cm = testing::read_text(testing::source_dir() / "runtime" / "CMakeLists.txt");
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(cm, m, std::regex(R"(set\(NAPKIN_ATTENTION_EXAMPLES([^)]*)\))")));
+  std::set<std::string> names;
+  std::string body = m[1];
+  std::regex word(R"([a-z_0-9]+)");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), word); it != std::sregex_iterator(); ++it)
+    names.insert(it->str());
+  return names;
+}
+
+TEST(AttentionKernel, EveryAcceptedExampleHasAGoldenKernelAndCMakeCompilesExactlyThose) {
+  std::set<std::string> accepted;
+  for (const auto& path : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    const std::string stem = path.stem().string();
+    const Loaded l = example(stem);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    if (!f.ok()) {
+      // A refusal names the diagram and says why.
+      EXPECT_NE(f.error().format().find(stem), std::string::npos) << f.error().format();
+      continue;
+    }
+    accepted.insert(stem);
+    testing::expect_golden("kernels/" + stem + ".cu", emit_for(l));
+  }
+  EXPECT_EQ(accepted, cmake_list());
+  // The eight diagrams of issue 17 and the original attention examples are all accepted.
+  for (const char* n : {"attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
+                        "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
+                        "head_temperature", "attention_sinks"})
+    EXPECT_TRUE(accepted.count(n)) << n;
+}
+
+TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
+  auto form = [](const char* stem) {
+    const Loaded l = example(stem);
+    return emit::recognise_attention(l.diagram, l.src).value();
+  };
+  const auto plain = form("attention");
+  EXPECT_TRUE(plain.score_is_scale);
+  EXPECT_DOUBLE_EQ(plain.scale, 0.08838834764831845);
+  EXPECT_TRUE(plain.masks.empty());
+  EXPECT_EQ(plain.q_roles, "bhqd");
+  EXPECT_EQ(plain.v_roles, "bhke");
+  const auto gqa = form("gqa");
+  EXPECT_EQ(gqa.q_roles, "bhgqd");   // Q[b g r q d]: g is the KV head, r the group
+  EXPECT_EQ(gqa.o_roles, "bqhge");   // out O[b q g r d]
+  EXPECT_TRUE(form("causal").skips_blocks);
+  EXPECT_TRUE(form("chunked_local").skips_blocks);     // floor(q / c) == floor(k / c) is bounded
+  EXPECT_TRUE(form("document_mask").skips_blocks);     // its q >= k conjunct is
+  EXPECT_FALSE(form("key_padding").skips_blocks);      // data alone
+  EXPECT_FALSE(form("alibi").score_is_scale);
+  EXPECT_EQ(form("alibi").aux.size(), 1u);
+  EXPECT_EQ(form("sigmoid_attention").normaliser, -1);
+  EXPECT_GE(form("attention_sinks").lse, 0);
+  EXPECT_EQ(form("sliding_window").params.size(), 1u);
+}
+
+struct Refusal {
+  const char* what;
+  const char* body;     // the lines after the common header
+  const char* message;  // a fragment of the error
+  int line;             // where it points (0: no location)
+};
+
+TEST(AttentionKernel, RefusesWhatIsNotAttentionWithTheOpAndWhy) {
+  const std::string header =
+      "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n";
+  const Refusal cases[] = {
+      {"softmax over q", "S = contract(Q, K over d)\nP = softmax(S over q)\nO = contract(P, V over k) as bf16\nout O\n",
+       "softmax over q", 6},
+      {"score from V", "S = contract(Q, K over d) + sum(V over d)\nP = softmax(S over k)\nO = contract(P, V over k) as bf16\nout O\n",
+       "'V' is read by", 5},
+      {"two softmaxes", "S = contract(Q, K over d)\nP = softmax(softmax(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
+       "two chained normalisations", 6},
+      {"f32 output", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k)\nout O\n",
+       "end it with `as bf16`", 7},
+      {"a reduction in the scores", "S = contract(Q, K over d)\nP = softmax(S - max(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
+       "only elementwise ops", 6},
+      {"a third contraction", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k)\nY = contract(O, Q over d) as bf16\nout Y\n",
+       "two contractions", 8},
+      {"scores read after P V", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k) * max(S over k) as bf16\nout O\n",
+       "", 0},
+  };
+  for (const Refusal& c : cases) {
+    const Loaded l = parse("near_miss.napkin", header + c.body);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    ASSERT_FALSE(f.ok()) << c.what;
+    const std::string text = f.error().format();
+    EXPECT_NE(text.find(c.message), std::string::npos) << c.what << ":\n" << text;
+    if (c.line > 0) EXPECT_EQ(f.error().loc.line, c.line) << c.what << ":\n" << text;
+  }
+  // Operands the device library does not take.
+  const Loaded fp8 = parse("fp8.napkin",
+                           "axes b=1 h=1 q=64 k=64 d=64\nin Q[b h q d] fp8e4m3\nin K[b h k d] fp8e4m3\nin V[b h k d] fp8e4m3\n"
+                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as fp8e4m3\nout O\n");
+  EXPECT_NE(emit::recognise_attention(fp8.diagram, fp8.src).error().message.find("bf16 or f16"), std::string::npos);
+  const Loaded d96 = parse("d96.napkin",
+                           "axes b=1 h=1 q=64 k=64 d=96\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n");
+  EXPECT_NE(emit::recognise_attention(d96.diagram, d96.src).error().message.find("64, 128 or 256"), std::string::npos);
+}
+
+TEST(AttentionKernel, IsDeterministic) {
+  const Loaded l = example("alibi");
+  EXPECT_EQ(emit_for(l), emit_for(l));
+}
+
+}  // namespace
+}  // namespace napkin
