@@ -291,8 +291,18 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     for (std::size_t j = 0; j <= i; ++j)
       if (s.levels[j].level != arch::kL2) sharing *= std::max(1, s.levels[j].groups);
     lc.capacity_bytes = static_cast<double>(m.capacity_bytes(l.level)) / sharing;
-    if (l.level == arch::kSmem)
-      lc.capacity_bytes = std::min(lc.capacity_bytes, static_cast<double>(m.limits.smem_bytes_per_block.value));
+    lc.capacity_source = sharing > 1 ? fmt::format("{:.2f} KiB per {} / {:g} groups",
+                                                   static_cast<double>(m.capacity_bytes(l.level)) / 1024,
+                                                   l.level == arch::kL2 ? "GPU" : "SM", sharing)
+                                     : fmt::format("{:.2f} KiB per {}", static_cast<double>(m.capacity_bytes(l.level)) / 1024,
+                                                   l.level == arch::kL2 ? "GPU" : "SM");
+    if (l.level == arch::kSmem && static_cast<double>(m.limits.smem_bytes_per_block.value) < lc.capacity_bytes) {
+      lc.capacity_bytes = static_cast<double>(m.limits.smem_bytes_per_block.value);
+      lc.capacity_source = "the per-block limit";
+    }
+    if (lc.peak_bytes > lc.capacity_bytes && e.does_not_fit.empty())
+      e.does_not_fit = fmt::format("{}: one group needs {:.2f} KiB, over its capacity of {:.2f} KiB ({})", l.level,
+                                   lc.peak_bytes / 1024, lc.capacity_bytes / 1024, lc.capacity_source);
     lc.groups_total = 1;
     for (std::size_t a = 0; a < d.axes.size(); ++a) {
       bool tiled = false;
@@ -408,6 +418,15 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       if (auto err = add_ops(arch::Unit::fma, DType::f32, (out_elems + rows) * chunks, "online-softmax rescale of the accumulators over " + st.axis)) return *err;
     }
 
+  // A schedule that does not fit cannot run: no time (cost.h).
+  if (!e.fits()) {
+    for (LevelCost& lc : e.levels) lc.transfer_time_s = 0;
+    for (auto& [key, c] : by_unit) {
+      c.what = fmt::format("{} {}", arch::unit_name(c.unit), dtype_name(c.dtype));
+      e.units.push_back(c);
+    }
+    return e;
+  }
   // §5 Time: wave quantization of the groups that map onto SMs (the smem level's, or else
   // the first scheduled level below l2) over the SMs, then the roofline.
   const LevelSchedule* per_sm = nullptr;

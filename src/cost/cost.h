@@ -44,7 +44,8 @@ struct LevelCost {
   std::vector<TensorTraffic> tensors;
   // Scheduled levels only: the memory one group needs, and what it may use.
   double peak_bytes = 0;            // inputs + outputs + accumulator state + live intermediates
-  double capacity_bytes = 0;        // per group: the level's per-block limit / groups
+  double capacity_bytes = 0;        // per group: the level's per-instance capacity / the groups sharing it
+  std::string capacity_source;      // which capacity that is: "the per-block limit", "256.00 KiB per SM / 2 groups"
   std::vector<Footprint> footprint;
   double groups_total = 0;          // groups (tiles) over the whole problem
   double visited_fraction = 1;      // of this level's (row tile, chunk) blocks, where a mask skips some (§12)
@@ -69,6 +70,13 @@ struct Estimate {
   double flops = 0;                 // tensor-core FLOPs (2 per multiply-add): the useful work, in visited blocks
   double visited_fraction = 1;      // of the innermost streaming level's blocks, where a mask skips some (§12)
   double wave_efficiency = 1;       // groups / (waves * concurrent groups)
+  // Where one group of a scheduled level needs more than the level's capacity per group (the
+  // first such level): "smem: one group needs 240.00 KiB, over its capacity of 227.00 KiB (the
+  // per-block limit)". Such a schedule cannot run, so it gets no time: every time below (and
+  // each unit's and operation's) stays 0 and `bound` empty; transfers, footprints and operation
+  // counts are still given, to show what does not fit (each link's transfer_time_s is 0 too).
+  std::string does_not_fit;
+  bool fits() const { return does_not_fit.empty(); }
   double predicted_time_s = 0;
   double sequential_time_s = 0;     // no overlap at all: the sum of every time
   std::string bound;                // "tensor_core bf16", "transfer l2", "sfu f32", ...
@@ -77,7 +85,9 @@ struct Estimate {
 };
 
 // Pre: the schedule was validated against d (sched::validate_schedule) and names levels the
-// machine has. Errors: a level the machine lacks, a dtype the machine has no unit for.
+// machine has. Errors: a level the machine lacks, a dtype the machine has no unit for. A
+// schedule over a level's capacity is not an error but an Estimate with `does_not_fit` set and
+// no time.
 Result<Estimate> estimate(const ir::Diagram& d, const sched::Schedule& s,
                           const arch::Machine& m);
 

@@ -2,6 +2,7 @@
 #include "driver/analyze_command.h"
 
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -85,17 +86,19 @@ std::string estimate_text(const cost::Estimate& e) {
                    "bytes", "time", "peak/group", "capacity");
   for (const cost::LevelCost& l : e.levels)
     s += fmt::format("  {:<6} {:<12} {:>12} {:>12} {:>10} {:>13} {:>13}\n", l.name, l.parent + "->" + l.name,
-                     si(l.transfer_elements, ""), si(l.transfer_bytes, "B"), seconds_text(l.transfer_time_s),
+                     si(l.transfer_elements, ""), si(l.transfer_bytes, "B"), e.fits() ? seconds_text(l.transfer_time_s) : "-",
                      l.scheduled ? kib_text(l.peak_bytes) : "-", l.scheduled ? kib_text(l.capacity_bytes) : "-");
   for (const cost::LevelCost& l : e.levels) {
     if (!l.scheduled) continue;
     if (l.peak_bytes > l.capacity_bytes)
-      s += fmt::format("  ! {}: one group needs {}, the machine has {}: this schedule does not fit\n", l.name,
-                       kib_text(l.peak_bytes), kib_text(l.capacity_bytes));
+      s += fmt::format("  ! {}: one group needs {}, over its capacity of {} ({}): this schedule does not fit\n", l.name,
+                       kib_text(l.peak_bytes), kib_text(l.capacity_bytes), l.capacity_source);
     s += fmt::format("  {} per group ({} groups):", l.name, si(l.groups_total, ""));
     for (const auto& f : l.footprint) s += fmt::format(" {} {};", f.tensor, kib_text(f.bytes));
     s.back() = '\n';
   }
+  // A schedule that does not fit gets no time (cost.h): the caller reports the error.
+  if (!e.fits()) return s;
   s += fmt::format("  {:<20} {:>14} {:>10}\n", "unit", "ops", "time");
   for (const cost::UnitCost& u : e.units)
     s += fmt::format("  {:<20} {:>14} {:>10}\n", u.what, si(u.ops, ""), seconds_text(u.time_s));
@@ -129,6 +132,14 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
   }
   auto est = cost::estimate(d, schedule, *machine);
   if (!est) return failure(est.error(), options.json);
+  // No estimate for a schedule that does not fit: the error names the capacity exceeded.
+  std::optional<Diagnostic> does_not_fit;
+  if (!est->fits())
+    does_not_fit = plain_error(fmt::format(
+        "{}{} does not fit on {}: {}; no estimate{}", options.schedule ? "--schedule: the schedule" : "the default schedule",
+        options.schedule ? "" : fmt::format(" ({})", sched::to_string(schedule)), machine->name, est->does_not_fit,
+        options.schedule ? "" : " (give one that fits with --schedule)"));
+  if (does_not_fit && options.json) return failure(*does_not_fit, true);
   const cost::ClosedForm form = cost::derive_closed_form(d, report);
   const DType dt = compute_dtype(d);
   const auto peak = machine->peak_flop_per_s(arch::Unit::tensor_core, dt);
@@ -181,6 +192,10 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
   }
   s += "\n" + estimate_text(*est);
   r.out = s;
+  if (does_not_fit) {
+    r.exit_code = 1;
+    r.err = does_not_fit->format() + "\n";
+  }
   return r;
 }
 
@@ -229,6 +244,14 @@ CommandOutput compare(const DiagramArgs& args, const CompareOptions& options) {
         row["error"] = est.error().message;
         rows.push_back(row);
         s += fmt::format("{:<14} {:<8} n/a: {}\n", m.name, dtype_name(dt), est.error().message);
+        continue;
+      }
+      if (!est->fits()) {  // no estimate for a schedule that cannot run
+        const std::string why = "the default schedule does not fit: " + est->does_not_fit;
+        row["schedule"] = est->schedule;
+        row["error"] = why;
+        rows.push_back(row);
+        s += fmt::format("{:<14} {:<8} n/a: {}\n", m.name, dtype_name(dt), why);
         continue;
       }
       const double hbm_bw = m.bytes_per_s(arch::kL2);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arch/load.h"
+#include "cost/cost.h"
 #include "driver/units.h"
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
@@ -232,7 +233,14 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
       s += x.candidate.size() <= kColumn ? fmt::format("  {:<52} {}\n", x.candidate, x.reason)
                                          : fmt::format("  {}\n      {}\n", x.candidate, x.reason);
   }
-  if (o.pseudocode) s += "\npseudocode of the best schedule:\n" + emit::pseudocode_text(d, best.schedule, &*m);
+  if (o.pseudocode) {
+    // The live memory under the table is counted as the search judged the schedule: by the
+    // solver (step 2) on its path, else by the cost model.
+    std::vector<emit::LiveMemory> live;
+    if (best.configuration) live = live_memory(*best.configuration, *m);
+    else if (auto est = cost::estimate(d, best.schedule, *m)) live = live_memory(*est);
+    s += "\npseudocode of the best schedule:\n" + emit::pseudocode_text(d, best.schedule, &*m, live);
+  }
   out.out = s;
   return out;
 }

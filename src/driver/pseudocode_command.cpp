@@ -3,6 +3,7 @@
 
 #include "arch/load.h"
 #include "cost/cost.h"
+#include "driver/units.h"
 #include "emit/pseudocode.h"
 #include "sched/schedule.h"
 #include "sched/streaming.h"
@@ -27,9 +28,12 @@ CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& optio
     if (!machine->level(l.level))
       return failure(plain_error("--schedule: level '" + l.level + "' is not a level of machine " + machine->name),
                      false);
+  // The live memory under the table is the cost model's: one count, the one analyze prints.
+  std::vector<emit::LiveMemory> live;
+  if (auto est = cost::estimate(d, schedule, *machine)) live = live_memory(*est);
   CommandOutput r;
-  r.out = options.markdown ? emit::pseudocode_markdown(d, schedule, &*machine)
-                           : emit::pseudocode_text(d, schedule, &*machine);
+  r.out = options.markdown ? emit::pseudocode_markdown(d, schedule, &*machine, live)
+                           : emit::pseudocode_text(d, schedule, &*machine, live);
   return r;
 }
 

@@ -489,7 +489,10 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
   if (best) {
     p.add("<p>The best schedule's algorithm: init / loop / finalize per level, and every variable with its shape, "
           "dtype, level and bytes (docs/pseudocode.md).</p>\n");
-    p.add(pre(emit::pseudocode_text(d, best->schedule, &m)));
+    std::vector<emit::LiveMemory> live;
+    if (best->configuration) live = live_memory(*best->configuration, m);
+    else if (auto est = cost::estimate(d, best->schedule, m)) live = live_memory(*est);
+    p.add(pre(emit::pseudocode_text(d, best->schedule, &m, live)));
   } else {
     p.add("<p>No feasible schedule.</p>\n");
   }

@@ -21,4 +21,21 @@ DType compute_dtype(const ir::Diagram& d) {
   return DType::f32;
 }
 
+std::vector<emit::LiveMemory> live_memory(const cost::Estimate& e) {
+  std::vector<emit::LiveMemory> out;
+  for (const cost::LevelCost& l : e.levels)
+    if (l.scheduled)
+      out.push_back({l.name, l.peak_bytes, l.capacity_bytes, "the cost model's count, as analyze prints it"});
+  return out;
+}
+
+std::vector<emit::LiveMemory> live_memory(const search::Configuration& c, const arch::Machine& m) {
+  const std::string model = "the configuration solver's count, as derive's step 2 prints it";
+  const double warpgroups = std::max(1, c.warpgroups);
+  return {{std::string(arch::kSmem), c.smem_per_cta_bytes + warpgroups * c.smem_per_warpgroup_bytes,
+           static_cast<double>(m.limits.smem_bytes_per_sm.value), model},
+          {std::string(arch::kRmem), c.registers_per_warpgroup_bytes,
+           static_cast<double>(m.limits.registers_per_sm.value) * 4 / warpgroups, model}};
+}
+
 }  // namespace napkin::driver

@@ -996,8 +996,11 @@ class Writer {
     out.insert(out.end(), rows_.begin(), rows_.end());
     return out;
   }
-  // "smem: 64.0 KiB listed per group (the machine gives 227.0 KiB per group)".
-  std::vector<std::string> level_totals() const {
+  // Per level: the live memory at the peak as `live` counts it, with its model, capacity and
+  // verdict, and the sum of the variables listed (not all live at once), e.g.
+  // "rmem: 97.5 KiB live per group at the peak (the configuration solver's count, as derive's step 2 prints it);
+  //  capacity per group on h100-sxm5: 128 KiB; every variable listed, as if all were live at once: 131.5 KiB".
+  std::vector<std::string> level_totals(const std::vector<LiveMemory>& live) const {
     std::vector<std::string> out;
     const std::vector<Row> t = table();
     for (std::size_t i = 0; i < levels(); ++i) {
@@ -1005,14 +1008,25 @@ class Writer {
       double sum = 0;
       for (std::size_t k = 0; k < t.size(); ++k)
         if (t[k].level == name) sum += t[k].bytes;
-      std::string line = fmt::format("{}: {} per group, every variable listed at once", name, bytes_text(sum));
-      if (m_ && m_->level(name)) {
+      const auto counted = std::find_if(live.begin(), live.end(), [&](const LiveMemory& l) { return l.level == name; });
+      std::string line = name + ": ";
+      if (counted != live.end()) {
+        line += fmt::format("{} live per group at the peak ({}); capacity per group{}: {}{}",
+                            bytes_text(counted->peak_bytes), counted->model, m_ ? " on " + m_->name : "",
+                            bytes_text(counted->capacity_bytes),
+                            counted->peak_bytes > counted->capacity_bytes ? ": does not fit" : "");
+        if (sum > counted->peak_bytes * (1 + 1e-9))
+          line += fmt::format("; every variable listed, as if all were live at once: {}", bytes_text(sum));
+      } else {
+        line += fmt::format("at most {} per group (every variable listed, as if all were live at once)", bytes_text(sum));
+      }
+      if (counted == live.end() && m_ && m_->level(name)) {
         double sharing = 1;
         for (std::size_t j = 0; j <= i; ++j)
           if (s_.levels[j].level != arch::kL2) sharing *= std::max(1, s_.levels[j].groups);
         double cap = static_cast<double>(m_->capacity_bytes(name)) / sharing;
         if (name == arch::kSmem) cap = std::min(cap, static_cast<double>(m_->limits.smem_bytes_per_block.value));
-        line += fmt::format(" (capacity per group on {}: {})", m_->name, bytes_text(cap));
+        line += fmt::format("; capacity per group on {}: {}", m_->name, bytes_text(cap));
       }
       out.push_back(line);
     }
@@ -1058,7 +1072,8 @@ std::string code_text(const Writer& w) {
 
 }  // namespace
 
-std::string pseudocode_text(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine) {
+std::string pseudocode_text(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine,
+                            const std::vector<LiveMemory>& live) {
   const Writer w(d, s, machine);
   std::string out = code_text(w);
   const std::vector<Row> rows = w.table();
@@ -1081,11 +1096,12 @@ std::string pseudocode_text(const ir::Diagram& d, const sched::Schedule& s, cons
   out += "\nvariables (bytes per group of the level):\n";
   out += row_text(head);
   for (const Row& r : rows) out += row_text({r.name, r.shape, r.dtype, r.level, bytes_text(r.bytes), r.role});
-  for (const std::string& t : w.level_totals()) out += "  " + t + "\n";
+  for (const std::string& t : w.level_totals(live)) out += "  " + t + "\n";
   return out;
 }
 
-std::string pseudocode_markdown(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine) {
+std::string pseudocode_markdown(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine,
+                                const std::vector<LiveMemory>& live) {
   const Writer w(d, s, machine);
   std::string out = "```text\n" + code_text(w) + "```\n\n";
   out += "| name | shape | dtype | level | bytes per group | role |\n";
@@ -1093,7 +1109,7 @@ std::string pseudocode_markdown(const ir::Diagram& d, const sched::Schedule& s, 
   for (const Row& r : w.table())
     out += fmt::format("| `{}` | `{}` | {} | {} | {} | {} |\n", r.name, r.shape, r.dtype, r.level, bytes_text(r.bytes), r.role);
   out += "\n";
-  for (const std::string& t : w.level_totals()) out += "- " + t + "\n";
+  for (const std::string& t : w.level_totals(live)) out += "- " + t + "\n";
   return out;
 }
 

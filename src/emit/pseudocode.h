@@ -24,6 +24,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "arch/machine.h"
 #include "ir/ir.h"
@@ -31,15 +32,29 @@
 
 namespace napkin::emit {
 
+// One scheduled level's live memory per group at the peak, as a model counts it, with the
+// capacity it is judged against. The caller supplies it (emit depends on neither cost nor
+// search): the cost model's (cost::LevelCost::peak_bytes, what analyze prints) or derive's
+// configuration solver's. The variable table lists every variable, and they are not all live at
+// once; this is the one count the fit is judged by.
+struct LiveMemory {
+  std::string level;
+  double peak_bytes = 0;
+  double capacity_bytes = 0;
+  std::string model;  // who counted it: "the cost model's count, as analyze prints it"
+};
+
 // Pre: d verified; s valid for d (sched::validate_schedule). `machine` (optional) adds its name
-// to the provenance and each level's capacity per group to the variable table. Returns the
+// to the provenance and each level's capacity per group under the variable table; `live`
+// (optional) adds each level's live memory at the peak, its model and the verdict. Returns the
 // provenance comment, the loop nest and the variable table (name, shape at the level's extents,
 // dtype, level, bytes per group, role), as aligned plain text.
-std::string pseudocode_text(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine);
+std::string pseudocode_text(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine* machine,
+                            const std::vector<LiveMemory>& live = {});
 
 // The same as Markdown: the provenance and loop nest in a fenced code block, then the variable
 // table as a Markdown table.
 std::string pseudocode_markdown(const ir::Diagram& d, const sched::Schedule& s,
-                                const arch::Machine* machine);
+                                const arch::Machine* machine, const std::vector<LiveMemory>& live = {});
 
 }  // namespace napkin::emit

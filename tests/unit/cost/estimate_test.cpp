@@ -121,10 +121,16 @@ TEST(Estimate, AttentionMemoryIsTwoGqdPlusTwoSxd) {
 }
 
 TEST(Estimate, MatmulTransfersAndTensorCoreTime) {
-  auto p = ir::parse_diagram(SourceText{"m.napkin",
-      "axes m=4096 k=4096 n=4096\nin A[m k] bf16\nin B[k n] bf16\nC = contract(A, B over k) as bf16\nout C\n"});
-  ASSERT_TRUE(p.ok());
-  const Estimate e = run(p->diagram, "smem{tile m=128 n=256; stream k=64:add; stages=4}");
+  auto matmul = [](int a) {
+    auto p = ir::parse_diagram(SourceText{"m.napkin", fmt::format(
+        "axes m={0} k={0} n={0}\nin A[m k] bf16\nin B[k n] bf16\nC = contract(A, B over k) as bf16\nout C\n", a)});
+    EXPECT_TRUE(p.ok());
+    return p->diagram;
+  };
+  // smem: A and B chunks (2 stages) and C's tile, 160 KiB; rmem: C's f32 accumulator, 96 KiB.
+  const Estimate e = run(matmul(4096), "smem{tile m=128 n=256; stream k=64:add; stages=2} "
+                                       "rmem{tile m=64 n=256; stream k=64:add; keep C; groups=2}");
+  ASSERT_TRUE(e.fits()) << e.does_not_fit;
   const double a = 4096;
   // H = abc (1/g_n + 1/g_m) + ac
   EXPECT_DOUBLE_EQ(level(e, "smem").transfer_elements, a * a * a * (1.0 / 256 + 1.0 / 128) + a * a);
@@ -140,12 +146,43 @@ TEST(Estimate, MatmulTransfersAndTensorCoreTime) {
     }
   EXPECT_TRUE(found);
   // Without caching, HBM carries every re-read: bound by the gmem link (0.49 ms against
-  // 0.14 ms of tensor-core time). With an l2 level holding whole rows and columns, each
-  // tensor crosses HBM once and the tensor core bounds.
+  // 0.14 ms of tensor-core time). With an l2 level holding whole rows and columns (of a
+  // matmul whose three matrices fit in L2 together), each tensor crosses HBM once and the
+  // tensor core bounds.
   EXPECT_EQ(e.bound, "transfer gmem->l2");
-  const Estimate cached = run(p->diagram, "l2{tile m=4096 n=4096; keep A B C} smem{tile m=128 n=256; stream k=64:add; keep A B C; stages=4}");
-  EXPECT_DOUBLE_EQ(level(cached, "l2").transfer_elements, 3 * a * a);
+  const double c = 2048;
+  const Estimate cached = run(matmul(2048), "l2{tile m=2048 n=2048; keep A B C} smem{tile m=128 n=256; stream k=64:add; "
+                                            "keep A B C; stages=2} rmem{tile m=64 n=256; stream k=64:add; keep C; groups=2}");
+  ASSERT_TRUE(cached.fits()) << cached.does_not_fit;
+  EXPECT_DOUBLE_EQ(level(cached, "l2").transfer_elements, 3 * c * c);
   EXPECT_EQ(cached.bound, "tensor_core bf16");
+}
+
+// A schedule over a capacity cannot run: it gets no time, and the reason names the level, what
+// one group needs and which capacity it exceeds (issue #19: stages=1000000 predicted 422 TFLOP/s).
+TEST(Estimate, NoTimeForAScheduleThatDoesNotFit) {
+  const ir::Diagram d = attention(8192, 8192, 128);
+  const Estimate staged = run(d, "smem{tile q=128; stream k=64:online_softmax; stages=1000000}");
+  EXPECT_FALSE(staged.fits());
+  EXPECT_EQ(staged.does_not_fit.rfind("smem: one group needs ", 0), 0u) << staged.does_not_fit;
+  EXPECT_NE(staged.does_not_fit.find(" KiB, over its capacity of 227.00 KiB (the per-block limit)"), std::string::npos)
+      << staged.does_not_fit;
+  EXPECT_EQ(staged.predicted_time_s, 0);
+  EXPECT_EQ(staged.sequential_time_s, 0);
+  EXPECT_EQ(staged.bound, "");
+  EXPECT_EQ(staged.tflops(), 0);
+  for (const auto& u : staged.units) EXPECT_EQ(u.time_s, 0) << u.what;
+  EXPECT_GT(level(staged, "smem").transfer_elements, 0);  // what it would move is still shown
+  // Registers: 2 warpgroups share an SM's 256 KiB.
+  const Estimate regs = run(d, "smem{tile q=128; stream k=64:online_softmax} rmem{tile q=128; stream k=64:online_softmax; groups=2}");
+  EXPECT_EQ(regs.does_not_fit.rfind("rmem: one group needs", 0), 0u) << regs.does_not_fit;
+  EXPECT_NE(regs.does_not_fit.find("over its capacity of 128.00 KiB (256.00 KiB per SM / 2 groups)"), std::string::npos)
+      << regs.does_not_fit;
+  EXPECT_EQ(regs.predicted_time_s, 0);
+  // Within capacity: a time.
+  const Estimate fits = run(d, "smem{tile q=128; stream k=64:online_softmax; stages=2}");
+  EXPECT_TRUE(fits.fits()) << fits.does_not_fit;
+  EXPECT_GT(fits.predicted_time_s, 0);
 }
 
 TEST(Estimate, QuantizationChangesBytesAndTheTensorCoreRate) {

@@ -37,7 +37,7 @@ TEST(Analyze, TextAndCompareMatchGolden) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   testing::expect_golden("analyze/attention_h100-sxm5.txt", a.out);
   auto s = run_napkin("analyze examples/matmul.napkin --machine h200 --schedule "
-                      "'smem{tile m=128 n=256; stream k=64:add; stages=4}'");
+                      "'smem{tile m=128 n=256; stream k=64:add; stages=2} rmem{tile m=64 n=256; stream k=64:add; keep C; groups=2}'");
   ASSERT_EQ(s.exit_code, 0) << s.err;
   testing::expect_golden("analyze/matmul_h200_schedule.txt", s.out);
   auto c = run_napkin("compare examples/attention.napkin --machines a100-sxm4-80g,h100-sxm5,h200,b200 --dtypes bf16,fp8");
@@ -48,6 +48,44 @@ TEST(Analyze, TextAndCompareMatchGolden) {
   ASSERT_EQ(m.exit_code, 0) << m.err;
   testing::expect_golden("analyze/causal_h100-sxm5.txt", m.out);
   EXPECT_NE(m.out.find("smem: a mask leaves 50.8% of the (tile, chunk) blocks visible"), std::string::npos) << m.out;
+}
+
+// A schedule over a capacity gets no estimate: exit 1, the error names the capacity exceeded,
+// and stdout shows what it would need but no time (issue #19).
+TEST(Analyze, NoEstimateForAScheduleThatDoesNotFit) {
+  const std::string schedule = "'smem{tile b=1 h=1 q=128; stream k=64:online_softmax; stages=1000000}'";
+  auto r = run_napkin("analyze examples/attention.napkin --machine h100-sxm5 --schedule " + schedule);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --schedule: the schedule does not fit on h100-sxm5: smem: one group needs 32000161.00 KiB, "
+                   "over its capacity of 227.00 KiB (the per-block limit); no estimate\n");
+  EXPECT_NE(r.out.find("! smem: one group needs 32000161.00 KiB, over its capacity of 227.00 KiB (the per-block limit): "
+                       "this schedule does not fit"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  smem   l2->smem           4.36 G      8.72 GB          - 32000161.00 KiB    227.00 KiB\n"),
+            std::string::npos) << r.out;  // no time on any link either
+  auto j = run_napkin("analyze examples/attention.napkin --machine h100-sxm5 --json --schedule " + schedule);
+  EXPECT_EQ(j.exit_code, 1);
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["ok"], false);
+  EXPECT_EQ(doc.find("predicted_time_s"), doc.end());
+  // Registers: the capacity is the SM's register file over the warpgroups sharing it.
+  auto regs = run_napkin("analyze examples/attention.napkin --machine h100-sxm5 --schedule "
+                         "'smem{tile b=1 h=1 q=128; stream k=64:online_softmax} rmem{tile b=1 h=1 q=128; stream k=64:online_softmax; groups=2}'");
+  EXPECT_EQ(regs.exit_code, 1);
+  EXPECT_NE(regs.err.find("rmem: one group needs"), std::string::npos) << regs.err;
+  EXPECT_NE(regs.err.find("over its capacity of 128.00 KiB (256.00 KiB per SM / 2 groups)"), std::string::npos) << regs.err;
+  // The default schedule of a diagram no schedule of that shape fits (SwiGLU keeps whole rows).
+  auto swiglu = run_napkin("analyze examples/swiglu_mlp.napkin --machine h100-sxm5");
+  EXPECT_EQ(swiglu.exit_code, 1);
+  EXPECT_EQ(swiglu.err.rfind("error: the default schedule (", 0), 0u) << swiglu.err;
+  EXPECT_NE(swiglu.err.find("does not fit on h100-sxm5: l2: one group needs"), std::string::npos) << swiglu.err;
+  EXPECT_NE(swiglu.err.find("(give one that fits with --schedule)"), std::string::npos) << swiglu.err;
+  EXPECT_NE(swiglu.out.find("closed form"), std::string::npos);  // the rest of the analysis stands
+  // compare: such a row says so, in place of times.
+  auto c = run_napkin("compare examples/swiglu_mlp.napkin --machines h100-sxm5 --dtypes bf16");
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("h100-sxm5      bf16     n/a: the default schedule does not fit: l2: one group needs"),
+            std::string::npos) << c.out;
 }
 
 TEST(Analyze, BadArguments) {
