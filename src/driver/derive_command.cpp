@@ -96,6 +96,16 @@ json configuration_json(const search::Configuration& c) {
           {"visited_fraction", c.visited_fraction}};
 }
 
+// -v: every rejected candidate with its reason, in a column where the candidate is short.
+std::string rejections_text(const search::SearchResult& r) {
+  constexpr std::size_t kColumn = 52;
+  std::string s = "rejected:\n";
+  for (const auto& x : r.rejections)
+    s += x.candidate.size() <= kColumn ? fmt::format("  {:<52} {}\n", x.candidate, x.reason)
+                                       : fmt::format("  {}\n      {}\n", x.candidate, x.reason);
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, double, double>>>>
@@ -158,7 +168,19 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
     std::string why = fmt::format("no feasible configuration among {} candidates:", r->considered);
     for (const auto& [k, n] : r->rejected) why += fmt::format(" {} {},", k, n);
     why.pop_back();
-    return failure(plain_error(why + " (run with -v for each reason)"), o.json);
+    if (!o.verbose) return failure(plain_error(why + " (run with -v for each reason)"), o.json);
+    // -v: every candidate with its reason, then the error.
+    CommandOutput f = failure(plain_error(why + (o.json ? " (each reason under \"rejections\")" : " (each reason above)")), o.json);
+    if (o.json) {
+      json j = json::parse(f.out);
+      json all = json::array();
+      for (const auto& x : r->rejections) all.push_back({{"candidate", x.candidate}, {"reason", x.reason}});
+      j["rejections"] = all;
+      f.out = j.dump(2) + "\n";
+    } else {
+      f.out = rejections_text(*r);
+    }
+    return f;
   }
   const search::Ranked& best = r->ranked.front();
   if (!o.timeline_svg.empty() && best.configuration) {
@@ -227,12 +249,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
       s += fmt::format("  {:>2}. {:>10} {:>8.1f} TFLOP/s  {}\n      {}\n", i + 1, seconds_text(k.predicted_time_s), k.tflops,
                        k.bound, k.summary);
   }
-  if (o.verbose) {
-    s += "rejected:\n";
-    for (const auto& x : r->rejections)
-      s += x.candidate.size() <= kColumn ? fmt::format("  {:<52} {}\n", x.candidate, x.reason)
-                                         : fmt::format("  {}\n      {}\n", x.candidate, x.reason);
-  }
+  if (o.verbose) s += rejections_text(*r);
   if (o.pseudocode) {
     // The live memory under the table is counted as the search judged the schedule: by the
     // solver (step 2) on its path, else by the cost model.

@@ -48,10 +48,39 @@ struct Shape {
   std::vector<AxisId> rows, batch, whole;
   AxisId stream = -1;
   std::vector<sched::Accumulator> accumulators;
+  std::vector<bool> operand;  // per node: an input the tensor core reads (a contraction's operand)
 };
+
+// Inputs that the tensor core reads: those a contraction's operand is computed from, where that
+// operand does not itself depend on a contraction (Q and K of S = Q K^T, V of P V, X and W of
+// rmsnorm(X) W; not a mask, bias or per-head scalar applied to S on its way to P). The others
+// ride along.
+std::vector<bool> tensor_core_operands(const Diagram& d) {
+  const std::size_t n_nodes = d.nodes.size();
+  std::vector<bool> after_contraction(n_nodes, false), out(n_nodes, false);
+  for (std::size_t i = 0; i < n_nodes; ++i)  // operands precede their users
+    for (NodeId o : d.nodes[i].operands)
+      if (d.node(o).op == OpKind::contract || after_contraction[static_cast<std::size_t>(o)]) after_contraction[i] = true;
+  std::vector<NodeId> stack;
+  std::vector<bool> seen(n_nodes, false);
+  for (const Node& n : d.nodes)
+    if (n.op == OpKind::contract)
+      for (NodeId o : n.operands)
+        if (d.node(o).op != OpKind::contract && !after_contraction[static_cast<std::size_t>(o)]) stack.push_back(o);
+  while (!stack.empty()) {
+    const NodeId x = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<std::size_t>(x)]) continue;
+    seen[static_cast<std::size_t>(x)] = true;
+    if (d.node(x).op == OpKind::input) out[static_cast<std::size_t>(x)] = true;
+    for (NodeId o : d.node(x).operands) stack.push_back(o);
+  }
+  return out;
+}
 
 Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
   Shape s;
+  s.operand = tensor_core_operands(d);
   std::vector<std::string> streamed;
   for (const auto& a : r.axes) {
     if (a.kind == sched::AxisKind::streamed) {
@@ -59,7 +88,15 @@ Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
       s.accumulators = a.accumulators;
       streamed.push_back(d.axis(a.axis).name);
     } else if (a.kind == sched::AxisKind::woven) {
-      (a.broadcast_inputs.empty() ? s.batch : s.rows).push_back(a.axis);
+      // A row axis is one a tensor-core operand lacks (K and V lack q: tiling q saves their
+      // re-reads). One that only a side input lacks (a key-padding mask[b k] lacks h) is a batch
+      // axis: the side input is re-read per index, a small cost, and the tiles stay those of
+      // the attention it decorates.
+      const bool operand_lacks = std::any_of(a.broadcast_inputs.begin(), a.broadcast_inputs.end(), [&](const std::string& name) {
+        const auto id = d.find_node(name);
+        return id && s.operand[static_cast<std::size_t>(*id)];
+      });
+      (operand_lacks ? s.rows : s.batch).push_back(a.axis);
     } else {
       s.whole.push_back(a.axis);
     }
@@ -179,8 +216,14 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     const Node& n = d.node(id);
     if (n.axes.empty()) continue;
     const AxisId inner = n.axes.back();
-    if (auto* dv = div_of(inner); dv && dv != &rows_div)
-      need(*dv, 128 / dtype_bytes(n.dtype), fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype)));
+    auto* dv = div_of(inner);
+    if (!dv || dv == &rows_div) continue;
+    // The tensor core's operands move in 128-byte coalesced rows; a side input (a mask, a bias)
+    // needs only TMA's 16-byte rows: its traffic is small beside K and V.
+    if (sh.operand[static_cast<std::size_t>(id)])
+      need(*dv, std::max(1, 128 / dtype_bytes(n.dtype)), fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype)));
+    else
+      need(*dv, std::max(1, 16 / dtype_bytes(n.dtype)), fmt::format("16-byte TMA rows of {} in {}", n.name, dtype_name(n.dtype)));
   }
   out.divisibility.push_back(rows_div);
   out.divisibility.push_back(chunk_div);
