@@ -33,9 +33,9 @@
 namespace napkin::emit {
 
 // One scheduled level's live memory per group at the peak, as a model counts it, with the
-// capacity it is judged against. The caller supplies it (emit depends on neither cost nor
-// search): the cost model's (cost::LevelCost::peak_bytes, what analyze prints) or derive's
-// configuration solver's. The variable table lists every variable, and they are not all live at
+// capacity it is judged against. The caller supplies it, since it knows which model judged the
+// schedule (and emit does not depend on search): the cost model's (cost::LevelCost::peak_bytes,
+// what analyze prints) or derive's configuration solver's. The variable table lists every variable, and they are not all live at
 // once; this is the one count the fit is judged by.
 struct LiveMemory {
   std::string level;
