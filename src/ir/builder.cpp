@@ -31,9 +31,18 @@ std::vector<AxisId> axes_union(const Diagram& d, const Node& n) {
   return {all.begin(), all.end()};
 }
 
-// A literal or a param: a compile-time scalar, which takes the other operand's dtype (a param
-// is a literal with a name; `C = 2` is a value, a cast node, and takes part).
-bool weak_constant(const Node& n) { return n.op == OpKind::constant; }
+// A compile-time scalar, which takes the other operand's dtype: a literal, a param (a literal
+// with a name), or arithmetic on them alone (`1 / temp`, `-0.5 * w`). `C = 2` is a value, a
+// cast node, and takes part.
+bool weak_constant(const Diagram& d, const Node& n) {
+  if (n.op == OpKind::constant) return true;
+  const bool arithmetic = n.op == OpKind::add || n.op == OpKind::sub || n.op == OpKind::mul || n.op == OpKind::div ||
+                          n.op == OpKind::max || n.op == OpKind::min || n.op == OpKind::neg || n.op == OpKind::abs ||
+                          n.op == OpKind::exp || n.op == OpKind::exp2 || n.op == OpKind::log || n.op == OpKind::tanh ||
+                          n.op == OpKind::scale;
+  if (!arithmetic || !n.axes.empty() || !n.name.empty()) return false;
+  return std::all_of(n.operands.begin(), n.operands.end(), [&](NodeId o) { return weak_constant(d, d.node(o)); });
+}
 
 // Result dtype of arithmetic on the operands: floats promote, weak constants (literals and
 // params) do not take part, i32 stays i32, bool is refused.
@@ -46,7 +55,7 @@ std::variant<DType, std::string> arithmetic_dtype(const Diagram& d, const Node& 
     if (x.dtype == DType::boolean)
       return fmt::format("'{}' expects numbers, but {} is bool (use select(cond, a, b))",
                          op_symbol(n.op), d.label(o));
-    if (weak_constant(x)) continue;
+    if (weak_constant(d, x)) continue;
     all_weak = false;
     if (!result) result = x.dtype;
     else if (*result == DType::i32) result = x.dtype;

@@ -275,6 +275,11 @@ TEST(Estimate, AParamCostsLikeTheSameLiteral) {
   const ir::Diagram param = with("c", "param c = 0.125\n"), literal = with("0.125", "");
   EXPECT_EQ(param.node(*param.find_node("S")).dtype, DType::f32);
   EXPECT_EQ(param.node(*param.find_node("T")).dtype, DType::f32);
+  // So does arithmetic on params and literals alone.
+  for (const char* factor : {"(1 / c)", "(-c * 2)", "exp(c)"}) {
+    const ir::Diagram derived = with(factor, "param c = 0.125\n");
+    EXPECT_EQ(derived.node(*derived.find_node("S")).dtype, DType::f32) << factor;
+  }
   const std::string schedule = "smem{tile q=128; stream k=64:online_softmax}";
   const Estimate a = run(param, schedule), b = run(literal, schedule);
   ASSERT_EQ(a.units.size(), b.units.size());
