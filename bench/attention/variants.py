@@ -118,6 +118,10 @@ def flex_call(v_spec, q, k, v, aux, scale, cache):
     if not v_spec.get("normalise", True):
         return None, "FlexAttention normalises with a softmax: no plain-sum form"
     if "flex" not in cache:
+        # One compiled graph per variant and shape: past dynamo's default limit (8) it falls back
+        # to eager mode, 10-400x slower, which would make the comparison meaningless.
+        torch._dynamo.config.recompile_limit = 10000
+        torch._dynamo.config.accumulated_recompile_limit = 100000
         cache["flex"] = torch.compile(flex_attention)
     fn = cache["flex"]
     b, s, h, d = q.shape
@@ -165,6 +169,8 @@ def sdpa_call(v_spec, q, k, v, aux, scale):
     kw = dict(v_spec.get("sdpa", {}))
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     if v_spec.get("sdpa_bias"):
+        if aux["bias"].numel() >= 2 ** 31:  # seen at 16k: an illegal address, which poisons the process
+            return None, "cuDNN (SDPA) not run on a bias of 2^31 elements or more (it faulted: illegal address)"
         kw["attn_mask"] = aux["bias"][None]
 
     def call():

@@ -228,7 +228,7 @@ class Recogniser {
     if (d_.node(p).op == OpKind::softmax) {
       const Node& sm = d_.node(p);
       if (sm.over != std::vector<AxisId>{f.key})
-        return refuse(sm.loc, fmt::format("softmax over {} : the kernel streams the keys '{}' and normalises over them alone; "
+        return refuse(sm.loc, fmt::format("softmax over {}: the kernel streams the keys '{}' and normalises over them alone; "
                                           "a softmax over another axis spans the rows of many tiles",
                                           axes_text(sm.over), d_.axis(f.key).name));
       f.normaliser = p;
@@ -536,7 +536,7 @@ class BodyWriter {
       case OpKind::add: return op(0) + " + " + op(1);
       case OpKind::sub: return op(0) + " - " + op(1);
       case OpKind::mul: return op(0) + " * " + op(1);
-      case OpKind::div: return opf(0) + " / " + opf(1);
+      case OpKind::div: return "__fdividef(" + opf(0) + ", " + opf(1) + ")";  // MUFU.RCP + FMUL
       case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "fmaxf(" + op(0) + ", " + op(1) + ")";
       case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "fminf(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");
@@ -545,8 +545,10 @@ class BodyWriter {
       case OpKind::ge: return cmp(">=");
       case OpKind::eq: return cmp("==");
       case OpKind::ne: return cmp("!=");
-      case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " && " + as(x.operands[1], CType::boolean);
-      case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " || " + as(x.operands[1], CType::boolean);
+      // Bitwise, not short-circuit: both sides are side-effect free (reads are clamped in
+      // bounds), and a branch around each read would serialise the loads of a chunk.
+      case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " & " + as(x.operands[1], CType::boolean);
+      case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " | " + as(x.operands[1], CType::boolean);
       case OpKind::select:
         return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), op(1), op(2));
       default: return "/* unsupported */ 0";  // refused by the recogniser
@@ -738,7 +740,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     BodyWriter w(d, f, {});
     for (NodeId p : preds) terms.push_back(w.value(p, body));
     out += "  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {\n" + body;
-    out += "    return " + mask_conjunction(terms, " && ") + ";\n  }\n";
+    out += "    return " + mask_conjunction(terms, " & ") + ";\n  }\n";
     if (f.skips_blocks) {
       std::string bbody;
       std::vector<std::string> bterms;

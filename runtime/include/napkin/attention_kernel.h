@@ -50,7 +50,7 @@ struct AuxView {
     if constexpr ((kRoles & kAuxB) != 0) offset += b * sb;
     if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
     if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
-    return data[offset];
+    return __ldg(data + offset);  // read-only for the kernel's lifetime: the non-coherent path
   }
 };
 

@@ -17,12 +17,12 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
     const bool v9 = q >= k;
-    const float v11 = static_cast<float>(q) / static_cast<float>(a.c);
+    const float v11 = __fdividef(static_cast<float>(q), static_cast<float>(a.c));
     const float v12 = floorf(v11);
-    const float v14 = static_cast<float>(k) / static_cast<float>(a.c);
+    const float v14 = __fdividef(static_cast<float>(k), static_cast<float>(a.c));
     const float v15 = floorf(v14);
     const bool v16 = v12 == v15;
-    const bool v17 = v9 && v16;  // visible
+    const bool v17 = v9 & v16;  // visible
     return v17;
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {

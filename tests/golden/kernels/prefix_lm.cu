@@ -18,7 +18,7 @@ struct Fusion : napkin::device::FusionDefaults {
   __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
     const bool v8 = static_cast<float>(k) < static_cast<float>(a.p);
     const bool v11 = q >= k;
-    const bool v12 = v8 || v11;  // visible
+    const bool v12 = v8 | v11;  // visible
     return v12;
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {

@@ -20,7 +20,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const int v12 = q - k;
     const int v13 = abs(v12);
     const bool v14 = static_cast<float>(v13) < static_cast<float>(a.w);
-    const bool v15 = v9 && v14;  // visible
+    const bool v15 = v9 & v14;  // visible
     return v15;
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {

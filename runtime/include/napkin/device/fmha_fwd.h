@@ -551,9 +551,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
               else s = Fusion::prob(p.fusion, s, tc.batch, tc.head, row, key);
             }
             if (masked) {
+              // (Bitwise: a branch around each visible() would serialise its reads.)
               bool hidden = col >= p.seqlen_k;
-              if constexpr (Fusion::kMask) hidden = hidden || !Fusion::visible(p.fusion, tc.batch, tc.head, row, key);
-              if (hidden) s = kMasked;
+              if constexpr (Fusion::kMask) hidden = hidden | !Fusion::visible(p.fusion, tc.batch, tc.head, row, key);
+              s = hidden ? kMasked : s;
             }
           }
         }
