@@ -50,7 +50,7 @@ struct Diagnostic {
 // override character as "\xNN" or "\u{NNNN}"; a run of more than kShownWordColumns non-blank
 // columns (a 200 kB name) keeps its first and last 40 with "..." between. Tabs stay tabs.
 std::string shown_text(std::string_view text);
-inline constexpr int kShownLineColumns = 120;
+inline constexpr int kShownLineColumns = 240;
 inline constexpr int kShownWordColumns = 100;
 
 Diagnostic make_error(const SourceText& src, SourceLoc loc, std::string message,

@@ -33,7 +33,7 @@ TEST(Errors, EachBadFileGivesItsExactMessage) {
 // checks (tests/fuzz/fuzz_parser.cpp): a value or an error, and a value prints and re-parses
 // equal.
 TEST(Errors, FuzzRegressionsDoNotCrash) {
-  for (const char* sub : {"tests/fuzz/regressions", "tests/errors"}) {
+  for (const char* sub : {"tests/fuzz/regressions/parser", "tests/errors"}) {
     for (const auto& f : testing::files_in(testing::source_dir() / sub, "")) {
       auto p = parse_diagram(SourceText{f.string(), testing::read_text(f)});
       if (!p.ok()) {

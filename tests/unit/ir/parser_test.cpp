@@ -70,7 +70,14 @@ TEST(Parser, BindingErrorsNameTheArgument) {
   EXPECT_EQ(syntax.error().message, "--set q8192: expected NAME=VALUE, e.g. --set q=8192");
   auto not_number = parse_binding("q=big");
   ASSERT_FALSE(not_number.ok());
-  EXPECT_EQ(not_number.error().message, "--set q=big: 'big' is not a number");
+  EXPECT_EQ(not_number.error().message, "--set q=big: 'big' is not a decimal number such as 8192, 0.5 or 1e-6");
+  for (const char* bad : {"q=0x100", "q=inf", "q=nan", "q= 8", "q=1e400", "q=1e-400", "q=1e", "q=--1"})
+    EXPECT_FALSE(parse_binding(bad).ok()) << bad;
+  for (const char* good : {"q=8192", "q=-0.5", "q=.25", "q=1e-6", "q=+3", "q=8.0"})
+    EXPECT_TRUE(parse_binding(good).ok()) << good;
+  auto not_name = parse_binding("9q=1");
+  ASSERT_FALSE(not_name.ok());
+  EXPECT_EQ(not_name.error().message, "--set 9q=1: '9q' is not a name (letters, digits and _, not first a digit)");
 }
 
 TEST(Parser, DefinitionsMayComeInAnyOrder) {
