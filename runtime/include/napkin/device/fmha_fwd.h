@@ -256,7 +256,9 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
     constexpr int kGroup = 8;
     int begin = 0;
     while (begin < n_total && !may(begin, min(begin + kGroup, n_total))) begin += kGroup;
+    begin = min(begin, n_total);  // (a whole group may step past the last chunk)
     while (begin < n_total && !may(begin, begin + 1)) ++begin;
+    if (begin == n_total) return {0, 0};  // every row of the tile masked
     int end = n_total;
     while (end - kGroup >= begin && !may(end - kGroup, end)) end -= kGroup;
     while (end > begin && !may(end - 1, end)) --end;
