@@ -703,7 +703,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += fmt::format("// Fused: {}.\n", describe_fusion(f));
   if (!prov.derived.empty()) out += fmt::format("// Derived: {}\n", prov.derived);
   out += "// Tile schedule: the device library's measured table for this head dim (napkin/attention_schedule.h).\n";
-  out += "#include \"napkin/attention_kernel.h\"\n#include \"napkin/kernel_host.h\"\n\nnamespace {\n\n";
+  out += "#include \"napkin/attention_kernel.h\"\n\nnamespace {\n\n";
   out += "struct Fusion : napkin::device::FusionDefaults {\n  struct Args {\n    int group;  // query heads per KV head\n";
   for (NodeId p : f.params)
     out += fmt::format("    double {};  // param (default {})\n", d.node(p).name, ir::format_number(d.node(p).scalar));
@@ -760,42 +760,24 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
              "static_cast<float>(");
   }
   out += "};\n\n";
+  // The fused code's own inputs and params, bound by name (napkin::launch_generated binds the rest).
+  out += "void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {\n";
+  if (f.aux.empty() && f.params.empty()) out += "  (void)tb;\n  (void)a;\n";
+  for (const AuxInput& x : f.aux)
+    out += fmt::format("  a.{0} = tb.aux<{1}, {3}>(tb.bind(\"{0}\", {4}, \"{2}\"), \"{2}\");\n", d.node(x.node).name,
+                       aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles), abi_dtype(d.node(x.node).dtype));
+  for (NodeId p : f.params)
+    out += fmt::format("  a.{0} = tb.param(\"{0}\", {1});\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  out += "}\n\n";
+  const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
+  out += fmt::format("constexpr napkin::AttentionSpec kSpec{{\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", {}, "
+                     "napkin::AttentionDType::{}, {}}};\n\n",
+                     d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
+                     f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
+                     float_literal(f.score_is_scale ? f.scale : 1.0));
   out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
   out += "}  // namespace\n\n";
-  out += "extern \"C\" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }\n";
-  out += "extern \"C\" const char* napkin_kernel_manifest() { return kManifest; }\n\n";
-  out += "extern \"C\" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,\n"
-         "                                        int32_t err_len) {\n";
-  out += "  napkin::TensorBinder tb(tensors, count);\n";
-  const char* et = abi_dtype(f.element);
-  const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
-  out += fmt::format("  const napkin_tensor* q = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.q).name, et, f.q_roles);
-  out += fmt::format("  const napkin_tensor* k = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.k).name, et, f.k_roles);
-  out += fmt::format("  const napkin_tensor* v = tb.bind(\"{}\", {}, \"{}\");\n", d.node(f.v).name, et, f.v_roles);
-  out += fmt::format("  const napkin_tensor* o = tb.bind(\"{}\", {}, \"{}\");\n", o_name, et, f.o_roles);
-  for (const AuxInput& x : f.aux)
-    out += fmt::format("  const napkin_tensor* in_{} = tb.bind(\"{}\", {}, \"{}\");\n", d.node(x.node).name,
-                       d.node(x.node).name, abi_dtype(d.node(x.node).dtype), x.roles);
-  out += "  if (!tb.error().empty()) return napkin::report_error(tb.error(), err, err_len);\n";
-  out += fmt::format("  if (tb.size('d') != {0})\n    return napkin::report_error(\"tensor '{1}': head dim \" + "
-                     "std::to_string(tb.size('d')) + \", expected {0} (the kernel is built for it)\", err, err_len);\n",
-                     f.head_dim, d.node(f.q).name);
-  out += "  napkin::AttentionFwdArgs args;\n";
-  out += fmt::format("  if (std::string e = napkin::attention_args_from(tb, q, \"{}\", k, \"{}\", v, \"{}\", o, \"{}\", "
-                     "napkin::AttentionDType::{}, &args);\n      !e.empty())\n    return napkin::report_error(e, err, err_len);\n",
-                     f.q_roles, f.k_roles, f.v_roles, f.o_roles, f.element == DType::bf16 ? "kBF16" : "kF16");
-  out += fmt::format("  args.softmax_scale = {};\n", float_literal(f.score_is_scale ? f.scale : 1.0));
-  out += "  Fusion::Args fusion{};\n  fusion.group = static_cast<int>(tb.size('g'));\n";
-  for (NodeId p : f.params)
-    out += fmt::format("  fusion.{0} = tb.param(\"{0}\", {1});\n", d.node(p).name, ir::format_number(d.node(p).scalar));
-  if (!f.params.empty()) out += "  if (!tb.error().empty()) return napkin::report_error(tb.error(), err, err_len);\n";
-  for (const AuxInput& x : f.aux)
-    out += fmt::format("  fusion.{0} = tb.aux<{1}, {3}>(in_{0}, \"{2}\");\n", d.node(x.node).name,
-                       aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles));
-  out += fmt::format("  return napkin::report_error(napkin::run_attention<Fusion, {}, {}>(args, fusion, "
-                     "static_cast<cudaStream_t>(stream)),\n                              err, err_len);\n}}\n",
-                     element, f.head_dim);
-  out += "\nNAPKIN_DEFINE_HOST_ENTRIES()\n";
+  out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kManifest)\n", element, f.head_dim);
   return out;
 }
 

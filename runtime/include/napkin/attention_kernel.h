@@ -27,6 +27,7 @@
 #include "napkin/attention_schedule.h"
 #include "napkin/device/fmha_fwd.h"
 #include "napkin/kernel_abi.h"
+#include "napkin/kernel_host.h"
 
 namespace napkin {
 
@@ -305,4 +306,54 @@ inline int32_t report_error(const std::string& message, char* err, int32_t err_l
   return message.empty() ? 0 : 1;
 }
 
+// A generated kernel's Q, K, V and O: names and roles (as the diagram declares them), the head
+// dim it is built for, the element type, and the scale folded into the softmax (1 where the
+// fused score code applies its own).
+struct AttentionSpec {
+  const char *q, *q_roles, *k, *k_roles, *v, *v_roles, *o, *o_roles;
+  int head_dim;
+  AttentionDType dtype;
+  float softmax_scale;
+};
+
+// napkin_kernel_launch of a generated kernel: binds Q, K, V and O by `spec`, then the fused
+// code's own inputs and params (`bind_fusion(TensorBinder&, Fusion::Args&)`), checks, launches.
+template <class Fusion, class Element, int kHeadDim, class BindFusion>
+int32_t launch_generated(const AttentionSpec& spec, BindFusion bind_fusion, const napkin_tensor* tensors,
+                         int32_t count, void* stream, char* err, int32_t err_len) {
+  const int element = spec.dtype == AttentionDType::kBF16 ? NAPKIN_BF16 : NAPKIN_F16;
+  TensorBinder tb(tensors, count);
+  const napkin_tensor* q = tb.bind(spec.q, element, spec.q_roles);
+  const napkin_tensor* k = tb.bind(spec.k, element, spec.k_roles);
+  const napkin_tensor* v = tb.bind(spec.v, element, spec.v_roles);
+  const napkin_tensor* o = tb.bind(spec.o, element, spec.o_roles);
+  typename Fusion::Args fusion{};
+  bind_fusion(tb, fusion);
+  if (!tb.error().empty()) return report_error(tb.error(), err, err_len);
+  if (tb.size('d') != kHeadDim)
+    return report_error(std::string("tensor '") + spec.q + "': head dim " + std::to_string(tb.size('d')) + ", expected " +
+                            std::to_string(kHeadDim) + " (the kernel is built for it)",
+                        err, err_len);
+  fusion.group = static_cast<int>(tb.size('g'));
+  AttentionFwdArgs args;
+  if (std::string e = attention_args_from(tb, q, spec.q_roles, k, spec.k_roles, v, spec.v_roles, o, spec.o_roles,
+                                          spec.dtype, &args);
+      !e.empty())
+    return report_error(e, err, err_len);
+  args.softmax_scale = spec.softmax_scale;
+  return report_error(run_attention<Fusion, Element, kHeadDim>(args, fusion, static_cast<cudaStream_t>(stream)), err,
+                      err_len);
+}
+
 }  // namespace napkin
+
+// The C entry points of a generated kernel (napkin/kernel_abi.h, napkin/kernel_host.h).
+#define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, spec, bind_fusion, manifest)                      \
+  extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }                           \
+  extern "C" const char* napkin_kernel_manifest() { return manifest; }                                           \
+  extern "C" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,   \
+                                          int32_t err_len) {                                                     \
+    return napkin::launch_generated<FusionT, ElementT, kHeadDim>(spec, bind_fusion, tensors, count, stream, err,  \
+                                                                 err_len);                                       \
+  }                                                                                                              \
+  NAPKIN_DEFINE_HOST_ENTRIES()

@@ -4,7 +4,6 @@
 // Derived: (derivation not run in this test)
 // Tile schedule: the device library's measured table for this head dim (napkin/attention_schedule.h).
 #include "napkin/attention_kernel.h"
-#include "napkin/kernel_host.h"
 
 namespace {
 
@@ -30,36 +29,15 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+  a.doc_q = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxQ>(tb.bind("doc_q", NAPKIN_I32, "bq"), "bq");
+  a.doc_k = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxK>(tb.bind("doc_k", NAPKIN_I32, "bk"), "bk");
+}
+
+constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
+
 constexpr char kManifest[] = R"napkin_manifest({})napkin_manifest";
 
 }  // namespace
 
-extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }
-extern "C" const char* napkin_kernel_manifest() { return kManifest; }
-
-extern "C" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,
-                                        int32_t err_len) {
-  napkin::TensorBinder tb(tensors, count);
-  const napkin_tensor* q = tb.bind("Q", NAPKIN_BF16, "bhqd");
-  const napkin_tensor* k = tb.bind("K", NAPKIN_BF16, "bhkd");
-  const napkin_tensor* v = tb.bind("V", NAPKIN_BF16, "bhke");
-  const napkin_tensor* o = tb.bind("O", NAPKIN_BF16, "bhqe");
-  const napkin_tensor* in_doc_q = tb.bind("doc_q", NAPKIN_I32, "bq");
-  const napkin_tensor* in_doc_k = tb.bind("doc_k", NAPKIN_I32, "bk");
-  if (!tb.error().empty()) return napkin::report_error(tb.error(), err, err_len);
-  if (tb.size('d') != 128)
-    return napkin::report_error("tensor 'Q': head dim " + std::to_string(tb.size('d')) + ", expected 128 (the kernel is built for it)", err, err_len);
-  napkin::AttentionFwdArgs args;
-  if (std::string e = napkin::attention_args_from(tb, q, "bhqd", k, "bhkd", v, "bhke", o, "bhqe", napkin::AttentionDType::kBF16, &args);
-      !e.empty())
-    return napkin::report_error(e, err, err_len);
-  args.softmax_scale = 0.0883883461f;
-  Fusion::Args fusion{};
-  fusion.group = static_cast<int>(tb.size('g'));
-  fusion.doc_q = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxQ>(in_doc_q, "bq");
-  fusion.doc_k = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxK>(in_doc_k, "bk");
-  return napkin::report_error(napkin::run_attention<Fusion, cutlass::bfloat16_t, 128>(args, fusion, static_cast<cudaStream_t>(stream)),
-                              err, err_len);
-}
-
-NAPKIN_DEFINE_HOST_ENTRIES()
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kManifest)
