@@ -46,7 +46,7 @@ CommandOutput draw(const DiagramArgs& args, const DrawOptions& options) {
   const std::filesystem::path dir = options.output_dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return failure(plain_error(fmt::format("cannot create directory '{}': {}", dir.string(), ec.message())), false);
+  if (ec) return failure(plain_error(fmt::format("--output-dir {}: cannot create the directory: {}", dir.string(), ec.message())), false);
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   files.emplace_back(dir / "diagram.svg", emit::draw_diagram_svg(d, schedule ? &*schedule : nullptr,
                                                                   machine ? &*machine : nullptr));

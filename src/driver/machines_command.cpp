@@ -54,6 +54,8 @@ CommandOutput machines(const MachinesOptions& options) {
   const std::string dir = options.dir.empty() ? arch::default_machines_dir() : options.dir;
   auto loaded = arch::load_machines(dir);
   if (!loaded) return failure(loaded.error(), options.json);
+  if (loaded->empty())
+    return failure(plain_error(fmt::format("{}: no machine files (NAME.toml) in the directory", dir)), options.json);
   CommandOutput r;
   if (options.json) {
     json list = json::array();

@@ -634,7 +634,7 @@ CommandOutput report(const DiagramArgs& args, const ReportOptions& options) {
   const std::filesystem::path dir = options.output_dir;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return failure(plain_error(fmt::format("cannot create directory '{}': {}", dir.string(), ec.message())), false);
+  if (ec) return failure(plain_error(fmt::format("--output-dir {}: cannot create the directory: {}", dir.string(), ec.message())), false);
   const auto path = dir / "report.html";
   std::ofstream f(path, std::ios::binary);
   f << *html;

@@ -42,6 +42,8 @@ CLI::Validator positive_number(std::string option, std::string example);    // -
 CLI::Validator non_empty(std::string option, std::string what);             // --schedule TEXT
 CLI::Validator binding(std::string option);                                // --set NAME=VALUE
 CLI::Validator named_path(std::string option, std::string example);         // --input NAME=PATH
+CLI::Validator one_of(std::string option, std::vector<std::string> values);  // --row-layout quad
+CLI::Validator float_dtype(std::string option);                             // --accumulator f32
 
 // Throws CLI::ValidationError when a name is given twice in `values`: the NAME of NAME=VALUE
 // entries, or the whole entry of a list (--machines a,a).

@@ -20,8 +20,8 @@
 #include "driver/pseudocode_command.h"
 #include "driver/report_command.h"
 
-namespace {
 namespace napkin::cli {
+namespace {
 
 using driver::CommandOutput;
 using driver::DiagramArgs;
@@ -112,10 +112,10 @@ CommandOutput execute(const std::vector<std::string>& args) {
   add_diagram_args(compare, compare_args);
   compare->add_option("--machines", compare_options.machines, "machine names, comma-separated")
       ->delimiter(',')->required()
-      ->check(non_empty("--dtypes", "a dtype in every place of the list"));
+      ->check(non_empty("--machines", "a machine name in every place of the list"));
   compare->add_option("--dtypes", compare_options.dtypes, "input precisions, comma-separated (bf16,fp8,...)")
       ->delimiter(',')->required()
-      ->check(non_empty("--machines", "a machine name in every place of the list"));
+      ->check(one_of("--dtypes", {"bf16", "f16", "fp8", "fp8e4m3", "fp8e5m2", "tf32", "f32"}));
   compare->add_flag("--json", compare_options.json, "print the rows as JSON");
   compare->callback([&] { run = [&] { return napkin::driver::compare(compare_args, compare_options); }; });
 
@@ -131,7 +131,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
   derive->add_flag("-v,--verbose", derive_options.verbose, "list every rejected candidate with its reason");
   derive->add_flag("--json", derive_options.json, "print the derivation as JSON");
   derive->add_option("--accumulator", derive_accumulator, "dtype of the output accumulators (default f32)")
-      ->check(non_empty("--accumulator", "a floating-point dtype such as f32"));
+      ->check(float_dtype("--accumulator"));
   derive->add_option("--subloops", derive_options.subloops, "tensor-core sub-loop sizes, e.g. 32,8")
       ->delimiter(',')
       ->check(positive_integer("--subloops", "32,8"));
@@ -139,7 +139,8 @@ CommandOutput execute(const std::vector<std::string>& args) {
       ->check(non_negative_number("--overhead", "0.5"));
   derive->add_option("--row-layout", derive_options.row_layout,
                      "rows in a warpgroup: thread (one per thread, the paper; default) or quad (WGMMA's layout, "
-                     "a row over four threads, 64 rows per warpgroup)");
+                     "a row over four threads, 64 rows per warpgroup)")
+      ->check(one_of("--row-layout", {"thread", "quad"}));
   derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here")
       ->check(non_empty("--timeline", "a path for the SVG"));
   derive->add_flag("--pseudocode", derive_options.pseudocode, "print the best schedule's pseudocode after the derivation");
@@ -225,6 +226,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
       ->check(positive_integer("--top", "10"));
   report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
 
+  if (auto bad = check_command(app, args)) return *bad;
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
     app.parse(reversed);

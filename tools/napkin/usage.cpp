@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "ir/parser.h"
+#include "support/dtype.h"
 
 namespace napkin::cli {
 
@@ -176,6 +177,24 @@ CLI::Validator named_path(std::string option, std::string example) {
     const auto eq = v.find('=');
     if (eq != std::string::npos && eq > 0 && eq + 1 < v.size()) return {};
     return fmt::format("{} {}: expected NAME=PATH, e.g. {} {}", option, v, option, example);
+  });
+}
+
+CLI::Validator one_of(std::string option, std::vector<std::string> values) {
+  return check([=](const std::string& v) -> std::string {
+    if (std::find(values.begin(), values.end(), v) != values.end()) return {};
+    const std::string near = nearest(v, values);
+    return fmt::format("{} {}: expected one of: {}{}", option, v, joined(values),
+                       near.empty() ? "" : fmt::format("; did you mean '{}'?", near));
+  });
+}
+
+CLI::Validator float_dtype(std::string option) {
+  return check([=](const std::string& v) -> std::string {
+    const auto t = parse_dtype(v);
+    if (t && is_float(*t)) return {};
+    return fmt::format("{} {}: expected a floating-point dtype: f64, f32, tf32, bf16, f16, fp8e4m3 or fp8e5m2",
+                       option, v);
   });
 }
 

@@ -182,6 +182,10 @@ TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
       {"compare " + attention + " --machines h100-sxm5,h100-sxm5 --dtypes bf16",
        "error: --machines h100-sxm5: 'h100-sxm5' is listed twice; list it once"},
       {"draw-trace t.txt -o t.svg --section -1", "error: --section -1: expected an integer from 0 to 2147483647"},
+      {"derive " + attention + h100 + " --row-layout quads",
+       "error: --row-layout quads: expected one of: thread quad; did you mean 'quad'?"},
+      {"compare " + attention + " --machines h100-sxm5 --dtypes bf16,int4",
+       "error: --dtypes int4: expected one of: bf16 f16 fp8 fp8e4m3 fp8e5m2 tf32 f32"},
       {"draw-trace t.txt -o t.svg --clock-mhz 0",
        "error: --clock-mhz 0: expected a finite decimal number > 0, e.g. --clock-mhz 1755"},
   };
@@ -213,6 +217,12 @@ TEST(Cli, InputErrorsExitOneAndNeverEchoRawBytes) {
   auto dir = run_napkin("check examples");
   EXPECT_EQ(dir.exit_code, 1);
   EXPECT_EQ(dir.err, "error: examples: is a directory; expected a file\n");
+  auto no_machines = run_napkin("machines --dir tests/golden");
+  EXPECT_EQ(no_machines.exit_code, 1);
+  EXPECT_EQ(no_machines.err, "error: tests/golden: no machine files (NAME.toml) in the directory\n");
+  auto out_is_file = run_napkin("draw examples/matmul.napkin -o README.md");
+  EXPECT_EQ(out_is_file.exit_code, 1);
+  EXPECT_EQ(first_line(out_is_file.err), "error: --output-dir README.md: cannot create the directory: Not a directory");
   const auto tmp = std::filesystem::temp_directory_path() / "napkin_cli_binary.napkin";
   std::string garbage = "axes q=4\n";
   for (int i = 0; i < 4096; ++i) garbage += static_cast<char>((i * 37 + 11) % 256);
