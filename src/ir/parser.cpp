@@ -903,7 +903,7 @@ class Elaborator {
   Value call(const Expr& e) {
     static const std::map<std::string, OpKind, std::less<>> unary = {
         {"exp", OpKind::exp}, {"exp2", OpKind::exp2}, {"log", OpKind::log},
-        {"neg", OpKind::neg}, {"tanh", OpKind::tanh}, {"abs", OpKind::abs}};
+        {"neg", OpKind::neg}, {"tanh", OpKind::tanh}, {"abs", OpKind::abs}, {"floor", OpKind::floor}};
     static const std::map<std::string, OpKind, std::less<>> binary = {
         {"add", OpKind::add}, {"sub", OpKind::sub}, {"mul", OpKind::mul},
         {"div", OpKind::div}, {"max", OpKind::max}, {"min", OpKind::min}};

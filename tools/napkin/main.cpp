@@ -19,6 +19,7 @@
 #include "driver/machines_command.h"
 #include "driver/pseudocode_command.h"
 #include "driver/report_command.h"
+#include "launch/build.h"
 
 namespace napkin::cli {
 namespace {
@@ -225,6 +226,34 @@ CommandOutput execute(const std::vector<std::string>& args) {
   report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)")
       ->check(positive_integer("--top", "10"));
   report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
+
+  DiagramArgs build_args;
+  napkin::launch::BuildOptions build_options;
+  auto* build = app.add_subcommand(
+      "build", "generate the diagram's fused kernel: DIR/kernel.cu, DIR/libkernel.so (nvcc, sm_90a), DIR/manifest.json");
+  add_diagram_args(build, build_args);
+  add_machine_arg(build, build_options.machine);
+  build->add_option("--output-dir,-o", build_options.out_dir, "directory for the kernel")->required();
+  build->add_flag("!--no-compile", build_options.compile, "write kernel.cu and manifest.json only");
+  build->add_flag("--json", build_options.json, "print the result and the manifest as JSON");
+  build->callback([&] { run = [&] { return napkin::launch::build(build_args, build_options); }; });
+
+  DiagramArgs run_args;
+  napkin::launch::RunOptions run_options;
+  auto* run_cmd = app.add_subcommand(
+      "run", "on a GPU: build the kernel, validate it against the reference interpreter, time it beside the estimate");
+  add_diagram_args(run_cmd, run_args);
+  add_machine_arg(run_cmd, run_options.machine);
+  run_cmd->add_option("--output-dir,-o", run_options.out_dir, "directory for the kernel (default out/kernels/NAME)");
+  run_cmd->add_option("--check-set", run_options.check_sets,
+                      "sizes of the validation against the reference (default: batch and heads 2, q 197, k 263)")
+      ->type_name("NAME=VALUE");
+  run_cmd->add_option("--seed", run_options.seed, "seed of the random inputs (default 0)");
+  run_cmd->add_option("--iters", run_options.iters, "timed launches at full size (default 30; 0: validate only)")
+      ->check(CLI::Range(0, 100000));
+  run_cmd->add_option("--library", run_options.library, "run this library built before (napkin build) instead of building");
+  run_cmd->add_flag("--json", run_options.json, "print the result as JSON");
+  run_cmd->callback([&] { run = [&] { return napkin::launch::run(run_args, run_options); }; });
 
   if (auto bad = check_command(app, args)) return *bad;
   try {
