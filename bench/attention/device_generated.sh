@@ -5,6 +5,8 @@
 # the machine stays up, so a second call reuses them), then
 #   tests     the GPU tests of every generated kernel (tests/gpu/test_generated.py), d = 128 and 64
 #   sanitize  napkin run --library under compute-sanitizer memcheck, racecheck and synccheck
+#   suite     FlashAttention-3's suite (bench/attention/run.py) timing the generated kernels of
+#             bench/attention/suite_diagrams.py (carried: build/suite) against cuDNN
 #   bench     bench/attention/variants.py (needs the fa3-fwd wheel in .peers for FlashAttention-3)
 # Carried: build/gen, .cutlass (CuTe headers), .devbin (a napkin binary and its two libraries),
 # .peers for bench. Logs go to $OUT.
@@ -35,6 +37,13 @@ if [[ $what == *sanitize* ]]; then
     done
   done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3}' | sort | uniq -c
   grep -v "exit 0" "$OUT/sanitize.txt" | head
+fi
+if [[ $what == *suite* ]]; then  # FlashAttention-3's suite on generated kernels (bench/attention/suite_diagrams.py)
+  mkdir -p /tmp/suite; t0=$(date +%s)
+  for d in build/suite/*/; do n=$(basename $d); mkdir -p /tmp/suite/$n; cp $d/* /tmp/suite/$n/; done
+  ls -d /tmp/suite/*/ | xargs -P 16 -I{} sh -c "test -f {}libkernel.so || nvcc $flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED {}'"
+  echo "suite kernels ready in $(( $(date +%s) - t0 )) s: $(ls /tmp/suite/*/libkernel.so | wc -l)"
+  timeout 420 python3 bench/attention/run.py --napkin-kernels /tmp/suite --impls napkin,cudnn --out "$OUT/suite.jsonl" "$@" 2>&1 | tee "$OUT/suite.log" | grep -v "^  INVALID" | tail -60
 fi
 if [[ $what == *bench* ]]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .peers/*.whl 2>&1 | tail -2; export PYTHONPATH=/tmp/peers

@@ -140,6 +140,9 @@ def main():
     ap.add_argument("--seqlens", default=",".join(map(str, SEQLENS)))
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--impls", default="napkin,cudnn,fa2,flex")
+    ap.add_argument("--napkin-kernels", default="",
+                    help="time the kernels napkin generated (bench/attention/suite_diagrams.py) as napkin, "
+                         "not the hand API (napkin_attention)")
     ap.add_argument("--flex-seqlens", default="1024,4096,16384",
                     help="FlexAttention compiles per shape; it is timed on these seqlens only")
     ap.add_argument("--reps", type=int, default=50,
@@ -197,7 +200,14 @@ def main():
                     # (b, h, s, d) storage, as SDPA wants; napkin reads the (b, s, h, d) view.
                     q, k, v = (torch.randn(batch, heads, seqlen, d, device="cuda", dtype=dt) for _ in range(3))
                     fns = {}
-                    if "napkin" in impls:
+                    if "napkin" in impls and args.napkin_kernels:
+                        # The generated kernel of this row's diagram: Q[b h q d] is run.py's (b, h, s, d) storage.
+                        import napkin_kernels
+                        kernel = napkin_kernels.load(pathlib.Path(args.napkin_kernels) /
+                                                     f"{'causal' if causal else 'attention'}_{'bf16' if dt == torch.bfloat16 else 'f16'}_d{d}")
+                        o_gen = torch.empty_like(q)
+                        fns["napkin"] = lambda kernel=kernel, o_gen=o_gen, q=q, k=k, v=v: kernel(q, k, v, out=o_gen)
+                    elif "napkin" in impls:
                         qv, kv, vv = (t.transpose(1, 2) for t in (q, k, v))
                         o_nap = torch.empty_like(q).transpose(1, 2)
                         lse_nap = torch.empty(batch, heads, seqlen, device="cuda", dtype=torch.float32)
