@@ -163,7 +163,7 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
     j["closed_form"] = {{"text", form.text()}, {"terms", terms}, {"tile_relations", relations},
                         {"flops", form.flops}, {"thresholds", th}, {"threshold_dtype", dtype_name(dt)}};
     j["analysis_s"] = analysis_s;
-    r.out = j.dump(2) + "\n";
+    r.out = json_text(j);
     return r;
   }
   std::string s = fmt::format("napkin analyze {} on {} ({})\ndiagram: {}\n\n", args.file, machine->name,
@@ -279,7 +279,7 @@ CommandOutput compare(const DiagramArgs& args, const CompareOptions& options) {
     }
   s += "g_min: the smallest re-read tile that keeps HBM traffic under compute (no caching, §11).\n";
   CommandOutput r;
-  if (options.json) r.out = json{{"file", args.file}, {"closed_form", form.text()}, {"rows", rows}}.dump(2) + "\n";
+  if (options.json) r.out = json_text(json{{"file", args.file}, {"closed_form", form.text()}, {"rows", rows}});
   else r.out = s;
   return r;
 }

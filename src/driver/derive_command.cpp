@@ -176,7 +176,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
       json all = json::array();
       for (const auto& x : r->rejections) all.push_back({{"candidate", x.candidate}, {"reason", x.reason}});
       j["rejections"] = all;
-      f.out = j.dump(2) + "\n";
+      f.out = json_text(j);
     } else {
       f.out = rejections_text(*r);
     }
@@ -217,7 +217,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
       for (const auto& x : r->rejections) all.push_back({{"candidate", x.candidate}, {"reason", x.reason}});
       j["rejections"] = all;
     }
-    out.out = j.dump(2) + "\n";
+    out.out = json_text(j);
     return out;
   }
   std::string s = fmt::format("napkin derive {} on {} ({})\ndiagram: {}\n", args.file, m->name, m->display_name,

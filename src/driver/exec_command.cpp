@@ -75,7 +75,7 @@ CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& op
                  {"loads", loads},
                  {"stores", stores},
                  {"notes", run->notes}}
-                .dump(2) + "\n";
+                .dump(2, ' ', false, json::error_handler_t::replace) + "\n";
     return r;
   }
   std::string out = fmt::format("schedule: {}\nnest: {}\n", sched::to_string(*schedule), run->nest);

@@ -203,7 +203,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
   std::error_code ec;
   fs::create_directories(b.dir, ec);
   if (ec) return plain_error(fmt::format("-o {}: cannot create the directory ({})", out_dir, ec.message()));
-  if (!write_text(b.dir / "kernel.cu", source) || !write_text(b.dir / "manifest.json", b.manifest.dump(2) + "\n"))
+  if (!write_text(b.dir / "kernel.cu", source) || !write_text(b.dir / "manifest.json", b.manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n"))
     return plain_error(fmt::format("-o {}: cannot write kernel.cu and manifest.json", out_dir));
   if (!compile) return b;
 
@@ -285,7 +285,7 @@ CommandOutput build(const DiagramArgs& args, const BuildOptions& o) {
   if (o.json) {
     r.out = json{{"ok", true}, {"dir", b->dir.string()}, {"library", b->compiled ? json(b->library.string()) : json(nullptr)},
                  {"cached", b->cached}, {"compile_s", b->compile_s}, {"manifest", b->manifest}}
-                .dump(2) + "\n";
+                .dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   } else {
     r.out = build_summary(*b);
   }
@@ -570,7 +570,7 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
 
   if (o.iters == 0) {
     CommandOutput r;
-    r.out = o.json ? json{{"ok", true}, {"relative_l2_error", rel}, {"max_abs_error", max_err}}.dump(2) + "\n" : text;
+    r.out = o.json ? json{{"ok", true}, {"relative_l2_error", rel}, {"max_abs_error", max_err}}.dump(2, ' ', false, json::error_handler_t::replace) + "\n" : text;
     return r;
   }
   // Timing at the diagram's sizes.
@@ -588,7 +588,7 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   if (o.json)
     r.out = json{{"ok", true}, {"relative_l2_error", rel}, {"max_abs_error", max_err}, {"median_us", ms * 1e3},
                  {"predicted_us", predicted_us > 0 ? json(predicted_us) : json(nullptr)}, {"manifest", b->manifest}}
-                .dump(2) + "\n";
+                .dump(2, ' ', false, json::error_handler_t::replace) + "\n";
   else
     r.out = text;
   return r;

@@ -132,10 +132,11 @@ Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& 
       for (ir::AxisId a : n.over) loop *= static_cast<double>(d.axis(a).size);
       flops += 2 * loop;
     }
-  // TFLOP/s of the work done: blocks a mask skips are not computed.
+  // TFLOP/s of the work done: blocks a mask skips are not computed. (A cost-model schedule's
+  // TFLOP/s is its estimate's already, over the blocks it visits: kept.)
   for (Ranked& k : r->ranked) {
-    const double done = k.configuration ? k.configuration->visited_fraction : 1.0;
-    if (k.predicted_time_s > 0) k.tflops = flops * done / k.predicted_time_s / 1e12;
+    if (k.configuration && k.predicted_time_s > 0)
+      k.tflops = flops * k.configuration->visited_fraction / k.predicted_time_s / 1e12;
   }
   std::stable_sort(r->ranked.begin(), r->ranked.end(),
                    [](const Ranked& a, const Ranked& b) { return a.predicted_time_s < b.predicted_time_s; });

@@ -247,8 +247,10 @@ CommandOutput execute(const std::vector<std::string>& args) {
   run_cmd->add_option("--output-dir,-o", run_options.out_dir, "directory for the kernel (default out/kernels/NAME)");
   run_cmd->add_option("--check-set", run_options.check_sets,
                       "sizes of the validation against the reference (default: batch and heads 2, q 197, k 263)")
-      ->type_name("NAME=VALUE");
-  run_cmd->add_option("--seed", run_options.seed, "seed of the random inputs (default 0)");
+      ->type_name("NAME=VALUE")
+      ->check(binding("--check-set"));
+  run_cmd->add_option("--seed", run_options.seed, "seed of the random inputs (default 0)")
+      ->check(non_negative_integer("--seed"));
   run_cmd->add_option("--iters", run_options.iters, "timed launches at full size (default 30; 0: validate only)")
       ->check(CLI::Range(0, 100000));
   run_cmd->add_option("--library", run_options.library, "run this library built before (napkin build) instead of building");
