@@ -2,6 +2,7 @@
 #include "search/search.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -85,6 +86,11 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
         }
         ++r.considered;
         const std::string line = sched::to_string(s);
+        if (auto invalid = sched::validate_schedule(s, d)) {  // never rank what analyze would refuse
+          ++r.rejected["invalid"];
+          r.rejections.push_back({line, invalid->message});
+          continue;
+        }
         auto e = cost::estimate(d, s, m);
         if (!e) return e.error();
         std::string why;
