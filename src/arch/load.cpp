@@ -464,6 +464,10 @@ Result<Machine> find_machine_or_file(std::string_view name_or_path, const std::s
   if (is_path) return load_machine(std::string(name_or_path));
   auto m = find_machine(name_or_path, dir);
   if (m) return m;
+  std::error_code ec;
+  if (fs::is_directory(std::string(name_or_path), ec))  // a local directory named like a machine
+    return plain_error(fmt::format("--machine {}: is a directory; expected a machine name (see `napkin machines`) "
+                                   "or the path of a machine file (NAME.toml)", name_or_path));
   Diagnostic d = m.error();
   d.message += "; or give the path of a machine file (e.g. ./mygpu.toml; docs/machines.md)";
   return d;

@@ -48,6 +48,15 @@ TEST(MachinePath, ErrorsNameTheFileOrSayAPathIsAccepted) {
   auto directory = find_machine_or_file(machines_dir() + "/", machines_dir());
   ASSERT_FALSE(directory.ok());
   EXPECT_EQ(directory.error().message, machines_dir() + "/: is a directory; expected a machine file (.toml)");
+  // A directory named without a '/' (./machines given as "machines") is named as a directory.
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(std::filesystem::path(machines_dir()).parent_path());
+  auto bare_directory = find_machine_or_file("machines", machines_dir());
+  std::filesystem::current_path(cwd);
+  ASSERT_FALSE(bare_directory.ok());
+  EXPECT_EQ(bare_directory.error().message,
+            "--machine machines: is a directory; expected a machine name (see `napkin machines`) or the path of a "
+            "machine file (NAME.toml)");
   auto unknown = find_machine_or_file("h900", machines_dir());
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().message, "unknown machine 'h900'; " + machines_dir() +
