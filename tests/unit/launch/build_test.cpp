@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// napkin build without a GPU: the files it writes, the manifest's contract, the build cache
+// (a stand-in nvcc counts its calls), refusals, and napkin run's checks before any GPU work.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "launch/build.h"
+
+namespace napkin {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string example(const std::string& stem) { return (testing::source_dir() / "examples" / (stem + ".napkin")).string(); }
+
+TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
+  TempDir tmp("napkin_build_manifest");
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "k").string();
+  o.compile = false;
+  const auto r = launch::build({example("sliding_window"), {}}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel.cu"));
+  const json m = json::parse(testing::read_text(tmp.path / "k" / "manifest.json"));
+  EXPECT_EQ(m["family"], "attention");
+  EXPECT_EQ(m["head_dim"], 128);
+  EXPECT_EQ(m["inputs"].size(), 3u);
+  EXPECT_EQ(m["inputs"][0]["name"], "Q");
+  EXPECT_EQ(m["inputs"][0]["axes"][2]["role"], "query");
+  EXPECT_EQ(m["outputs"][0]["dtype"], "bf16");
+  EXPECT_EQ(m["params"][0]["name"], "w");
+  EXPECT_EQ(m["params"][0]["value"], 4096.0);
+  EXPECT_TRUE(m["predicted_time_us"].is_number());
+  EXPECT_EQ(m["diagram"]["hash"].get<std::string>().size(), 16u);
+  EXPECT_NE(r.out.find("mask over indices (skips blocks)"), std::string::npos) << r.out;
+}
+
+TEST(Build, ASecondBuildComesFromTheCache) {
+  TempDir tmp("napkin_build_cache");
+  // A stand-in nvcc: writes its -o file and counts its calls.
+  const fs::path nvcc = tmp.path / "fake_nvcc.sh";
+  {
+    std::ofstream f(nvcc);
+    f << "#!/bin/sh\necho call >> '" << (tmp.path / "calls").string()
+      << "'\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then echo so > \"$2\"; fi; shift; done\n";
+  }
+  fs::permissions(nvcc, fs::perms::owner_all);
+  ::setenv("NAPKIN_NVCC", nvcc.c_str(), 1);
+  ::setenv("NAPKIN_CACHE", (tmp.path / "cache").c_str(), 1);
+  ::setenv("NAPKIN_CUTLASS_INCLUDE", (tmp.path / "cutlass").c_str(), 1);
+  fs::create_directories(tmp.path / "cutlass" / "cute");
+  std::ofstream(tmp.path / "cutlass" / "cute" / "tensor.hpp") << "";
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "a").string();
+  const auto first = launch::build({example("alibi"), {}}, o);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("compiled"), std::string::npos) << first.out;
+  o.out_dir = (tmp.path / "b").string();
+  const auto second = launch::build({example("alibi"), {}}, o);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("from the build cache"), std::string::npos) << second.out;
+  EXPECT_TRUE(fs::exists(tmp.path / "b" / "libkernel.so"));
+  EXPECT_EQ(testing::read_text(tmp.path / "calls"), "call\n");  // nvcc ran once
+  ::unsetenv("NAPKIN_NVCC");
+  ::unsetenv("NAPKIN_CACHE");
+  ::unsetenv("NAPKIN_CUTLASS_INCLUDE");
+}
+
+TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
+  TempDir tmp("napkin_build_refuse");
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "k").string();
+  o.compile = false;
+  const auto matmul = launch::build({example("matmul"), {}}, o);
+  EXPECT_EQ(matmul.exit_code, 1);
+  EXPECT_NE(matmul.err.find("two contractions"), std::string::npos) << matmul.err;
+  EXPECT_FALSE(fs::exists(tmp.path / "k" / "kernel.cu"));
+  const auto paper = launch::build({example("attention_hopper_paper"), {}}, o);
+  EXPECT_EQ(paper.exit_code, 1);
+  EXPECT_NE(paper.err.find("one dtype"), std::string::npos) << paper.err;
+  // napkin run with a library that is not this diagram's: refused before any GPU work.
+  launch::BuildOptions b = o;
+  ASSERT_EQ(launch::build({example("causal"), {}}, b).exit_code, 0);
+  launch::RunOptions r;
+  r.machine = "h100-sxm5";
+  r.library = (tmp.path / "k" / "missing.so").string();
+  const auto run = launch::run({example("causal"), {}}, r);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("cannot load"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace napkin
