@@ -15,10 +15,11 @@ ALLOWED = {
     "sched": {"support", "ir"},
     "cost": {"support", "ir", "sched", "arch"},
     "search": {"support", "ir", "sched", "arch", "cost"},
-    "exec": {"support", "ir", "sched", "reference"},
-    "emit": {"support", "ir", "sched", "arch", "cost"},
-    "driver": {"support", "ir", "reference", "arch", "sched", "cost", "search", "exec", "emit"},
-    "launch": {"support", "ir", "reference", "arch", "sched", "cost", "search", "exec", "emit", "driver"},
+    "plan": {"support", "ir", "sched", "arch", "cost", "search"},
+    "exec": {"support", "ir", "sched", "reference", "plan"},
+    "emit": {"support", "ir", "sched", "arch", "cost", "plan"},
+    "driver": {"support", "ir", "reference", "arch", "sched", "cost", "search", "plan", "exec", "emit"},
+    "launch": {"support", "ir", "reference", "arch", "sched", "cost", "search", "plan", "exec", "emit", "driver"},
 }
 CUDA_HEADERS = re.compile(r'#include\s*[<"](cuda|cute/|cutlass/|napkin/runtime|runtime/)')
 INCLUDE = re.compile(r'#include\s*"([a-z_]+)/')
