@@ -15,6 +15,7 @@
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
 #include "ir/printer.h"
+#include "plan/plan.h"
 #include "sched/schedule.h"
 
 namespace napkin::driver {
@@ -106,6 +107,69 @@ std::string rejections_text(const search::SearchResult& r) {
   return s;
 }
 
+
+std::string indent(const std::string& text, const std::string& by) {
+  std::string s;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    s += by + text.substr(start, end == std::string::npos ? std::string::npos : end - start + 1);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return s;
+}
+
+std::string kernel_schedule_text(const plan::Kernel& k) {
+  if (k.gemm) return plan::gemm_schedule_text(*k.gemm);
+  if (k.rows) return search::row_schedule_text(*k.rows);
+  if (k.streamed) return k.streamed->summary;
+  return "-";
+}
+
+std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
+  std::string s;
+  for (std::size_t i = 0; i < p.kernels.size(); ++i) {
+    const plan::Kernel& k = p.kernels[i];
+    s += fmt::format("  {}. {}\n", i + 1, k.name.empty() ? std::string("(no family)") : k.name);
+    if (k.bound == "infeasible") continue;
+    const double tflops = k.predicted_s > 0 ? k.flops / k.predicted_s / 1e12 : 0;
+    s += fmt::format("     predicted {}, {:.1f} TFLOP/s, {:.4g} MB of HBM traffic, bound by {}\n", seconds_text(k.predicted_s),
+                     tflops, k.hbm_bytes / 1e6, k.bound);
+    s += fmt::format("     schedule: {}\n", kernel_schedule_text(k));
+    if (!k.detail.empty()) s += fmt::format("     {}\n", k.detail);
+    if (k.considered > 1) {
+      int rejected = 0;
+      for (const auto& [cls, n] : k.rejected) rejected += n;
+      s += fmt::format("     solver: {} candidates, {} rejected (", k.considered, rejected);
+      bool first = true;
+      for (const auto& [cls, n] : k.rejected) {
+        s += fmt::format("{}{} {}", first ? "" : ", ", cls, n);
+        first = false;
+      }
+      s += ")\n";
+    }
+    if (top > 1 && k.gemm_top.size() > 1) {
+      for (std::size_t j = 0; j < k.gemm_top.size() && j < static_cast<std::size_t>(top); ++j)
+        s += fmt::format("       {:>2}. {:<46} {:>10}  {}\n", j + 1, plan::gemm_schedule_text(k.gemm_top[j].schedule),
+                         seconds_text(k.gemm_top[j].estimate.time_s), k.gemm_top[j].estimate.bound);
+    }
+    if (verbose) s += "     kernel diagram:\n" + indent(ir::print_diagram(k.diagram), "       ");
+  }
+  return s;
+}
+
+json plan_json(const plan::Plan& p) {
+  json kernels = json::array();
+  for (const plan::Kernel& k : p.kernels)
+    kernels.push_back({{"name", k.name}, {"kind", std::string(plan::kernel_kind_name(k.kind))},
+                       {"schedule", kernel_schedule_text(k)}, {"predicted_s", k.predicted_s}, {"flops", k.flops},
+                       {"hbm_bytes", k.hbm_bytes}, {"bound", k.bound}, {"detail", k.detail},
+                       {"diagram", ir::print_diagram(k.diagram)}});
+  return {{"name", p.name}, {"kernels", kernels}, {"materialised", p.materialised}, {"moves", p.moves},
+          {"predicted_s", p.predicted_s}, {"infeasible", p.infeasible}};
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, double, double>>>>
@@ -135,6 +199,50 @@ timeline_of(const search::Configuration& c, double clock_hz) {
   return {{"TMA (producer)", tma}, {"tensor core", tc}, {"SFU", sfu}, {"FMA", fma}};
 }
 
+
+// A diagram that is not one attention kernel: its kernel plan.
+CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, const arch::Machine& m,
+                                 const plan::Derivation& r, double plan_s, const DeriveOptions& o) {
+  const plan::Plan& p = r.chosen;
+  double flops = 0, bytes = 0;
+  for (const plan::Kernel& k : p.kernels) flops += k.flops, bytes += k.hbm_bytes;
+  CommandOutput out;
+  if (o.json) {
+    json alts = json::array();
+    for (const auto& a : r.alternatives) {
+      json j = plan_json(a.plan);
+      j["why_not"] = a.why_not;
+      alts.push_back(j);
+    }
+    json j{{"file", args.file}, {"diagram", ir::diagram_key(d)}, {"machine", m.name}, {"method", "kernel plan"},
+           {"predicted_time_s", p.predicted_s}, {"tflops", flops / p.predicted_s / 1e12}, {"plan", plan_json(p)},
+           {"alternatives", alts}, {"search_s", plan_s}};
+    out.out = json_text(j);
+    return out;
+  }
+  std::string s = fmt::format("napkin derive {} on {} ({})\ndiagram: {}\n", args.file, m.name, m.display_name,
+                              ir::diagram_key(d));
+  s += fmt::format("method: kernel plan (fusion against materialisation by the cost model, algebraic moves, one solver "
+                   "per kernel); derived in {}\n\n", seconds_text(plan_s));
+  s += fmt::format("chosen plan: {} kernel{}, predicted {}, {:.1f} TFLOP/s, {:.4g} MB of HBM traffic\n", p.kernels.size(),
+                   p.kernels.size() == 1 ? "" : "s", seconds_text(p.predicted_s), flops / p.predicted_s / 1e12, bytes / 1e6);
+  for (const std::string& mv : p.moves) s += fmt::format("  move: {}\n", mv);
+  s += p.materialised.empty() ? std::string("  materialised: nothing (every intermediate stays on chip)\n")
+                              : fmt::format("  materialised: {}\n", fmt::join(p.materialised, "; "));
+  s += plan_kernels_text(p, o.top, o.verbose);
+  if (!r.alternatives.empty()) {
+    s += "\nalternatives:\n";
+    for (const auto& a : r.alternatives) s += fmt::format("  {}: {}\n", a.plan.name, a.why_not);
+  }
+  if (o.pseudocode) {
+    s += "\nkernel diagrams of the chosen plan:\n";
+    for (std::size_t i = 0; i < p.kernels.size(); ++i)
+      s += fmt::format("# {}. {}\n{}", i + 1, p.kernels[i].name, ir::print_diagram(p.kernels[i].diagram));
+  }
+  out.out = s;
+  return out;
+}
+
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), o.json);
@@ -157,9 +265,20 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
     return failure(plain_error(fmt::format("--row-layout: expected 'thread' or 'quad', got '{}'", o.row_layout)), o.json);
   }
   const auto start = std::chrono::steady_clock::now();
+  plan::PlanOptions po;
+  po.search = so;
+  po.top = o.top;
+  auto derivation = plan::derive_plan(d, *m, po);
+  const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!derivation) return failure(derivation.error(), o.json);
+  const plan::Plan& chosen = derivation->chosen;
+  const bool one_attention_kernel = chosen.kernels.size() == 1 && chosen.kernels[0].kind == plan::KernelKind::attention &&
+                                    chosen.moves.empty();
+  if (!one_attention_kernel) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
   const sched::StreamingReport report = sched::analyse_streaming(d);
   auto r = search::search(d, report, *m, so);
   if (!r) return failure(r.error(), o.json);
+  if (r->ranked.empty() && !o.verbose) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
   const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int rejected = 0;
   for (const auto& [k, n] : r->rejected) rejected += n;

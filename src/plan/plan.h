@@ -16,59 +16,41 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "arch/machine.h"
 #include "ir/ir.h"
+#include "search/kernel_solver.h"
 #include "search/search.h"
+#include "plan/subgraph.h"
 #include "support/diagnostic.h"
 
 namespace napkin::plan {
 
-// What kind of kernel a fused subgraph is, which decides its solver and its code generator.
-//   gemm           one contraction of two operands (batched over shared axes), with elementwise
-//                  epilogue code over the accumulator, row/column vectors, scalars and
-//                  same-shaped tensors (bias, activation, scales, gating, residual, cast)
-//   dual_gemm      two contractions sharing their first operand (X Wg, X Wu), combined by
-//                  elementwise epilogue code (a gated MLP reads X once)
-//   attention      the attention family (contract, score code, softmax or none, contract):
-//                  one streamed kernel, the configuration solver's schedule
-//   row_reduction  reductions over the innermost axes of rows (norm statistics, row sums),
-//                  with elementwise code before and after (a whole layernorm is one)
-//   elementwise    elementwise code only
-enum class KernelKind : std::uint8_t { gemm, dual_gemm, attention, row_reduction, elementwise };
-std::string_view kernel_kind_name(KernelKind k);
 
-// A Hopper GEMM kernel's schedule, as CUTLASS's sm90 collectives take it.
-struct GemmSchedule {
-  std::int64_t tile_m = 128, tile_n = 128, tile_k = 64;  // CTA tile
-  int cluster_m = 1, cluster_n = 1;                       // CTAs per cluster (TMA multicast)
-  int stages = 0;                                         // smem pipeline stages; 0: as many as fit
-  bool pingpong = false;  // two consumer warpgroups on alternate tiles; else cooperative (both on one tile)
-  bool operator==(const GemmSchedule&) const = default;
-};
-std::string gemm_schedule_text(const GemmSchedule& s);  // "tile 128x256x64 cluster 2x1 stages 4 cooperative"
-
-// A row kernel's schedule: rows per CTA and threads per row.
-struct RowSchedule {
-  std::int64_t rows_per_cta = 1;
-  int threads_per_row = 128;
-  bool operator==(const RowSchedule&) const = default;
-};
+// The schedules of the GEMM and row kernels (search/kernel_solver.h, their solver).
+using search::GemmSchedule;
+using search::gemm_schedule_text;
+using search::RowSchedule;
 
 struct Kernel {
-  std::string name;                 // "gemm G = X Wg", "rmsnorm statistics of X", ...
+  std::string name;                 // "gemm Y <- H Wd": its family, what it writes, what it reads
   KernelKind kind = KernelKind::elementwise;
   ir::Diagram diagram;              // the fused subgraph as a diagram (see the file comment)
   std::optional<GemmSchedule> gemm;           // gemm, dual_gemm
+  std::vector<search::GemmCandidate> gemm_top;  // the solver's best distinct schedules (--top)
   std::optional<RowSchedule> rows;            // row_reduction, elementwise
   std::optional<search::Ranked> streamed;     // attention: the configuration solver's schedule
   double predicted_s = 0;
   double flops = 0;                 // useful FLOPs
-  double hbm_bytes = 0;             // compulsory global-memory traffic (reads + writes)
-  std::string bound;                // "tensor core", "HBM bandwidth", ...
+  double hbm_bytes = 0;             // modelled global-memory traffic (reads + writes)
+  std::string bound;                // "tensor_core", "HBM bandwidth", ...
+  std::string detail;               // how the estimate was found, one line
+  int considered = 0;               // candidates the solver weighed
+  std::map<std::string, int> rejected;  // and rejected, by reason class
 };
 
 struct Plan {
@@ -79,6 +61,7 @@ struct Plan {
   double predicted_s = 0;                  // sum over the kernels
   // Empty when the plan is feasible; else why not (an infeasible alternative is still shown).
   std::string infeasible;
+  std::string note;                        // e.g. why a feasible alternative has no kernel
 };
 
 struct Derivation {

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+// Binding the tensors of one call of a generated kernel (napkin/kernel_abi.h) to the roles the
+// diagram gives their dims: by name, with dtype, rank and size checks across tensors; the first
+// error is kept, naming the tensor. Shared by every kernel family (attention, GEMM, rows).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "napkin/kernel_abi.h"
+
+namespace napkin {
+
+// An auxiliary tensor as the fused code reads it: element strides along the roles b, h, g, q, k
+// (after the second contraction, k's place is e's). kRoles (AuxRole bits) names the roles the
+// tensor has, so the address arithmetic of the others is compiled out and what depends only
+// on the row (or the head) is hoisted out of the loops over keys.
+enum AuxRole : unsigned { kAuxB = 1, kAuxH = 2, kAuxG = 4, kAuxQ = 8, kAuxK = 16 };
+template <class T, unsigned kRoles>
+struct AuxView {
+  const T* data = nullptr;
+  int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
+  int group = 1;
+  __device__ __forceinline__ T at(int b, int head, int q, int k) const {
+    int64_t offset = 0;
+    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
+      const int h = head / group, g = head - h * group;
+      if constexpr ((kRoles & kAuxH) != 0) offset += h * sh;
+      if constexpr ((kRoles & kAuxG) != 0) offset += g * sg;
+    }
+    if constexpr ((kRoles & kAuxB) != 0) offset += b * sb;
+    if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
+    if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
+    return __ldg(data + offset);  // read-only for the kernel's lifetime: the non-coherent path
+  }
+};
+
+// Binds the tensors of one call to the roles the diagram gives their dims, checking dtypes,
+// ranks and sizes against each other; the first error is kept, naming the tensor.
+class TensorBinder {
+ public:
+  TensorBinder(const napkin_tensor* tensors, int count) : tensors_(tensors), count_(count) {}
+
+  const napkin_tensor* bind(const char* name, int dtype, const char* roles) {
+    if (!error_.empty()) return nullptr;
+    const napkin_tensor* t = nullptr;
+    for (int i = 0; i < count_; ++i)
+      if (tensors_[i].name != nullptr && std::strcmp(tensors_[i].name, name) == 0) t = &tensors_[i];
+    const int rank = static_cast<int>(std::strlen(roles));
+    if (t == nullptr) return fail(std::string("missing tensor '") + name + "'");
+    if (t->dtype != dtype)
+      return fail(std::string("tensor '") + name + "': dtype " + dtype_name(t->dtype) + ", expected " + dtype_name(dtype));
+    if (t->rank != rank)
+      return fail(std::string("tensor '") + name + "': " + std::to_string(t->rank) + " dims, expected " +
+                  std::to_string(rank) + " [" + roles + "]");
+    if (t->data == nullptr) return fail(std::string("tensor '") + name + "': null data pointer");
+    for (int i = 0; i < rank; ++i) {
+      const char r = roles[i];
+      int64_t& known = size_[static_cast<unsigned char>(r)];
+      if (t->shape[i] < 1) return fail(std::string("tensor '") + name + "': dim " + std::to_string(i) + " is empty");
+      if (known == 0) known = t->shape[i];
+      else if (known != t->shape[i])
+        return fail(std::string("tensor '") + name + "': dim " + std::to_string(i) + " (" + role_name(r) + ") has size " +
+                    std::to_string(t->shape[i]) + ", expected " + std::to_string(known) + " as in the tensors before it");
+    }
+    return t;
+  }
+  // The size bound to a role; 1 where no tensor has it.
+  int64_t size(char role) const {
+    const int64_t s = size_[static_cast<unsigned char>(role)];
+    return s == 0 ? 1 : s;
+  }
+  // Element stride of `role` in t; 0 where t lacks it.
+  static int64_t stride(const napkin_tensor* t, const char* roles, char role) {
+    const char* at = std::strchr(roles, role);
+    return at == nullptr ? 0 : t->strides[at - roles];
+  }
+  template <class T, unsigned kRoles>
+  AuxView<T, kRoles> aux(const napkin_tensor* t, const char* roles) const {
+    AuxView<T, kRoles> v;
+    if (t == nullptr) return v;
+    v.data = static_cast<const T*>(t->data);
+    v.sb = stride(t, roles, 'b'), v.sh = stride(t, roles, 'h'), v.sg = stride(t, roles, 'g');
+    v.sq = stride(t, roles, 'q'), v.sk = stride(t, roles, 'k') + stride(t, roles, 'e');
+    v.group = static_cast<int>(size('g'));
+    return v;
+  }
+  // A param: a rank-0 f64 tensor whose data points to host memory; `fallback` where none is given.
+  double param(const char* name, double fallback) {
+    for (int i = 0; i < count_; ++i) {
+      const napkin_tensor& t = tensors_[i];
+      if (t.name == nullptr || std::strcmp(t.name, name) != 0) continue;
+      if (t.rank != 0 || t.dtype != NAPKIN_F64 || t.data == nullptr) {
+        fail_with(std::string("param '") + name + "': expected a rank-0 f64 value in host memory");
+        return fallback;
+      }
+      return *static_cast<const double*>(t.data);
+    }
+    return fallback;
+  }
+  void fail_with(std::string message) {
+    if (error_.empty()) error_ = std::move(message);
+  }
+  const std::string& error() const { return error_; }
+
+  static const char* dtype_name(int dtype) {
+    switch (dtype) {
+      case NAPKIN_F32: return "f32";
+      case NAPKIN_F16: return "f16";
+      case NAPKIN_BF16: return "bf16";
+      case NAPKIN_I32: return "i32";
+      case NAPKIN_BOOL: return "bool";
+      case NAPKIN_F64: return "f64";
+      default: return "unknown";
+    }
+  }
+  static const char* role_name(char r) {
+    switch (r) {
+      case 'b': return "batch";
+      case 'h': return "KV head";
+      case 'g': return "query heads per KV head";
+      case 'q': return "query";
+      case 'k': return "key";
+      case 'd': return "head dim";
+      case 'e': return "value head dim";
+      default: return "axis";
+    }
+  }
+
+ private:
+  const napkin_tensor* fail(std::string message) {
+    fail_with(std::move(message));
+    return nullptr;
+  }
+  const napkin_tensor* tensors_;
+  int count_;
+  int64_t size_[256] = {};
+  std::string error_;
+};
+
+}  // namespace napkin

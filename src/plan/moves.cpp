@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plan/moves.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "plan/subgraph.h"
+
+namespace napkin::plan {
+
+using ir::AxisId;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+namespace {
+
+bool narrow(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+std::string fresh_name(const ir::Diagram& d, std::string base) {
+  while (d.find_node(base) || d.find_axis(base)) base += "_";
+  return base;
+}
+
+// Rebuilds `d` node by node; `replace` gives, for the nodes it knows, their new value from the
+// builder and the values of earlier nodes (it returns an invalid Value for the others).
+using Replace = std::function<ir::Value(NodeId, ir::Builder&, const std::vector<ir::Value>&)>;
+std::optional<ir::Diagram> rebuild(const ir::Diagram& d, const Replace& replace) {
+  ir::Builder b(d.source_name);
+  for (const ir::Axis& a : d.axes) b.axis(a.name, a.size, a.loc);
+  std::vector<ir::Value> value(d.nodes.size());
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    const Node& node = d.node(n);
+    ir::Value v = replace(n, b, value);
+    if (!v.valid()) {
+      std::vector<ir::Value> ops;
+      for (NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
+      v = replay_node(b, node, ops, [](AxisId a) { return a; });
+      if (!node.name.empty() && node.op != OpKind::input && node.op != OpKind::constant) v = b.named(node.name, v, node.loc);
+    }
+    value[static_cast<std::size_t>(n)] = v;
+  }
+  for (const ir::Output& o : d.outputs) b.output(value[static_cast<std::size_t>(o.node)], o.axes, o.loc);
+  auto r = b.finish();
+  if (!r) return std::nullopt;
+  return std::move(*r);
+}
+
+bool single_use(const ir::Diagram& d, NodeId n) {
+  if (d.users(n).size() != 1) return false;
+  for (const ir::Output& o : d.outputs)
+    if (o.node == n) return false;
+  return true;
+}
+
+// rmsnorm(X over e) [* g] [as T], contracted over e with an input W: the row-scale move.
+std::optional<Variant> row_scale(const ir::Diagram& d, NodeId c) {
+  const Node& cn = d.node(c);
+  if (cn.operands.size() != 2 || cn.over.size() != 1) return std::nullopt;
+  const AxisId e = cn.over[0];
+  for (int side = 0; side < 2; ++side) {
+    NodeId x = cn.operands[static_cast<std::size_t>(side)];
+    const NodeId w = cn.operands[static_cast<std::size_t>(1 - side)];
+    if (d.node(w).op != OpKind::input || !narrow(d.node(w).dtype)) continue;
+    std::vector<NodeId> chain;  // removed nodes, outermost first
+    if (d.node(x).op == OpKind::cast && single_use(d, x)) {
+      chain.push_back(x);
+      x = d.node(x).operands[0];
+    }
+    std::optional<NodeId> gamma;
+    if (d.node(x).op == OpKind::mul && single_use(d, x)) {
+      for (int k = 0; k < 2; ++k) {
+        const NodeId r = d.node(x).operands[static_cast<std::size_t>(k)], g = d.node(x).operands[static_cast<std::size_t>(1 - k)];
+        const auto& ga = d.node(g).axes;
+        if (d.node(r).op == OpKind::rmsnorm && (ga.empty() || (ga.size() == 1 && ga[0] == e))) {
+          chain.push_back(x);
+          gamma = g;
+          x = r;
+          break;
+        }
+      }
+    }
+    const Node& rn = d.node(x);
+    if (rn.op != OpKind::rmsnorm || rn.over != std::vector<AxisId>{e} || !single_use(d, x)) continue;
+    const NodeId X = rn.operands[0];
+    if (d.node(X).op != OpKind::input || !narrow(d.node(X).dtype)) continue;
+    chain.push_back(x);
+    const std::string rstd = fresh_name(d, d.node(X).name + "_rstd");
+    const std::string scaled = fresh_name(d, d.node(w).name + "_scaled");
+    const double count = static_cast<double>(d.axis(e).size);
+    auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+      if (n != c) return {};
+      const ir::Value xv = val[static_cast<std::size_t>(X)];
+      const ir::Value ss = b.reduce(OpKind::reduce_sum, xv * xv, {e});
+      const ir::Value var = b.binary(OpKind::add, b.scale(ss, 1.0 / count), b.constant(rn.scalar));
+      const ir::Value r = b.named(rstd, b.unary(OpKind::exp, b.scale(b.unary(OpKind::log, var), -0.5)));
+      ir::Value wv = val[static_cast<std::size_t>(w)];
+      if (gamma) wv = b.named(scaled, b.cast(wv * val[static_cast<std::size_t>(*gamma)], d.node(w).dtype));
+      const ir::Value prod = side == 0 ? b.contract({xv, wv}, cn.over, cn.loc) : b.contract({wv, xv}, cn.over, cn.loc);
+      ir::Value out = prod * r;
+      if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
+      return out;
+    });
+    if (!v) continue;
+    std::string text = fmt::format(
+        "row scale past the contraction: {}(rmsnorm({}){}) . {} = diag({}) ({} . {}): the normalisation runs in the "
+        "GEMM's epilogue after a statistics pass{}",
+        d.label(c), d.node(X).name, gamma ? " * " + d.label(*gamma) : "", d.node(w).name, rstd, d.node(X).name,
+        gamma ? scaled : d.node(w).name, gamma ? fmt::format(" ({} = {} o {}, rounded to {})", scaled, d.label(*gamma), d.node(w).name, dtype_name(d.node(w).dtype)) : "");
+    return Variant{std::move(*v), {text}};
+  }
+  return std::nullopt;
+}
+
+double volume(const ir::Diagram& d, const std::set<AxisId>& s) {
+  double v = 1;
+  for (AxisId a : s) v *= static_cast<double>(d.axis(a).size);
+  return v;
+}
+std::set<AxisId> axes_of(const ir::Diagram& d, NodeId n) { return {d.node(n).axes.begin(), d.node(n).axes.end()}; }
+std::set<AxisId> set_union(const std::set<AxisId>& a, const std::set<AxisId>& b) {
+  std::set<AxisId> r = a;
+  r.insert(b.begin(), b.end());
+  return r;
+}
+
+// contract(contract(A, B) [as T], C) with fewer FLOPs in another order.
+std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
+  const Node& outer = d.node(c2);
+  if (outer.operands.size() != 2) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    NodeId t = outer.operands[static_cast<std::size_t>(side)];
+    const NodeId cc = outer.operands[static_cast<std::size_t>(1 - side)];
+    std::optional<DType> cast;
+    if (d.node(t).op == OpKind::cast && single_use(d, t)) {
+      cast = d.node(t).dtype;
+      t = d.node(t).operands[0];
+    }
+    const Node& inner = d.node(t);
+    if (inner.op != OpKind::contract || inner.operands.size() != 2 || !single_use(d, t)) continue;
+    const NodeId a = inner.operands[0], bb = inner.operands[1];
+    const std::set<AxisId> sa = axes_of(d, a), sb = axes_of(d, bb), sc = axes_of(d, cc), so = axes_of(d, c2);
+    const double before = 2 * volume(d, set_union(sa, sb)) + 2 * volume(d, set_union(axes_of(d, t), sc));
+    // Pair (first, second) contracted first; `third` after.
+    struct Order { NodeId first, second, third; };
+    double best = before * 0.9;
+    std::optional<Order> pick;
+    for (Order o : {Order{bb, cc, a}, Order{a, cc, bb}}) {
+      const std::set<AxisId> pair = set_union(axes_of(d, o.first), axes_of(d, o.second));
+      std::set<AxisId> kept;
+      const std::set<AxisId> third = axes_of(d, o.third);
+      for (AxisId x : pair)
+        if (third.count(x) || so.count(x)) kept.insert(x);
+      const double flops = 2 * volume(d, pair) + 2 * volume(d, set_union(third, kept));
+      if (flops < best) {
+        best = flops;
+        pick = o;
+      }
+    }
+    if (!pick) continue;
+    auto plain = [&](NodeId n) { return d.node(n).name.empty() ? fmt::format("t{}", n) : d.node(n).name; };
+    const std::string name = fresh_name(d, plain(pick->first) + plain(pick->second));
+    auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+      if (n != c2) return {};
+      const std::set<AxisId> pair = set_union(axes_of(d, pick->first), axes_of(d, pick->second));
+      const std::set<AxisId> third = axes_of(d, pick->third);
+      std::vector<AxisId> summed_first, summed_second;
+      for (AxisId x : pair)
+        if (!third.count(x) && !so.count(x)) summed_first.push_back(x);
+      ir::Value first = b.contract({val[static_cast<std::size_t>(pick->first)], val[static_cast<std::size_t>(pick->second)]}, summed_first);
+      if (cast) first = b.cast(first, *cast);
+      first = b.named(name, first);
+      std::set<AxisId> rest = set_union(third, pair);
+      for (AxisId x : rest)
+        if (!so.count(x) && std::find(summed_first.begin(), summed_first.end(), x) == summed_first.end()) summed_second.push_back(x);
+      ir::Value out = b.contract({val[static_cast<std::size_t>(pick->third)], first}, summed_second, outer.loc);
+      if (!outer.name.empty()) out = b.named(outer.name, out, outer.loc);
+      return out;
+    });
+    if (!v) continue;
+    std::string text = fmt::format("reassociated {} = ({} . {}) . {} as {} . ({} = {} . {}): {:.3g} GFLOP instead of {:.3g}",
+                                   d.label(c2), d.label(a), d.label(bb), d.label(cc), d.label(pick->third), name,
+                                   d.label(pick->first), d.label(pick->second), best / 1e9, before / 1e9);
+    return Variant{std::move(*v), {text}};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<Variant> applicable_moves(const ir::Diagram& d) {
+  std::vector<Variant> out;
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    if (d.node(n).op != OpKind::contract) continue;
+    if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
+    if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+}  // namespace napkin::plan

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// Algebraic moves the paper's relabellings allow, as rewrites of a diagram into an equal one
+// (equal up to where intermediates are rounded):
+//   row scale     rmsnorm(X over e) * g, contracted with W over e, is
+//                 diag(1/rms(X)) (X (g o W)): a statistics pass, a scaled weight, and the
+//                 normalisation in the GEMM's epilogue (N is never materialised)
+//   reassociate   contract(contract(A, B), C) computed as contract(A, contract(B, C)) (or with
+//                 (A, C) first) when that takes fewer FLOPs: linear attention computes phi(K)^T V
+//                 once per head instead of a q x k score matrix
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace napkin::plan {
+
+struct Variant {
+  ir::Diagram diagram;
+  std::vector<std::string> moves;  // one line per move applied
+};
+
+// Each move that applies to `d`, applied alone (one variant per place it applies).
+std::vector<Variant> applicable_moves(const ir::Diagram& d);
+
+}  // namespace napkin::plan

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+// derive_plan reads top to bottom:
+//   1. variants of the diagram: as written, and after each algebraic move that applies
+//      (moves.cpp: a row scale past a contraction, a reassociated contraction chain);
+//   2. per variant, fusion by greedy merging: start from one kernel per op, merge a producer into
+//      its consumer (or a chain of three) while the merged subgraph is a kernel of some family and
+//      the plan's predicted time falls (materialising an intermediate costs its write and read);
+//   3. the fastest variant is chosen; the fully unfused and fully fused alternatives are kept with
+//      the reason they lost.
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "plan/moves.h"
+#include "sched/streaming.h"
+
+namespace napkin::plan {
+
+using ir::NodeId;
+using ir::OpKind;
+
+std::string_view kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::gemm: return "gemm";
+    case KernelKind::dual_gemm: return "dual_gemm";
+    case KernelKind::attention: return "attention";
+    case KernelKind::row_reduction: return "row_reduction";
+    case KernelKind::elementwise: return "elementwise";
+  }
+  return "?";
+}
+
+namespace {
+
+// A partition of a diagram's non-leaf, non-input nodes into kernels, with each kernel's family.
+class Partition {
+ public:
+  Partition(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& o) : d_(d), m_(m), o_(o) {
+    // Nodes no output depends on (left behind by a move) belong to no kernel.
+    std::vector<bool> live(d.nodes.size(), false);
+    for (const ir::Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
+    for (NodeId n = static_cast<NodeId>(d.nodes.size()) - 1; n >= 0; --n)
+      if (live[static_cast<std::size_t>(n)])
+        for (NodeId op : d.node(n).operands) live[static_cast<std::size_t>(op)] = true;
+    const std::vector<bool> index_expr = index_expressions(d);
+    owner_.assign(d.nodes.size(), -1);
+    for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
+      if (live[static_cast<std::size_t>(n)] && !index_expr[static_cast<std::size_t>(n)] && d.node(n).op != OpKind::input)
+        owner_[static_cast<std::size_t>(n)] = n;
+  }
+
+  // All non-leaf nodes in one kernel.
+  void fuse_all() {
+    for (int& o : owner_)
+      if (o >= 0) o = 0;
+  }
+
+  std::vector<int> kernels() const {
+    std::set<int> s;
+    for (int o : owner_)
+      if (o >= 0) s.insert(o);
+    return {s.begin(), s.end()};
+  }
+
+  // The family of the kernel made of the kernels in `ids` (cached by its members).
+  const Family& family(const std::vector<int>& ids) {
+    std::vector<int> owner = owner_;
+    const int target = ids.front();
+    std::string key;
+    for (std::size_t n = 0; n < owner.size(); ++n) {
+      if (std::find(ids.begin(), ids.end(), owner[n]) != ids.end()) {
+        owner[n] = target;
+        key += fmt::format("{},", n);
+      }
+    }
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    Family f;
+    auto kd = kernel_diagram(d_, owner, target, boundaries(d_, owner));
+    if (!kd) f.why = kd.error().message;
+    else f = classify(*kd, m_, o_.search, o_.top);
+    return cache_.emplace(key, std::move(f)).first->second;
+  }
+
+  double time(const std::vector<int>& ids) {
+    const Family& f = family(ids);
+    return f.valid ? f.estimate.time_s : kInvalid;
+  }
+
+  // Kernel edges: producer -> consumers.
+  std::map<int, std::set<int>> edges() const {
+    std::map<int, std::set<int>> e;
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
+      const int k = owner_[static_cast<std::size_t>(n)];
+      if (k < 0) continue;
+      e[k];
+      for (NodeId o : d_.node(n).operands) {
+        const int p = owner_[static_cast<std::size_t>(o)];
+        if (p >= 0 && p != k) e[p].insert(k);
+      }
+    }
+    return e;
+  }
+
+  // Merging `ids` keeps the kernel graph acyclic: no kernel outside them is both reachable from
+  // them and reaches them.
+  bool acyclic_merge(const std::vector<int>& ids) const {
+    const auto e = edges();
+    std::set<int> inside(ids.begin(), ids.end());
+    std::set<int> down;
+    std::vector<int> stack;
+    for (int k : ids)
+      for (int c : e.at(k))
+        if (!inside.count(c)) stack.push_back(c);
+    while (!stack.empty()) {
+      const int k = stack.back();
+      stack.pop_back();
+      if (!down.insert(k).second) continue;
+      for (int c : e.at(k)) {
+        if (inside.count(c)) return false;
+        stack.push_back(c);
+      }
+    }
+    return true;
+  }
+
+  // Every user of a node of `producer` outside it is in `consumers` and the producer writes no
+  // output of the diagram: merging then removes the intermediate instead of duplicating work.
+  bool only_feeds(int producer, const std::set<int>& consumers) const {
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
+      if (owner_[static_cast<std::size_t>(n)] != producer) continue;
+      for (NodeId u : d_.users(n)) {
+        const int k = owner_[static_cast<std::size_t>(u)];
+        if (k != producer && !consumers.count(k)) return false;
+      }
+      for (const ir::Output& o : d_.outputs)
+        if (o.node == n) return false;
+    }
+    return true;
+  }
+
+  void merge(const std::vector<int>& ids) {
+    for (int& o : owner_)
+      if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = ids.front();
+  }
+
+  // Greedy fusion: the merge (a producer into its consumer, or a chain of three) that lowers the
+  // predicted time most, until none does.
+  void fuse_greedily() {
+    for (;;) {
+      double best_gain = 0;
+      std::vector<int> best;
+      const auto e = edges();
+      auto consider = [&](std::vector<int> ids) {
+        double before = 0;
+        for (int k : ids) before += time({k});
+        const double after = time(ids);
+        if (after >= kInvalid || before - after <= best_gain) return;
+        if (!acyclic_merge(ids)) return;
+        best_gain = before - after;
+        best = std::move(ids);
+      };
+      // Reachability between kernels, then for each producer p and kernel c it reaches, the hull
+      // of p, c and every kernel on a path between them, merged when nothing in it but c feeds
+      // a kernel outside it (a pair, a GEMM -> softmax -> GEMM chain, ...).
+      std::map<int, std::set<int>> reach;
+      for (const auto& [k, cs] : e) {
+        std::vector<int> stack(cs.begin(), cs.end());
+        std::set<int>& r = reach[k];
+        while (!stack.empty()) {
+          const int x = stack.back();
+          stack.pop_back();
+          if (!r.insert(x).second) continue;
+          for (int y : e.at(x)) stack.push_back(y);
+        }
+      }
+      for (const auto& [p, below] : reach)
+        for (int c : below) {
+          std::vector<int> hull{c, p};
+          std::set<int> inside{c, p};
+          for (int x : below)
+            if (x != c && reach[x].count(c)) hull.push_back(x), inside.insert(x);
+          bool closed = true;
+          for (int x : hull)
+            if (x != c && !only_feeds(x, inside)) closed = false;
+          if (closed) consider(hull);
+        }
+      if (best.empty()) return;
+      merge(best);
+    }
+  }
+
+  const std::vector<int>& owner() const { return owner_; }
+  static constexpr double kInvalid = 1e300;
+
+ private:
+  const ir::Diagram& d_;
+  const arch::Machine& m_;
+  const PlanOptions& o_;
+  std::vector<int> owner_;
+  std::map<std::string, Family> cache_;
+};
+
+std::string kernel_name(const Kernel& k) {
+  std::vector<std::string> outs;
+  for (const ir::Output& o : k.diagram.outputs) outs.push_back(k.diagram.node(o.node).name);
+  std::vector<std::string> ins;
+  for (NodeId n : k.diagram.inputs()) ins.push_back(k.diagram.node(n).name);
+  return fmt::format("{} {} <- {}", kernel_kind_name(k.kind), fmt::join(outs, " "), fmt::join(ins, " "));
+}
+
+// The kernels of a partition in execution order, with what they materialise.
+Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vector<std::string> moves) {
+  Plan p;
+  p.name = std::move(name);
+  p.moves = std::move(moves);
+  const auto bounds = boundaries(d, part.owner());
+  // Execution order: kernels by their first node; node ids are topological and a kernel's
+  // inputs come from kernels with earlier nodes (the partition is acyclic).
+  std::vector<std::pair<NodeId, int>> order;
+  for (int k : part.kernels()) {
+    NodeId last = 0;
+    for (std::size_t n = 0; n < part.owner().size(); ++n)
+      if (part.owner()[n] == k) last = static_cast<NodeId>(n);
+    order.emplace_back(last, k);
+  }
+  std::sort(order.begin(), order.end());
+  for (auto [last, k] : order) {
+    Kernel kernel;
+    auto kd = kernel_diagram(d, part.owner(), k, bounds);
+    if (!kd) {
+      p.infeasible = "a kernel's subgraph is not a diagram: " + kd.error().message;
+      continue;
+    }
+    kernel.diagram = std::move(*kd);
+    const Family& f = part.family({k});
+    if (!f.valid) {
+      if (p.infeasible.empty())
+        p.infeasible = fmt::format("no kernel family runs {{{}}}: {}", fmt::join([&] {
+                                     std::vector<std::string> v;
+                                     for (const ir::Node& n : kernel.diagram.nodes)
+                                       if (!n.name.empty() && n.op != OpKind::input && n.op != OpKind::constant) v.push_back(n.name);
+                                     return v;
+                                   }(), " "), f.why);
+      kernel.bound = "infeasible";
+      p.kernels.push_back(std::move(kernel));
+      continue;
+    }
+    kernel.kind = f.kind;
+    kernel.gemm = f.gemm;
+    kernel.gemm_top = f.gemm_top;
+    kernel.rows = f.rows;
+    kernel.streamed = f.streamed;
+    kernel.predicted_s = f.estimate.time_s;
+    kernel.flops = f.estimate.flops;
+    kernel.hbm_bytes = f.estimate.hbm_bytes;
+    kernel.bound = f.estimate.bound;
+    kernel.detail = f.estimate.detail;
+    kernel.considered = f.considered;
+    kernel.rejected = f.rejected;
+    kernel.name = kernel_name(kernel);
+    p.predicted_s += kernel.predicted_s;
+    p.kernels.push_back(std::move(kernel));
+  }
+  for (const auto& [n, b] : bounds) {
+    bool is_output = false;
+    for (const ir::Output& o : d.outputs) is_output |= o.node == n;
+    if (is_output) continue;
+    const double bytes = static_cast<double>(d.elements(d.node(n).axes)) * dtype_bytes(b.dtype);
+    p.materialised.push_back(fmt::format("{}[{}] {} ({:.4g} MB){}", b.name, fmt::join(b.order, " "), dtype_name(b.dtype),
+                                         bytes / 1e6, b.note.empty() ? "" : "; " + b.note));
+  }
+  if (!p.infeasible.empty()) p.predicted_s = 0;
+  return p;
+}
+
+std::string time_text(double s) {
+  if (s >= 1) return fmt::format("{:.4g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.4g} ms", s * 1e3);
+  return fmt::format("{:.4g} us", s * 1e6);
+}
+
+// Why `loser` lost to `winner`, one line.
+std::string why_not(const Plan& loser, const Plan& winner) {
+  if (!loser.infeasible.empty()) return "infeasible: " + loser.infeasible;
+  const double ratio = loser.predicted_s / winner.predicted_s;
+  std::string s = fmt::format("{} predicted, {:.2f}x the chosen plan's {}", time_text(loser.predicted_s), ratio,
+                              time_text(winner.predicted_s));
+  if (loser.kernels.size() > winner.kernels.size())
+    s += fmt::format(": {} kernels where the chosen plan runs {}, materialising {} intermediate(s)", loser.kernels.size(),
+                     winner.kernels.size(), loser.materialised.size());
+  else if (loser.kernels.size() < winner.kernels.size() && !loser.kernels.empty())
+    s += fmt::format(": its {} kernel(s) recompute or re-read what the chosen plan materialises once", loser.kernels.size());
+  return s;
+}
+
+}  // namespace
+
+Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& options) {
+  if (d.outputs.empty()) return plain_error("the diagram has no outputs");
+  // 1. Variants: as written, then with each move that applies, and with all of them.
+  std::vector<Variant> variants{{d, {}}};
+  for (Variant& v : applicable_moves(d)) variants.push_back(std::move(v));
+  if (variants.size() > 2) {
+    Variant all{d, {}};
+    for (int round = 0; round < 8; ++round) {
+      auto more = applicable_moves(all.diagram);
+      if (more.empty()) break;
+      for (auto& mv : more[0].moves) all.moves.push_back(mv);
+      all.diagram = std::move(more[0].diagram);
+    }
+    variants.push_back(std::move(all));
+  }
+  // 2. Fusion per variant; the fastest feasible plan wins.
+  Derivation out;
+  std::optional<Plan> best;
+  std::vector<Plan> moved;  // the variants with moves, as plans, to say why they lost
+  for (const Variant& v : variants) {
+    Partition part(v.diagram, m, options);
+    part.fuse_greedily();
+    Plan p = assemble(v.diagram, part, v.moves.empty() ? "chosen" : "with " + std::to_string(v.moves.size()) + " move(s)", v.moves);
+    if (!v.moves.empty()) moved.push_back(p);
+    if (!p.infeasible.empty()) continue;
+    if (!best || p.predicted_s < best->predicted_s * 0.999) best = std::move(p);
+  }
+  // 3. The alternatives of the diagram as written.
+  Partition unfused(d, m, options);
+  Plan unfused_plan = assemble(d, unfused, "fully unfused", {});
+  Partition fused(d, m, options);
+  fused.fuse_all();
+  Plan fused_plan = assemble(d, fused, "fully fused", {});
+  if (!fused_plan.infeasible.empty()) {
+    // One streamed kernel of the whole diagram, as the cost model over schedules sees it.
+    auto r = search::search(d, sched::analyse_streaming(d), m, options.search);
+    if (r && !r->ranked.empty()) {
+      fused_plan.infeasible.clear();
+      fused_plan.kernels.resize(1);
+      Kernel& k = fused_plan.kernels[0];
+      k.name = "one streamed kernel of the whole diagram";
+      k.kind = KernelKind::attention;
+      k.diagram = d;
+      k.streamed = r->ranked.front();
+      k.predicted_s = r->ranked.front().predicted_time_s;
+      k.bound = r->ranked.front().bound;
+      k.detail = fmt::format("{}: {}", r->method, sched::to_string(r->ranked.front().schedule));
+      fused_plan.predicted_s = k.predicted_s;
+      fused_plan.materialised.clear();
+      fused_plan.infeasible = "";
+      fused_plan.note = "no code generator runs it: the plan's kernel families do not cover a streamed kernel of this shape";
+    }
+  }
+  if (!best) {
+    std::string why = unfused_plan.infeasible.empty() ? "no feasible plan" : unfused_plan.infeasible;
+    return plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
+  }
+  out.chosen = std::move(*best);
+  out.chosen.name = "chosen";
+  auto same = [](const Plan& a, const Plan& b) {
+    if (a.kernels.size() != b.kernels.size()) return false;
+    for (std::size_t i = 0; i < a.kernels.size(); ++i)
+      if (!(a.kernels[i].diagram == b.kernels[i].diagram)) return false;
+    return true;
+  };
+  for (Plan& p : moved) {
+    if (same(p, out.chosen)) continue;
+    out.alternatives.push_back({p, fmt::format("{} ({})", why_not(p, out.chosen), fmt::join(p.moves, "; "))});
+  }
+  for (Plan* p : {&fused_plan, &unfused_plan}) {
+    if (same(*p, out.chosen)) continue;
+    std::string w = why_not(*p, out.chosen);
+    if (!p->note.empty()) w += "; " + p->note;
+    if (p->infeasible.empty() && p->predicted_s < out.chosen.predicted_s)
+      w = fmt::format("{} predicted, faster than the chosen plan, but {}", time_text(p->predicted_s), p->note);
+    out.alternatives.push_back({std::move(*p), std::move(w)});
+  }
+  return out;
+}
+
+}  // namespace napkin::plan

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plan/subgraph.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "sched/streaming.h"
+
+namespace napkin::plan {
+
+using ir::AxisId;
+using ir::Node;
+using ir::NodeId;
+using ir::OpClass;
+using ir::OpKind;
+
+bool is_leaf(const Node& n) { return n.op == OpKind::constant || n.op == OpKind::iota; }
+
+std::vector<bool> index_expressions(const ir::Diagram& d) {
+  std::vector<bool> r(d.nodes.size(), false);
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    const Node& node = d.node(n);
+    if (is_leaf(node)) {
+      r[static_cast<std::size_t>(n)] = true;
+      continue;
+    }
+    if (!ir::is_elementwise(node.op)) continue;
+    bool all = true;
+    for (NodeId o : node.operands) all = all && r[static_cast<std::size_t>(o)];
+    r[static_cast<std::size_t>(n)] = all;
+  }
+  return r;
+}
+
+namespace {
+
+bool is_narrow_float(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+bool is_reduction(OpKind k) {
+  const OpClass c = ir::op_class(k);
+  return c == OpClass::reduction || c == OpClass::composite;
+}
+
+// A name for an unnamed value crossing a kernel boundary: "t" and its node id, unless taken.
+std::string boundary_name(const ir::Diagram& d, NodeId n) {
+  if (!d.node(n).name.empty()) return d.node(n).name;
+  std::string name = fmt::format("t{}", n);
+  while (d.find_node(name) || d.find_axis(name)) name += "_";
+  return name;
+}
+
+}  // namespace
+
+std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
+  std::map<NodeId, Boundary> out;
+  auto add = [&](NodeId n) -> Boundary& {
+    auto [it, fresh] = out.try_emplace(n);
+    if (fresh) {
+      const Node& node = d.node(n);
+      it->second.name = boundary_name(d, n);
+      it->second.dtype = node.dtype;
+      for (AxisId a : node.axes) it->second.order.push_back(d.axis(a).name);
+    }
+    return it->second;
+  };
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    const Node& node = d.node(n);
+    if (owner[static_cast<std::size_t>(n)] < 0) continue;  // an input, a leaf, or dead
+    for (NodeId o : node.operands) {
+      if (owner[static_cast<std::size_t>(o)] < 0 && d.node(o).op != OpKind::input) continue;  // copied, not read
+      const bool crosses = d.node(o).op == OpKind::input || owner[static_cast<std::size_t>(o)] != owner[static_cast<std::size_t>(n)];
+      if (!crosses || d.node(o).op == OpKind::input) continue;
+      Boundary& b = add(o);
+      if (node.op == OpKind::contract && !is_narrow_float(b.dtype)) {
+        // The tensor cores read the other operand's narrow dtype.
+        for (NodeId other : node.operands)
+          if (other != o && is_narrow_float(d.node(other).dtype)) {
+            b.note = fmt::format("rounded from {} to {} for the tensor cores", dtype_name(b.dtype), dtype_name(d.node(other).dtype));
+            b.dtype = d.node(other).dtype;
+          }
+      }
+      if (is_reduction(node.op) && node.over.size() == 1) {
+        const std::string r = d.axis(node.over[0]).name;
+        auto it = std::find(b.order.begin(), b.order.end(), r);
+        if (it != b.order.end() && it + 1 != b.order.end()) {
+          b.order.erase(it);
+          b.order.push_back(r);
+          b.note = fmt::format("stored with {} innermost for the row kernel that reduces it", r);
+        }
+      }
+    }
+  }
+  for (const ir::Output& o : d.outputs) {
+    if (d.node(o.node).op == OpKind::input) continue;
+    Boundary& b = add(o.node);
+    b.order.clear();
+    for (AxisId a : o.axes) b.order.push_back(d.axis(a).name);
+    b.dtype = d.node(o.node).dtype;
+  }
+  return out;
+}
+
+Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
+                                   const std::map<NodeId, Boundary>& bounds) {
+  const auto n_nodes = static_cast<NodeId>(d.nodes.size());
+  std::vector<bool> member(d.nodes.size(), false), used_leaf(d.nodes.size(), false), read(d.nodes.size(), false);
+  for (NodeId n = 0; n < n_nodes; ++n) member[static_cast<std::size_t>(n)] = owner[static_cast<std::size_t>(n)] == kernel;
+  std::set<AxisId> axes_used;
+  const std::vector<bool> index_expr = index_expressions(d);
+  // Index expressions (masks over axis indices and constants) are copied into every kernel
+  // that uses them, with what they are made of.
+  std::function<void(NodeId)> copy_leaf = [&](NodeId o) {
+    if (used_leaf[static_cast<std::size_t>(o)]) return;
+    used_leaf[static_cast<std::size_t>(o)] = true;
+    for (AxisId a : d.node(o).axes) axes_used.insert(a);
+    if (d.node(o).op == OpKind::iota) axes_used.insert(d.node(o).axis);
+    for (NodeId x : d.node(o).operands) copy_leaf(x);
+  };
+  for (NodeId n = 0; n < n_nodes; ++n) {
+    if (!member[static_cast<std::size_t>(n)]) continue;
+    const Node& node = d.node(n);
+    for (AxisId a : node.axes) axes_used.insert(a);
+    for (AxisId a : node.over) axes_used.insert(a);
+    for (NodeId o : node.operands) {
+      if (member[static_cast<std::size_t>(o)]) continue;
+      if (index_expr[static_cast<std::size_t>(o)]) {
+        copy_leaf(o);
+        continue;
+      }
+      read[static_cast<std::size_t>(o)] = true;
+      for (AxisId a : d.node(o).axes) axes_used.insert(a);
+    }
+  }
+  ir::Builder b(d.source_name);
+  std::map<AxisId, AxisId> axis_map;
+  for (AxisId a : axes_used) axis_map[a] = b.axis(d.axis(a).name, d.axis(a).size);
+  auto map_axes = [&](const std::vector<AxisId>& v) {
+    std::vector<AxisId> r;
+    for (AxisId a : v) r.push_back(axis_map.at(a));
+    return r;
+  };
+  auto axis_named = [&](const std::string& name) { return axis_map.at(*d.find_axis(name)); };
+  std::vector<ir::Value> value(d.nodes.size());
+  for (NodeId n = 0; n < n_nodes; ++n) {
+    const auto i = static_cast<std::size_t>(n);
+    const Node& node = d.node(n);
+    if (read[i]) {
+      if (node.op == OpKind::input) {
+        value[i] = b.input(node.name, map_axes(node.axes), node.dtype, node.loc);
+      } else {
+        const Boundary& bd = bounds.at(n);
+        std::vector<AxisId> order;
+        for (const std::string& a : bd.order) order.push_back(axis_named(a));
+        value[i] = b.input(bd.name, order, bd.dtype);
+      }
+      continue;
+    }
+    if (used_leaf[i] && !member[i]) {
+      std::vector<ir::Value> ops;
+      for (NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
+      value[i] = replay_node(b, node, ops, [&](AxisId a) { return axis_map.at(a); });
+      continue;
+    }
+    if (!member[i]) continue;
+    std::vector<ir::Value> ops;
+    for (NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
+    ir::Value r = replay_node(b, node, ops, [&](AxisId a) { return axis_map.at(a); });
+    auto bd = bounds.find(n);
+    if (bd != bounds.end() && bd->second.dtype != node.dtype) r = b.named(bd->second.name + "_unrounded", r, node.loc);
+    else if (bd != bounds.end()) r = b.named(bd->second.name, r, node.loc);
+    else if (!node.name.empty() && node.op != OpKind::constant && node.op != OpKind::input) r = b.named(node.name, r, node.loc);
+    value[i] = r;
+  }
+  // Outputs: the members read by other kernels, and the diagram's outputs this kernel computes.
+  std::set<NodeId> outs;
+  for (NodeId n = 0; n < n_nodes; ++n) {
+    if (!member[static_cast<std::size_t>(n)]) continue;
+    for (NodeId u : d.users(n))
+      if (!member[static_cast<std::size_t>(u)] && owner[static_cast<std::size_t>(u)] >= 0) outs.insert(n);
+  }
+  for (const ir::Output& o : d.outputs)
+    if (member[static_cast<std::size_t>(o.node)]) outs.insert(o.node);
+  for (NodeId n : outs) {
+    const Boundary& bd = bounds.at(n);
+    std::vector<AxisId> order;
+    for (const std::string& a : bd.order) order.push_back(axis_named(a));
+    ir::Value v = value[static_cast<std::size_t>(n)];
+    if (bd.dtype != d.node(n).dtype) v = b.named(bd.name, b.cast(v, bd.dtype));
+    b.output(v, order);
+  }
+  return b.finish();
+}
+
+ir::Value replay_node(ir::Builder& b, const Node& node, const std::vector<ir::Value>& ops,
+                      const std::function<AxisId(AxisId)>& axis) {
+  auto axes = [&](const std::vector<AxisId>& v) {
+    std::vector<AxisId> r;
+    for (AxisId a : v) r.push_back(axis(a));
+    return r;
+  };
+  switch (ir::op_class(node.op)) {
+    case OpClass::leaf:
+      if (node.op == OpKind::iota) return b.index(axis(node.axis), node.loc);
+      if (node.op == OpKind::constant)
+        return node.name.empty() ? b.constant(node.scalar, node.loc) : b.param(node.name, node.scalar, node.loc);
+      return b.input(node.name, axes(node.axes), node.dtype, node.loc);
+    case OpClass::unary:
+      if (node.op == OpKind::cast) return b.cast(ops[0], node.dtype, node.loc);
+      if (node.op == OpKind::scale) return b.scale(ops[0], node.scalar, node.loc);
+      if (node.op == OpKind::softcap) return b.softcap(ops[0], node.scalar, node.loc);
+      return b.unary(node.op, ops[0], node.loc);
+    case OpClass::binary: return b.binary(node.op, ops[0], ops[1], node.loc);
+    case OpClass::ternary: return b.select(ops[0], ops[1], ops[2], node.loc);
+    case OpClass::reduction: return b.reduce(node.op, ops[0], axes(node.over), node.loc);
+    case OpClass::contraction: return b.contract(ops, axes(node.over), node.loc);
+    case OpClass::composite: return b.composite(node.op, ops[0], axes(node.over), node.scalar, node.loc);
+  }
+  return {};
+}
+
+namespace {
+
+struct Census {
+  std::vector<NodeId> contracts, reductions, inputs;
+  bool iota = false;
+};
+Census census(const ir::Diagram& kd) {
+  Census c;
+  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
+    const Node& node = kd.node(n);
+    if (node.op == OpKind::contract) c.contracts.push_back(n);
+    else if (is_reduction(node.op)) c.reductions.push_back(n);
+    else if (node.op == OpKind::input) c.inputs.push_back(n);
+    else if (node.op == OpKind::iota) c.iota = true;
+  }
+  return c;
+}
+
+std::set<AxisId> axis_set(const std::vector<AxisId>& v) { return {v.begin(), v.end()}; }
+
+double product(const ir::Diagram& d, const std::set<AxisId>& axes) {
+  double p = 1;
+  for (AxisId a : axes) p *= static_cast<double>(d.axis(a).size);
+  return p;
+}
+
+// Bytes of every input and output of a kernel diagram, each once.
+double io_bytes(const ir::Diagram& kd) {
+  double bytes = 0;
+  for (NodeId n : kd.inputs()) bytes += static_cast<double>(kd.elements(kd.node(n).axes)) * dtype_bytes(kd.node(n).dtype);
+  for (const ir::Output& o : kd.outputs)
+    bytes += static_cast<double>(kd.elements(kd.node(o.node).axes)) * dtype_bytes(kd.node(o.node).dtype);
+  return bytes;
+}
+
+// Transcendental and other arithmetic over the elements each elementwise node produces.
+std::pair<double, double> alu_ops(const ir::Diagram& kd) {
+  double sfu = 0, fma = 0;
+  for (const Node& n : kd.nodes) {
+    const double e = static_cast<double>(kd.elements(n.axes));
+    switch (n.op) {
+      case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::tanh: case OpKind::softcap: sfu += e; break;
+      case OpKind::softmax: case OpKind::logsumexp: sfu += e; fma += 3 * e; break;
+      case OpKind::rmsnorm: case OpKind::layernorm: fma += 3 * e; break;
+      default:
+        if (ir::is_elementwise(n.op) || ir::op_class(n.op) == OpClass::reduction) fma += e;
+    }
+  }
+  return {sfu, fma};
+}
+
+bool depends_on(const ir::Diagram& kd, NodeId n, NodeId target) {
+  if (n < target) return false;
+  std::vector<bool> dep(static_cast<std::size_t>(n) + 1, false);  // node ids are topological
+  dep[static_cast<std::size_t>(target)] = true;
+  for (NodeId i = target + 1; i <= n; ++i)
+    for (NodeId o : kd.node(i).operands) dep[static_cast<std::size_t>(i)] = dep[static_cast<std::size_t>(i)] || dep[static_cast<std::size_t>(o)];
+  return dep[static_cast<std::size_t>(n)];
+}
+
+Family invalid(std::string why) {
+  Family f;
+  f.why = std::move(why);
+  return f;
+}
+
+Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
+  const NodeId ct = c.contracts[0];
+  const Node& cn = kd.node(ct);
+  if (cn.operands.size() != 2) return invalid("a contraction of other than two operands has no GEMM kernel");
+  for (NodeId o : cn.operands)
+    if (kd.node(o).op != OpKind::input)
+      return invalid(fmt::format("the GEMM's operand {} is computed in the kernel: the TMA mainloop reads operands "
+                                 "as they are in memory (no prologue)", kd.label(o)));
+  const Node& a = kd.node(cn.operands[0]);
+  const Node& bnode = kd.node(cn.operands[1]);
+  if (!is_narrow_float(a.dtype) || a.dtype != bnode.dtype)
+    return invalid(fmt::format("the GEMM's operands are {} and {}: the kernel takes two bf16 or two f16 operands",
+                               dtype_name(a.dtype), dtype_name(bnode.dtype)));
+  if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
+  if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
+  const NodeId out = kd.outputs[0].node;
+  if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
+  const std::set<AxisId> oa = axis_set(kd.node(out).axes);
+  for (NodeId n : c.inputs) {
+    if (n == cn.operands[0] || n == cn.operands[1]) continue;
+    for (AxisId x : kd.node(n).axes)
+      if (!oa.count(x)) return invalid(fmt::format("epilogue input {} has axis {} the output lacks", kd.node(n).name, kd.axis(x).name));
+  }
+  const std::set<AxisId> sa = axis_set(a.axes), sb = axis_set(bnode.axes), so = axis_set(cn.axes);
+  std::set<AxisId> mset, nset, kset, lset;
+  for (AxisId x : sa) {
+    if (sb.count(x) && so.count(x)) lset.insert(x);
+    else if (sb.count(x)) kset.insert(x);
+    else if (so.count(x)) mset.insert(x);
+    else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
+  }
+  for (AxisId x : sb)
+    if (!sa.count(x)) {
+      if (so.count(x)) nset.insert(x);
+      else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
+    }
+  search::GemmProblem p;
+  p.m = static_cast<std::int64_t>(product(kd, mset));
+  p.n = static_cast<std::int64_t>(product(kd, nset));
+  p.k = static_cast<std::int64_t>(product(kd, kset));
+  p.l = static_cast<std::int64_t>(product(kd, lset));
+  p.operand = a.dtype;
+  p.out_bytes_per_element = dtype_bytes(kd.node(out).dtype);
+  const double out_elems = static_cast<double>(kd.elements(kd.node(out).axes));
+  double epi = 0;
+  for (NodeId n : c.inputs)
+    if (n != cn.operands[0] && n != cn.operands[1])
+      epi += static_cast<double>(kd.elements(kd.node(n).axes)) * dtype_bytes(kd.node(n).dtype);
+  p.epilogue_bytes_per_element = epi / out_elems;
+  auto r = search::solve_gemm(p, m);
+  if (!r) return invalid(r.error().message);
+  Family f;
+  f.considered = r->considered;
+  f.rejected = r->rejected;
+  if (r->ranked.empty()) {
+    std::string reasons;
+    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
+    return invalid(fmt::format("no GEMM schedule fits among {} candidates:{}", r->considered, reasons));
+  }
+  f.valid = true;
+  f.kind = KernelKind::gemm;
+  f.gemm = r->ranked.front().schedule;
+  f.estimate = r->ranked.front().estimate;
+  for (const auto& cand : r->ranked) {
+    if (static_cast<int>(f.gemm_top.size()) >= std::max(top, 1)) break;
+    f.gemm_top.push_back(cand);
+  }
+  return f;
+}
+
+Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine& m) {
+  std::optional<AxisId> r;
+  for (NodeId n : c.reductions) {
+    const Node& node = kd.node(n);
+    if (node.over.size() != 1)
+      return invalid(fmt::format("{} reduces over {} axes: a row kernel reduces over one", kd.label(n), node.over.size()));
+    if (r && *r != node.over[0])
+      return invalid(fmt::format("reductions over {} and {}: a row kernel reduces over one axis", kd.axis(*r).name,
+                                 kd.axis(node.over[0]).name));
+    r = node.over[0];
+  }
+  search::RowProblem p;
+  p.bytes = io_bytes(kd);
+  auto [sfu, fma] = alu_ops(kd);
+  p.sfu_ops = sfu;
+  p.fma_ops = fma;
+  p.reductions = static_cast<int>(c.reductions.size());
+  double widest = 1;
+  for (const Node& n : kd.nodes) widest = std::max(widest, static_cast<double>(kd.elements(n.axes)));
+  if (r) {
+    for (NodeId n : c.inputs) {
+      const auto& ax = kd.node(n).axes;
+      if (std::find(ax.begin(), ax.end(), *r) != ax.end() && ax.back() != *r)
+        return invalid(fmt::format("input {} is not stored with the reduced axis {} innermost", kd.node(n).name, kd.axis(*r).name));
+    }
+    p.row_elements = kd.axis(*r).size;
+    if (p.row_elements > 65536)
+      return invalid(fmt::format("rows of {} elements: a row kernel keeps a row on chip (at most 65536)", p.row_elements));
+    p.rows = static_cast<std::int64_t>(widest) / p.row_elements;
+  } else {
+    p.rows = 1;
+    p.row_elements = static_cast<std::int64_t>(widest);
+  }
+  Family f;
+  const search::RowCandidate rc = search::solve_rows(p, m);
+  f.valid = true;
+  f.kind = r ? KernelKind::row_reduction : KernelKind::elementwise;
+  f.rows = rc.schedule;
+  f.estimate = rc.estimate;
+  f.considered = 1;
+  return f;
+}
+
+// The attention family's shape: contract(Q, K) of two inputs, code over the scores (a softmax or
+// none over one key axis), contract(P, V) over that key axis with V an input.
+std::string attention_shape(const ir::Diagram& kd, const Census& c) {
+  const Node& c1 = kd.node(c.contracts[0]);
+  const Node& c2 = kd.node(c.contracts[1]);
+  if (c1.operands.size() != 2 || c2.operands.size() != 2) return "contractions of other than two operands";
+  // An input, or an input converted on load (fp8 operands).
+  auto loaded = [&](NodeId o) {
+    if (kd.node(o).op == OpKind::cast) o = kd.node(o).operands[0];
+    return kd.node(o).op == OpKind::input;
+  };
+  for (NodeId o : c1.operands)
+    if (!loaded(o)) return fmt::format("the score's operand {} is computed in the kernel", kd.label(o));
+  NodeId p = -1, v = -1;
+  for (NodeId o : c2.operands) (depends_on(kd, o, c.contracts[0]) ? p : v) = o;
+  if (p < 0 || v < 0 || !loaded(v)) return "the second contraction does not read the scores and an input V";
+  const DType out = kd.node(kd.outputs[0].node).dtype;
+  if (!is_narrow_float(out) && out != DType::fp8e4m3 && out != DType::fp8e5m2)
+    return fmt::format("the output is {}: attention kernels write bf16 or f16", dtype_name(out));
+  if (c2.over.size() != 1) return "the second contraction sums over other than one key axis";
+  for (NodeId r : c.reductions)
+    if (kd.node(r).over != c2.over || (kd.node(r).op != OpKind::softmax && kd.node(r).op != OpKind::logsumexp))
+      return fmt::format("{} is not a softmax over the key axis", kd.label(r));
+  return "";
+}
+
+Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so) {
+  if (kd.outputs.size() != 1) return invalid("an attention kernel writes one output");
+  if (std::string why = attention_shape(kd, census(kd)); !why.empty()) return invalid("not the attention family: " + why);
+  auto r = search::search(kd, sched::analyse_streaming(kd), m, so);
+  if (r && r->ranked.empty() && so.row_layout != search::RowLayout::quad) {
+    // The kernel's own row layout (WGMMA's: four threads per row) where the paper's one row per
+    // thread leaves nothing that fits (d = 256).
+    search::SearchOptions quad = so;
+    quad.row_layout = search::RowLayout::quad;
+    r = search::search(kd, sched::analyse_streaming(kd), m, quad);
+  }
+  if (!r) return invalid(r.error().message);
+  Family f;
+  f.considered = r->considered;
+  f.rejected = r->rejected;
+  if (r->ranked.empty()) {
+    std::string reasons;
+    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
+    return invalid(fmt::format("no attention configuration fits among {} candidates:{}", r->considered, reasons));
+  }
+  const search::Ranked& best = r->ranked.front();
+  f.valid = true;
+  f.kind = KernelKind::attention;
+  f.streamed = best;
+  f.estimate.time_s = best.predicted_time_s;
+  f.estimate.flops = best.tflops * 1e12 * best.predicted_time_s;
+  f.estimate.hbm_bytes = f.estimate.compulsory_bytes = io_bytes(kd);
+  f.estimate.bound = best.bound;
+  f.estimate.detail = best.summary;
+  return f;
+}
+
+}  // namespace
+
+Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top) {
+  const Census c = census(kd);
+  if (c.contracts.empty()) return classify_rows(kd, c, m);
+  if (c.contracts.size() == 1) {
+    if (!c.reductions.empty())
+      return invalid(fmt::format("{} and a contraction in one kernel: no family reduces a GEMM's output "
+                                 "(materialise it for a row kernel)", kd.label(c.reductions[0])));
+    return classify_gemm(kd, c, m, top);
+  }
+  if (c.contracts.size() == 2) return classify_attention(kd, m, so);
+  return invalid(fmt::format("{} contractions in one kernel: at most two (the attention family)", c.contracts.size()));
+}
+
+}  // namespace napkin::plan

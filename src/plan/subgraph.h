@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// A fused subgraph of a diagram, written as a diagram of its own (the kernel diagrams of a plan,
+// plan.h), and the kernel families that can run one.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "arch/machine.h"
+#include "ir/builder.h"
+#include "ir/ir.h"
+#include "search/kernel_solver.h"
+#include "search/search.h"
+#include "support/diagnostic.h"
+
+namespace napkin::plan {
+
+// What kind of kernel a fused subgraph is, which decides its solver and its code generator.
+//   gemm           one contraction of two operands (batched over shared axes), with elementwise
+//                  epilogue code over the accumulator, row/column vectors, scalars and
+//                  same-shaped tensors (bias, activation, scales, gating, residual, cast)
+//   dual_gemm      two contractions sharing their first operand (X Wg, X Wu), combined by
+//                  elementwise epilogue code (a gated MLP reads X once)
+//   attention      the attention family (contract, score code, softmax or none, contract):
+//                  one streamed kernel, the configuration solver's schedule
+//   row_reduction  reductions over the innermost axis of rows (norm statistics, row sums),
+//                  with elementwise code before and after (a whole layernorm is one)
+//   elementwise    elementwise code only
+enum class KernelKind : std::uint8_t { gemm, dual_gemm, attention, row_reduction, elementwise };
+std::string_view kernel_kind_name(KernelKind k);
+
+// How a tensor crosses a kernel boundary through global memory: its name in every kernel, its
+// dtype there and its storage order (axis names).
+struct Boundary {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::string> order;
+  std::string note;  // why the dtype or order differs from the value's own, or empty
+};
+
+// The boundaries of a partition of `d`: for every value that one kernel computes and another
+// reads (or that is an output), how it is stored. `owner` maps each non-leaf node to its kernel.
+// A value read by another kernel's contraction as an operand is stored in that contraction's
+// narrow dtype (the tensor cores take bf16/f16, not f32); a value a row kernel reduces over
+// axis r is stored with r innermost.
+std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner);
+
+// The nodes of kernel `kernel` of the partition as a diagram: the values it reads from global
+// memory are its inputs, the values it writes its outputs (named as the boundaries name them),
+// the scalar leaves it uses (constants, params, axis indices) copied in. Axes it does not use are
+// left out.
+Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
+                                   const std::map<ir::NodeId, Boundary>& bounds);
+
+// Node `node` of another diagram rebuilt in `b` over `ops` (its operands there), its axes mapped
+// by `axis`; names are the caller's to give.
+ir::Value replay_node(ir::Builder& b, const ir::Node& node, const std::vector<ir::Value>& ops,
+                      const std::function<ir::AxisId(ir::AxisId)>& axis);
+
+// Leaves a kernel copies rather than reads: constants, params and axis indices.
+bool is_leaf(const ir::Node& n);
+// Per node: whether it is made of leaves alone (a mask over axis indices, a constant
+// expression). Kernels copy these in rather than read them from memory.
+std::vector<bool> index_expressions(const ir::Diagram& d);
+
+// The family of a kernel diagram and its estimate, or why no family runs it.
+struct Family {
+  bool valid = false;
+  std::string why;                    // when not valid
+  KernelKind kind{};
+  search::KernelEstimate estimate;
+  std::optional<search::GemmSchedule> gemm;
+  std::vector<search::GemmCandidate> gemm_top;  // distinct ranked GEMM schedules
+  std::optional<search::RowSchedule> rows;
+  std::optional<search::Ranked> streamed;     // attention: the configuration solver's best
+  std::map<std::string, int> rejected;        // the solver's rejections by reason class
+  int considered = 0;
+};
+Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top);
+
+}  // namespace napkin::plan

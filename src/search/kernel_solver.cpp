@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "search/kernel_solver.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace napkin::search {
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Shared memory one CUTLASS sm90 epilogue takes: its staging tile (tile_m x 32 columns of C, two
+// stages) and one aux tile of the same size per epilogue input (the collective's own carveout).
+double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
+  const double tile = static_cast<double>(std::min<std::int64_t>(s.tile_m, 128)) * 32;
+  return 2 * tile * (p.out_bytes_per_element + p.epilogue_bytes_per_element) + 1024;
+}
+
+}  // namespace
+
+std::string gemm_schedule_text(const GemmSchedule& s) {
+  std::string t = fmt::format("tile {}x{}x{} cluster {}x{}", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n);
+  t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
+  t += s.pingpong ? " pingpong" : " cooperative";
+  return t;
+}
+
+std::string row_schedule_text(const RowSchedule& s) {
+  return fmt::format("rows/CTA {} threads/row {}", s.rows_per_cta, s.threads_per_row);
+}
+
+GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {
+  GemmVerdict v;
+  auto reject = [&](std::string cls, std::string why) {
+    v.reason_class = std::move(cls);
+    v.reason = std::move(why);
+    return v;
+  };
+  const double in_bytes = dtype_bytes(p.operand);
+  // 1. Divisibility: WGMMA is M = 64 per warpgroup; cooperative splits the tile's rows over two
+  // consumer warpgroups, ping-pong gives each its own tile. N is a multiple of 8 up to 256; a K
+  // step of the tile is whole 128-byte swizzle rows.
+  if (s.pingpong ? (s.tile_m != 64 && s.tile_m != 128) : s.tile_m % 128 != 0)
+    return reject("divisibility", fmt::format("tile_m {} is not a multiple of 64 per consumer warpgroup ({} warpgroups on one tile)",
+                                              s.tile_m, s.pingpong ? 1 : 2));
+  if (s.tile_n % 8 != 0 || s.tile_n > 256)
+    return reject("divisibility", fmt::format("tile_n {}: WGMMA takes N a multiple of 8 up to 256", s.tile_n));
+  if (std::fmod(static_cast<double>(s.tile_k) * in_bytes, 128.0) != 0)
+    return reject("divisibility", fmt::format("tile_k {} x {} B is not whole 128-byte rows", s.tile_k, in_bytes));
+  // 2. Capacities. Registers: the f32 accumulators of a consumer thread (a dual GEMM holds two),
+  // under the 240 a consumer warpgroup gets from setmaxnreg, with 40 for addresses and epilogue.
+  const int consumer_threads = 128 * (s.pingpong ? 1 : 2);
+  const double acc_regs = static_cast<double>(s.tile_m * s.tile_n) * p.outputs / consumer_threads;
+  const double reg_limit = std::min<double>(240, static_cast<double>(m.limits.registers_per_thread.value)) - 40;
+  if (acc_regs > reg_limit)
+    return reject("registers", fmt::format("{:.0f} accumulator registers per consumer thread, {} fit", acc_regs, reg_limit));
+  const double stage_bytes = static_cast<double>(s.tile_k) * static_cast<double>(s.tile_m + s.tile_n * p.outputs) * in_bytes;
+  const double smem_limit = static_cast<double>(m.limits.smem_bytes_per_block.value);
+  const double epi = epilogue_smem_bytes(p, s);
+  const int stages_fit = static_cast<int>(std::floor((smem_limit - epi) / stage_bytes));
+  const int stages = s.stages > 0 ? s.stages : stages_fit;
+  if (stages < 2 || stages > stages_fit)
+    return reject("smem", fmt::format("{} stages of {:.0f} KiB + {:.0f} KiB epilogue; {:.0f} KiB per block", std::max(stages, 2),
+                                      stage_bytes / 1024, epi / 1024, smem_limit / 1024));
+  const int cluster = s.cluster_m * s.cluster_n;
+  if (cluster > 1 && (!m.cluster || cluster > m.cluster->max_ctas_portable.value))
+    return reject("cluster", fmt::format("cluster {}x{}: the machine's portable cluster size is {}", s.cluster_m, s.cluster_n,
+                                         m.cluster ? m.cluster->max_ctas_portable.value : 1));
+  v.stages = stages;
+
+  // 3. Throughput. The smem->register link feeds WGMMA: per k-step of 16 each consumer warpgroup
+  // reads its 64 rows of A and the tile's N columns of B.
+  const auto rate = m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand);
+  if (!rate) return reject("dtype", fmt::format("no tensor-core rate for {} on {}", dtype_name(p.operand), m.name));
+  const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
+  const double flop_per_step = 2.0 * 64 * static_cast<double>(s.tile_n) * 16 * p.outputs;
+  const double bytes_per_step = (64.0 + static_cast<double>(s.tile_n) * p.outputs) * 16 * in_bytes;
+  const double smem_read_per_clk = m.level(arch::kRmem) != nullptr ? m.bytes_per_s(arch::kRmem) / sms / clock : 128.0;
+  const double efficiency = std::min(1.0, (smem_read_per_clk / bytes_per_step) / (*rate / flop_per_step));
+  const double tiles = static_cast<double>(ceil_div(p.m, s.tile_m) * ceil_div(p.n, s.tile_n) * p.l);
+  const double waves = std::ceil(tiles / sms);
+  const double tile_flop = 2.0 * static_cast<double>(s.tile_m * s.tile_n) * static_cast<double>(p.k) * p.outputs;
+  const double compute_s = waves * tile_flop / (*rate * efficiency * clock);
+
+  // 4. Bandwidth with L2.
+  const double a_bytes = static_cast<double>(p.m * p.k * p.l) * in_bytes;
+  const double b_bytes = static_cast<double>(p.k * p.n * p.l) * in_bytes * p.outputs;
+  const double c_elems = static_cast<double>(p.m * p.n * p.l);
+  const double c_bytes = c_elems * p.out_bytes_per_element;
+  const double epi_bytes = c_elems * p.epilogue_bytes_per_element;
+  const double l2_smem = a_bytes * static_cast<double>(ceil_div(p.n, s.tile_n)) / s.cluster_n +
+                         b_bytes * static_cast<double>(ceil_div(p.m, s.tile_m)) / s.cluster_m;
+  const double compulsory = a_bytes + b_bytes + c_bytes + epi_bytes;
+  // The CTAs of one wave run in step along K, and a swizzled raster gives a wave about sqrt(SMs)
+  // rows and columns of tiles: HBM delivers each of those operand panels once per wave, L2 the
+  // rest (the k-slices in flight, a few MB, fit in L2 with room to spare).
+  const double wave_tiles = std::min(sms, tiles);
+  const double side = std::sqrt(wave_tiles);
+  const double per_wave = side * static_cast<double>(s.tile_m * s.cluster_m + s.tile_n * p.outputs * s.cluster_n) /
+                          std::max(1.0, std::sqrt(static_cast<double>(s.cluster_m * s.cluster_n))) *
+                          static_cast<double>(p.k) * in_bytes;
+  const double hbm = std::max(compulsory, std::min(l2_smem, tiles / wave_tiles * per_wave) + c_bytes + epi_bytes);
+  const double hbm_bps = m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem);
+  const double l2_bps = m.bytes_per_s(arch::kSmem);
+  const double hbm_s = hbm / hbm_bps, l2_s = l2_smem / l2_bps;
+
+  // 5. Overlap. Cooperative: each tile's epilogue (its stores and reads, at the SM's share of HBM)
+  // follows its mainloop; ping-pong hides it behind the other warpgroup's mainloop.
+  const double epilogue_tile_s = static_cast<double>(s.tile_m * s.tile_n) *
+                                 (p.out_bytes_per_element + p.epilogue_bytes_per_element) / (hbm_bps / sms);
+  const double epilogue_s = s.pingpong ? 0 : waves * epilogue_tile_s;
+  const double main_s = std::max({compute_s, hbm_s, l2_s});
+  v.estimate.time_s = main_s + epilogue_s + kKernelFixedS;
+  v.estimate.flops = 2.0 * static_cast<double>(p.m * p.n) * static_cast<double>(p.k * p.l) * p.outputs;
+  v.estimate.hbm_bytes = hbm;
+  v.estimate.compulsory_bytes = compulsory;
+  v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == hbm_s ? "HBM bandwidth" : "L2->SMEM bandwidth";
+  v.estimate.detail = fmt::format(
+      "{:.0f} tiles in {:.0f} waves; tensor cores {:.4g} us at {:.0f}% (smem read), HBM {:.4g} us, L2->SMEM {:.4g} us, "
+      "epilogue {:.4g} us{}",
+      tiles, waves, compute_s * 1e6, efficiency * 100, hbm_s * 1e6, l2_s * 1e6, epilogue_s * 1e6,
+      s.pingpong ? " (hidden: ping-pong)" : "");
+  v.fits = true;
+  return v;
+}
+
+Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
+  if (!m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand))
+    return plain_error(fmt::format("{} has no tensor-core rate for {} operands", m.name, dtype_name(p.operand)));
+  KernelSearch out;
+  const std::int64_t tile_ms[] = {64, 128, 256};
+  const std::int64_t tile_ns[] = {64, 128, 192, 256};
+  const std::int64_t tile_ks[] = {32, 64, 128};
+  const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
+  for (bool pingpong : {false, true})
+    for (auto tm : tile_ms)
+      for (auto tn : tile_ns)
+        for (auto tk : tile_ks)
+          for (auto [cm, cn] : clusters) {
+            GemmSchedule s{tm, tn, tk, cm, cn, 0, pingpong};
+            ++out.considered;
+            GemmVerdict v = estimate_gemm(p, s, m);
+            if (!v.fits) {
+              ++out.rejected[v.reason_class];
+              out.rejections.emplace_back(gemm_schedule_text(s), v.reason);
+              continue;
+            }
+            out.ranked.push_back({s, v.estimate});
+          }
+  // Fastest first; among equal times the larger K step, then the smaller cluster (fewer
+  // constraints on the launch), so that the order is deterministic.
+  std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const GemmCandidate& a, const GemmCandidate& b) {
+    if (a.estimate.time_s != b.estimate.time_s) return a.estimate.time_s < b.estimate.time_s;
+    if (a.schedule.tile_k != b.schedule.tile_k) return a.schedule.tile_k > b.schedule.tile_k;
+    return a.schedule.cluster_m * a.schedule.cluster_n < b.schedule.cluster_m * b.schedule.cluster_n;
+  });
+  return out;
+}
+
+RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
+  RowCandidate c;
+  // A warp per row up to 1024 elements (32 lanes x 32), else a CTA of up to 256 threads with
+  // at most 32 elements per thread in registers, 8 rows per CTA for warp rows.
+  if (p.row_elements <= 1024) c.schedule = {8, 32};
+  else c.schedule = {1, static_cast<int>(std::clamp<std::int64_t>(ceil_div(p.row_elements, 32 * 8) * 8 * 4, 128, 1024))};
+  c.schedule.threads_per_row = std::min(c.schedule.threads_per_row, 1024);
+  const double hbm_bps = m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem);
+  const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
+  const double mem_s = p.bytes / hbm_bps;
+  const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
+  const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
+  const double alu_s = (p.sfu_ops / sfu + p.fma_ops / fma) / (sms * clock);
+  const double main_s = std::max(mem_s, alu_s);
+  c.estimate.time_s = main_s + kKernelFixedS;
+  c.estimate.flops = p.fma_ops * 2 + p.sfu_ops;
+  c.estimate.hbm_bytes = c.estimate.compulsory_bytes = p.bytes;
+  c.estimate.bound = main_s == mem_s ? "HBM bandwidth" : "ALU";
+  c.estimate.detail = fmt::format("{} rows of {}: HBM {:.4g} us for {:.4g} MB, ALU {:.4g} us", p.rows, p.row_elements,
+                                  mem_s * 1e6, p.bytes / 1e6, alu_s * 1e6);
+  return c;
+}
+
+}  // namespace napkin::search

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The configuration solver for the kernels of a plan that are not streamed attention: GEMMs on
+// Hopper's warp-specialised TMA collectives, and memory-bound row and elementwise kernels.
+// Same steps as the attention solver (search/configure.h): divisibility, capacities (shared
+// memory, registers), throughput per unit, bandwidth with L2, overlap; every candidate either
+// ranked by predicted time or rejected with its reason class.
+//
+// The GEMM model (docs/configuration.md, "GEMM kernels"):
+//   tiles      = ceil(M / tile_m) * ceil(N / tile_n) * L, run by a persistent grid of one CTA per SM
+//   compute    = ceil(tiles / SMs) * 2 * tile_m * tile_n * K / (tensor rate per SM * smem-read efficiency)
+//                (WGMMA reads A and B from shared memory: a narrow tile_n needs more bytes per FLOP than
+//                the smem->register link gives, which caps the tensor cores)
+//   L2 -> SMEM = A * ceil(N / tile_n) / cluster_n + B * ceil(M / tile_m) / cluster_m   (TMA multicast
+//                shares a tile between the CTAs of a cluster)
+//   HBM        = compulsory (A + B + C + epilogue inputs) when one wave's operand panels fit in half of
+//                L2, else the L2 -> SMEM traffic
+//   epilogue   = the output tile's stores and epilogue reads per tile; hidden behind the other
+//                consumer's mainloop under ping-pong, added per tile under cooperative
+//   time       = max(compute, L2 -> SMEM, HBM) + epilogue (cooperative) + fixed launch and fill cost
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "arch/machine.h"
+#include "support/diagnostic.h"
+#include "support/dtype.h"
+
+namespace napkin::search {
+
+// A Hopper GEMM kernel's schedule, as CUTLASS's sm90 collectives take it.
+struct GemmSchedule {
+  std::int64_t tile_m = 128, tile_n = 128, tile_k = 64;  // CTA tile
+  int cluster_m = 1, cluster_n = 1;                       // CTAs per cluster (TMA multicast)
+  int stages = 0;                                         // smem pipeline stages; 0: as many as fit
+  bool pingpong = false;  // two consumer warpgroups on alternate tiles; else cooperative (both on one tile)
+  bool operator==(const GemmSchedule&) const = default;
+};
+std::string gemm_schedule_text(const GemmSchedule& s);  // "tile 128x256x64 cluster 2x1 stages 4 cooperative"
+
+// A row or elementwise kernel's schedule: rows per CTA and threads per row.
+struct RowSchedule {
+  std::int64_t rows_per_cta = 1;
+  int threads_per_row = 128;
+  bool operator==(const RowSchedule&) const = default;
+};
+std::string row_schedule_text(const RowSchedule& s);  // "rows/CTA 4 threads/row 32"
+
+// What a GEMM kernel computes, for the solver: C[L, M, N] = sum_K A[L, M, K] B[L, K, N], plus
+// epilogue inputs read once per output element (bias, a gate, a residual).
+struct GemmProblem {
+  std::int64_t m = 1, n = 1, k = 1, l = 1;
+  DType operand = DType::bf16;        // A's and B's dtype (the tensor-core rate)
+  double out_bytes_per_element = 2;   // C
+  double epilogue_bytes_per_element = 0;  // epilogue reads per output element (aux tensors)
+  double epilogue_flop_per_element = 0;   // epilogue arithmetic (FMA-unit FLOP) per output element
+  int outputs = 1;                    // 2 for a dual GEMM (two accumulators sharing A)
+};
+
+struct KernelEstimate {
+  double time_s = 0;
+  double flops = 0;       // useful FLOPs
+  double hbm_bytes = 0;   // modelled HBM traffic
+  double compulsory_bytes = 0;
+  std::string bound;      // "tensor_core", "HBM bandwidth", "L2->SMEM bandwidth", "launch"
+  std::string detail;     // one line: how the time was found
+};
+
+struct GemmCandidate {
+  GemmSchedule schedule;
+  KernelEstimate estimate;
+};
+
+struct KernelSearch {
+  std::vector<GemmCandidate> ranked;          // feasible, fastest first, distinct schedules
+  std::map<std::string, int> rejected;        // reason class -> count
+  std::vector<std::pair<std::string, std::string>> rejections;  // (candidate, reason), for -v
+  int considered = 0;
+};
+
+// Every candidate of the GEMM space on `m`, ranked. Errors: the machine has no tensor-core rate
+// for the operand dtype.
+Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m);
+// The estimate of one schedule; the reason class and reason when it does not fit.
+struct GemmVerdict {
+  bool fits = false;
+  std::string reason_class, reason;
+  KernelEstimate estimate;
+  int stages = 0;  // the stages that fit (when the schedule says 0)
+};
+GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m);
+
+// A memory-bound kernel: `rows` rows of `row_elements` each (1 row of everything for an
+// elementwise kernel), reading and writing `bytes`, with `sfu_ops` transcendental results and
+// `fma_ops` other arithmetic in all. The schedule puts one warp per row for short rows, a CTA
+// per row for long ones.
+struct RowProblem {
+  std::int64_t rows = 1, row_elements = 1;
+  double bytes = 0;
+  double sfu_ops = 0, fma_ops = 0;
+  int reductions = 0;  // block-wide reductions per row
+};
+struct RowCandidate {
+  RowSchedule schedule;
+  KernelEstimate estimate;
+};
+RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m);
+
+// The fixed cost of one kernel launch in a sequence (launch latency, pipeline fill, drain):
+// 3 us, measured order of magnitude on H100 for a CUTLASS GEMM of one tile.
+inline constexpr double kKernelFixedS = 3e-6;
+
+}  // namespace napkin::search
