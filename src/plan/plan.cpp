@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -67,24 +68,37 @@ class Partition {
     return {s.begin(), s.end()};
   }
 
-  // The family of the kernel made of the kernels in `ids` (cached by its members).
+  // The family of the kernel made of the kernels in `ids`, cached by its members and how the
+  // values it reads and writes are stored (the cache is shared by copies of the partition).
   const Family& family(const std::vector<int>& ids) {
     std::vector<int> owner = owner_;
     const int target = ids.front();
+    for (int& o : owner)
+      if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = target;
+    const auto bounds = boundaries(d_, owner);
     std::string key;
     for (std::size_t n = 0; n < owner.size(); ++n) {
-      if (std::find(ids.begin(), ids.end(), owner[n]) != ids.end()) {
-        owner[n] = target;
-        key += fmt::format("{},", n);
-      }
+      if (owner[n] != target) continue;
+      key += fmt::format("{},", n);
+      std::vector<NodeId> touched{static_cast<NodeId>(n)};
+      for (NodeId o : d_.node(static_cast<NodeId>(n)).operands) touched.push_back(o);
+      for (NodeId t : touched)
+        if (auto it = bounds.find(t); it != bounds.end())
+          key += fmt::format("{}:{}:{};", t, dtype_name(it->second.dtype), fmt::join(it->second.order, " "));
     }
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    auto it = cache_->find(key);
+    if (it != cache_->end()) return it->second;
     Family f;
-    auto kd = kernel_diagram(d_, owner, target, boundaries(d_, owner));
+    auto kd = kernel_diagram(d_, owner, target, bounds);
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
-    return cache_.emplace(key, std::move(f)).first->second;
+    return cache_->emplace(key, std::move(f)).first->second;
+  }
+
+  double total_time() {
+    double t = 0;
+    for (int k : kernels()) t += time({k});
+    return t;
   }
 
   double time(const std::vector<int>& ids) {
@@ -149,49 +163,62 @@ class Partition {
       if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = ids.front();
   }
 
-  // Greedy fusion: the merge (a producer into its consumer, or a chain of three) that lowers the
-  // predicted time most, until none does.
-  void fuse_greedily() {
-    for (;;) {
-      double best_gain = 0;
-      std::vector<int> best;
-      const auto e = edges();
-      auto consider = [&](std::vector<int> ids) {
+  // Every merge that lowers the predicted time, with its gain, the largest first: for each
+  // producer p and kernel c it reaches, the hull of p, c and every kernel on a path between them,
+  // when nothing in it but c feeds a kernel outside it (a pair, a GEMM -> softmax -> GEMM chain).
+  std::vector<std::pair<double, std::vector<int>>> merges() {
+    std::vector<std::pair<double, std::vector<int>>> out;
+    const auto e = edges();
+    std::map<int, std::set<int>> reach;
+    for (const auto& [k, cs] : e) {
+      std::vector<int> stack(cs.begin(), cs.end());
+      std::set<int>& r = reach[k];
+      while (!stack.empty()) {
+        const int x = stack.back();
+        stack.pop_back();
+        if (!r.insert(x).second) continue;
+        for (int y : e.at(x)) stack.push_back(y);
+      }
+    }
+    for (const auto& [p, below] : reach)
+      for (int c : below) {
+        std::vector<int> hull{c, p};
+        std::set<int> inside{c, p};
+        for (int x : below)
+          if (x != c && reach[x].count(c)) hull.push_back(x), inside.insert(x);
+        bool closed = true;
+        for (int x : hull)
+          if (x != c && !only_feeds(x, inside)) closed = false;
+        if (!closed) continue;
         double before = 0;
-        for (int k : ids) before += time({k});
-        const double after = time(ids);
-        if (after >= kInvalid || before - after <= best_gain) return;
-        if (!acyclic_merge(ids)) return;
-        best_gain = before - after;
-        best = std::move(ids);
-      };
-      // Reachability between kernels, then for each producer p and kernel c it reaches, the hull
-      // of p, c and every kernel on a path between them, merged when nothing in it but c feeds
-      // a kernel outside it (a pair, a GEMM -> softmax -> GEMM chain, ...).
-      std::map<int, std::set<int>> reach;
-      for (const auto& [k, cs] : e) {
-        std::vector<int> stack(cs.begin(), cs.end());
-        std::set<int>& r = reach[k];
-        while (!stack.empty()) {
-          const int x = stack.back();
-          stack.pop_back();
-          if (!r.insert(x).second) continue;
-          for (int y : e.at(x)) stack.push_back(y);
+        for (int k : hull) before += time({k});
+        const double after = time(hull);
+        if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) continue;
+        out.emplace_back(before - after, std::move(hull));
+      }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return out;
+  }
+
+  // Greedy fusion with lookahead: at each step, of the `lookahead` merges of largest gain, the
+  // one whose greedy completion gives the fastest plan (a cast that the next kernel's greedy
+  // merge would take as a prologue belongs to its producer's epilogue, for example).
+  void fuse_greedily(int lookahead = 4) {
+    for (;;) {
+      auto ms = merges();
+      if (ms.empty()) return;
+      std::size_t pick = 0;
+      if (lookahead > 0 && ms.size() > 1) {
+        double best = kInvalid;
+        for (std::size_t i = 0; i < ms.size() && i < static_cast<std::size_t>(lookahead); ++i) {
+          Partition trial = *this;
+          trial.merge(ms[i].second);
+          trial.fuse_greedily(0);
+          const double t = trial.total_time();
+          if (t < best * 0.9999) best = t, pick = i;
         }
       }
-      for (const auto& [p, below] : reach)
-        for (int c : below) {
-          std::vector<int> hull{c, p};
-          std::set<int> inside{c, p};
-          for (int x : below)
-            if (x != c && reach[x].count(c)) hull.push_back(x), inside.insert(x);
-          bool closed = true;
-          for (int x : hull)
-            if (x != c && !only_feeds(x, inside)) closed = false;
-          if (closed) consider(hull);
-        }
-      if (best.empty()) return;
-      merge(best);
+      merge(ms[pick].second);
     }
   }
 
@@ -203,7 +230,7 @@ class Partition {
   const arch::Machine& m_;
   const PlanOptions& o_;
   std::vector<int> owner_;
-  std::map<std::string, Family> cache_;
+  std::shared_ptr<std::map<std::string, Family>> cache_ = std::make_shared<std::map<std::string, Family>>();
 };
 
 std::string kernel_name(const Kernel& k) {
