@@ -2,6 +2,7 @@
 #include "exec/plan_exec.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -68,14 +69,18 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
       if (it == tensors.end()) return plain_error(fmt::format("kernel '{}': its input '{}' is computed by no earlier kernel", k.name, name));
       in[name] = from_named(kd, it->second, kd.node(n).axes);
     }
-    std::string nest;
-    if (k.streamed) nest = sched::to_string(k.streamed->schedule);
-    else if (k.gemm) nest = gemm_nest(kd, *k.gemm);
-    reference::TensorMap result;
-    if (!nest.empty()) {
+    std::optional<sched::Schedule> schedule;
+    if (k.streamed) {
+      schedule = k.streamed->schedule;
+    } else if (k.gemm) {
+      const std::string nest = gemm_nest(kd, *k.gemm);
       auto s = sched::parse_schedule(nest, kd);
       if (!s) return plain_error(fmt::format("kernel '{}': schedule {}: {}", k.name, nest, s.error().message));
-      auto r = execute(kd, *s, in);
+      schedule = *s;
+    }
+    reference::TensorMap result;
+    if (schedule) {
+      auto r = execute(kd, *schedule, in);
       if (!r) return plain_error(fmt::format("kernel '{}': {}", k.name, r.error().message));
       result = std::move(r->outputs);
       out.nests.push_back(r->nest);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -89,6 +90,18 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
         if (auto invalid = sched::validate_schedule(s, d)) {  // never rank what analyze would refuse
           ++r.rejected["invalid"];
           r.rejections.push_back({line, invalid->message});
+          continue;
+        }
+        // The executor (exec/executor.h) and the kernels carry accumulators along one streamed
+        // axis; a schedule streaming two with accumulators is not ranked.
+        std::set<std::string> carrying;
+        for (const auto& l : s.levels)
+          for (const auto& st : l.streams)
+            if (!st.accumulators.empty()) carrying.insert(st.axis);
+        if (carrying.size() > 1) {
+          ++r.rejected["executor"];
+          r.rejections.push_back({line, fmt::format("streams {} axes with accumulators ({}): a kernel carries them along one",
+                                                    carrying.size(), fmt::join(carrying, ", "))});
           continue;
         }
         auto e = cost::estimate(d, s, m);

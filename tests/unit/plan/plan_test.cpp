@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernel plans: every example derives a feasible plan in well under a second, with the plan a
+// performance engineer expects (one attention kernel for the attention family, two GEMMs for a
+// matmul chain, phi(K)^T V first for linear attention, scores stored q-innermost for a softmax
+// over q, ...); the GEMM solver's ranking, rejections and bounds.
+#include <chrono>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "arch/load.h"
+#include "common/test_util.h"
+#include "ir/parser.h"
+#include "plan/plan.h"
+
+namespace napkin {
+namespace {
+
+arch::Machine h100() {
+  auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+ir::Diagram parse(const std::string& text) {
+  SourceText src{"test.napkin", text};
+  auto r = ir::parse_diagram(src);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().format());
+  return r.ok() ? r->diagram : ir::Diagram{};
+}
+
+ir::Diagram example(const std::string& stem) {
+  return parse(testing::read_text(testing::source_dir() / "examples" / (stem + ".napkin")));
+}
+
+plan::Derivation derive(const ir::Diagram& d) {
+  auto r = plan::derive_plan(d, h100());
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? *r : plan::Derivation{};
+}
+
+std::vector<plan::KernelKind> kinds(const plan::Plan& p) {
+  std::vector<plan::KernelKind> k;
+  for (const auto& x : p.kernels) k.push_back(x.kind);
+  return k;
+}
+
+using K = plan::KernelKind;
+
+TEST(Plan, EveryExampleDerivesAFeasiblePlanInUnderASecond) {
+  const arch::Machine m = h100();
+  for (const auto& f : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    SCOPED_TRACE(f.string());
+    const ir::Diagram d = parse(testing::read_text(f));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = plan::derive_plan(d, m);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_LT(s, 1.0);
+    EXPECT_TRUE(r->chosen.infeasible.empty());
+    EXPECT_FALSE(r->chosen.kernels.empty());
+    EXPECT_GT(r->chosen.predicted_s, 0);
+    double sum = 0;
+    for (const auto& k : r->chosen.kernels) {
+      EXPECT_GT(k.predicted_s, 0) << k.name;
+      sum += k.predicted_s;
+    }
+    EXPECT_DOUBLE_EQ(sum, r->chosen.predicted_s);
+    // No alternative that has a kernel is faster and runnable.
+    for (const auto& a : r->alternatives)
+      if (a.plan.infeasible.empty() && a.plan.note.empty()) EXPECT_GE(a.plan.predicted_s, r->chosen.predicted_s * 0.999) << a.why_not;
+  }
+}
+
+TEST(Plan, AttentionFamilyExamplesAreOneAttentionKernel) {
+  for (const char* e : {"attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "key_padding", "relative_bias",
+                        "document_mask", "prefix_lm", "chunked_local", "head_temperature", "attention_sinks",
+                        "sigmoid_attention", "attention_hopper_paper"}) {
+    SCOPED_TRACE(e);
+    const auto r = derive(example(e));
+    EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::attention});
+    EXPECT_TRUE(r.chosen.materialised.empty());
+  }
+}
+
+TEST(Plan, GemmFamilyPlans) {
+  auto r = derive(example("matmul"));
+  EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::gemm});
+  r = derive(example("matmul_chain"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+  ASSERT_EQ(r.chosen.materialised.size(), 1u);
+  EXPECT_NE(r.chosen.materialised[0].find("T[m n] bf16"), std::string::npos);
+  // The chain fused into one streamed kernel re-reads B per output tile: far slower.
+  for (const auto& a : r.alternatives)
+    if (a.plan.name == "fully fused" && a.plan.infeasible.empty()) EXPECT_GT(a.plan.predicted_s, 10 * r.chosen.predicted_s);
+  r = derive(example("swiglu_mlp"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm, K::gemm}));
+  r = derive(example("layernorm"));
+  EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::row_reduction});
+  r = derive(example("rmsnorm_matmul"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::row_reduction, K::gemm}));
+  r = derive(example("gelu_mlp"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));  // bias and GELU in the first GEMM's epilogue
+  r = derive(example("matmul_rmsnorm"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::row_reduction}));
+  r = derive(example("attention_of_attention"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::attention, K::attention}));
+}
+
+TEST(Plan, LinearAttentionIsReassociated) {
+  const auto r = derive(example("linear_attention"));
+  ASSERT_EQ(r.chosen.moves.size(), 1u);
+  EXPECT_NE(r.chosen.moves[0].find("reassociated"), std::string::npos);
+  for (const auto& m : r.chosen.materialised) EXPECT_EQ(m.find("q k"), std::string::npos) << m;  // no q x k scores
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::elementwise, K::gemm, K::gemm}));
+}
+
+TEST(Plan, SoftmaxOverQueriesStoresScoresQueryInnermost) {
+  const auto r = derive(example("softmax_over_q"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::row_reduction, K::gemm}));
+  ASSERT_FALSE(r.chosen.materialised.empty());
+  EXPECT_NE(r.chosen.materialised[0].find("S[b h k q] f32"), std::string::npos) << r.chosen.materialised[0];
+}
+
+TEST(Plan, RowScaleMoveWinsWithoutAGamma) {
+  const auto r = derive(parse(R"(axes t=8192 e=4096 f=4096
+in X[t e] bf16
+in W[e f] bf16
+N = rmsnorm(X over e, eps=1e-6) as bf16
+Y = contract(N, W over e) as bf16
+out Y
+)"));
+  ASSERT_EQ(r.chosen.moves.size(), 1u);
+  EXPECT_NE(r.chosen.moves[0].find("row scale"), std::string::npos);
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::row_reduction, K::gemm}));
+}
+
+TEST(Plan, RefusesWhatNoKernelRunsWithTheReason) {
+  auto r = plan::derive_plan(parse(R"(axes m=512 k=512 n=512
+in A[m k] f32
+in B[k n] f32
+C = contract(A, B over k)
+out C
+)"), h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("two bf16 or two f16 operands"), std::string::npos) << r.error().message;
+}
+
+TEST(GemmSolver, RanksDistinctSchedulesAndCountsRejections) {
+  search::GemmProblem p;
+  p.m = p.n = p.k = 4096;
+  auto r = search::solve_gemm(p, h100());
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->ranked.size(), 10u);
+  int rejected = 0;
+  for (const auto& [cls, n] : r->rejected) rejected += n;
+  EXPECT_EQ(rejected + static_cast<int>(r->ranked.size()), r->considered);
+  EXPECT_GT(r->rejected.at("divisibility"), 0);
+  std::set<std::string> seen;
+  for (const auto& c : r->ranked) EXPECT_TRUE(seen.insert(search::gemm_schedule_text(c.schedule)).second);
+  for (std::size_t i = 1; i < r->ranked.size(); ++i)
+    EXPECT_LE(r->ranked[i - 1].estimate.time_s, r->ranked[i].estimate.time_s);
+}
+
+TEST(GemmSolver, NeverBelowItsRoofline) {
+  const arch::Machine m = h100();
+  const double peak = *m.peak_flop_per_s(arch::Unit::tensor_core, DType::bf16);
+  const double hbm = m.bytes_per_s(arch::kL2);
+  for (std::int64_t s : {128, 1000, 4096, 8192}) {
+    search::GemmProblem p;
+    p.m = s, p.n = 11008, p.k = s / 2 + 64;
+    auto r = search::solve_gemm(p, m);
+    ASSERT_TRUE(r.ok());
+    for (const auto& c : r->ranked) {
+      EXPECT_GE(c.estimate.time_s, c.estimate.flops / peak);
+      EXPECT_GE(c.estimate.time_s, c.estimate.compulsory_bytes / hbm);
+    }
+  }
+}
+
+TEST(GemmSolver, OverCapacitySchedulesGetNoTime) {
+  search::GemmProblem p;
+  p.m = p.n = p.k = 4096;
+  const search::GemmVerdict v = search::estimate_gemm(p, {256, 256, 128, 1, 1, 0, false}, h100());
+  EXPECT_FALSE(v.fits);
+  EXPECT_EQ(v.reason_class, "registers");
+  EXPECT_EQ(v.estimate.time_s, 0);
+  const search::GemmVerdict w = search::estimate_gemm(p, {128, 256, 64, 1, 1, 9, false}, h100());
+  EXPECT_FALSE(w.fits);
+  EXPECT_EQ(w.reason_class, "smem");
+}
+
+}  // namespace
+}  // namespace napkin
