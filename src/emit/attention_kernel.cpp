@@ -686,7 +686,7 @@ std::string describe_fusion(const AttentionForm& f) {
 }
 
 std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, const KernelProvenance& prov,
-                                  const std::string& manifest_json) {
+                                  const std::string& manifest_json, const std::string& entry_name) {
   const std::string element = f.element == DType::bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t";
   const std::vector<NodeId>& preds = f.masks;
   const bool has_mask = !preds.empty();
@@ -775,9 +775,12 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
                      f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
                      float_literal(f.score_is_scale ? f.scale : 1.0));
-  out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
+  if (entry_name.empty()) out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
   out += "}  // namespace\n\n";
-  out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kManifest)\n", element, f.head_dim);
+  if (entry_name.empty())
+    out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kManifest)\n", element, f.head_dim);
+  else
+    out += fmt::format("NAPKIN_ATTENTION_ENTRY({}, Fusion, {}, {}, kSpec, bind_fusion)\n", entry_name, element, f.head_dim);
   return out;
 }
 

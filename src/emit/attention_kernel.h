@@ -63,9 +63,11 @@ struct KernelProvenance {
 };
 
 // The CUDA translation unit: the Fusion, its host binding and the C entry points
-// (runtime/include/napkin/kernel_abi.h). `manifest_json` is embedded verbatim.
+// (runtime/include/napkin/kernel_abi.h). `manifest_json` is embedded verbatim. With an
+// `entry_name`, the unit is one kernel of a plan's library: it exports only that launch entry
+// (and `manifest_json` is unused).
 std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& form, const KernelProvenance& prov,
-                                  const std::string& manifest_json);
+                                  const std::string& manifest_json, const std::string& entry_name = "");
 
 // One line describing the fused code, e.g. "score mod: yes; mask: causal-like (skips blocks);
 // softmax; epilogue: no".

@@ -305,12 +305,9 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
   const NodeId out = kd.outputs[0].node;
   if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
-  const std::set<AxisId> oa = axis_set(kd.node(out).axes);
-  for (NodeId n : c.inputs) {
-    if (n == cn.operands[0] || n == cn.operands[1]) continue;
-    for (AxisId x : kd.node(n).axes)
-      if (!oa.count(x)) return invalid(fmt::format("epilogue input {} has axis {} the output lacks", kd.node(n).name, kd.axis(x).name));
-  }
+  for (const Node& n : kd.nodes)
+    if (n.op == OpKind::constant && !n.name.empty())
+      return invalid(fmt::format("param '{}' in a GEMM's epilogue (not generated yet)", n.name));
   const std::set<AxisId> sa = axis_set(a.axes), sb = axis_set(bnode.axes), so = axis_set(cn.axes);
   std::set<AxisId> mset, nset, kset, lset;
   for (AxisId x : sa) {
@@ -324,6 +321,21 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
       if (so.count(x)) nset.insert(x);
       else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
     }
+  if (kset.size() != 1) return invalid(fmt::format("{} contracted axes: the GEMM kernel contracts one", kset.size()));
+  if (mset.empty() || nset.empty()) return invalid("a GEMM needs an axis of each operand alone (M and N)");
+  // Epilogue inputs: vectors along M or along N (with batch axes), innermost on M or N.
+  for (NodeId n : c.inputs) {
+    if (n == cn.operands[0] || n == cn.operands[1]) continue;
+    const auto& ax = kd.node(n).axes;
+    bool along_m = !ax.empty(), along_n = !ax.empty();
+    for (AxisId x : ax) {
+      along_m = along_m && (mset.count(x) || lset.count(x));
+      along_n = along_n && (nset.count(x) || lset.count(x));
+    }
+    if (!((along_m && mset.count(ax.back())) || (along_n && nset.count(ax.back()))))
+      return invalid(fmt::format("epilogue input {} is not a vector along M or N: a tensor over both needs an aux load "
+                                 "(not generated yet)", kd.node(n).name));
+  }
   search::GemmProblem p;
   p.m = static_cast<std::int64_t>(product(kd, mset));
   p.n = static_cast<std::int64_t>(product(kd, nset));

@@ -222,6 +222,13 @@ int32_t launch_generated(const AttentionSpec& spec, BindFusion bind_fusion, cons
 }  // namespace napkin
 
 // The C entry points of a generated kernel (napkin/kernel_abi.h, napkin/kernel_host.h).
+// One attention kernel of a plan's library (napkin/plan_launch.h): only its launch entry.
+#define NAPKIN_ATTENTION_ENTRY(entry, FusionT, ElementT, kHeadDim, spec, bind_fusion)                          \
+  extern "C" int32_t entry(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) { \
+    return napkin::launch_generated<FusionT, ElementT, kHeadDim>(spec, bind_fusion, tensors, count, stream, err,    \
+                                                                 err_len);                                         \
+  }
+
 #define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, spec, bind_fusion, manifest)                      \
   extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }                           \
   extern "C" const char* napkin_kernel_manifest() { return manifest; }                                           \

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+// A kernel plan as one library (napkin build of a diagram that is more than one kernel): the
+// plan's kernels, each a translation unit with its own entry of the C interface
+// (napkin/kernel_abi.h), run in order on one stream; the intermediates they materialise are
+// allocated on that stream (cudaMallocAsync, freed after the last kernel that reads them),
+// contiguous in the order the plan stores them. Sizes come from the caller's tensors by axis name.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "napkin/kernel_abi.h"
+#include "napkin/kernel_host.h"
+
+namespace napkin {
+
+// A tensor of the plan: its name, dtype and axes (storage order).
+struct PlanTensor {
+  const char* name;
+  int dtype;
+  int rank;
+  const char* axes[NAPKIN_MAX_RANK];
+};
+
+// One kernel of the plan: its entry and the tensors it reads and writes, by name.
+struct PlanKernel {
+  napkin_kernel_launch_fn launch;
+  const char* name;
+  int count;
+  const char* tensors[32];
+};
+
+struct PlanSpec {
+  const PlanTensor* io;              // the diagram's inputs and outputs
+  int io_count;
+  const PlanTensor* intermediates;   // materialised between kernels
+  int intermediate_count;
+  const PlanKernel* kernels;
+  int kernel_count;
+};
+
+inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int32_t count, void* stream, char* err,
+                           int32_t err_len) {
+  auto fail = [&](const std::string& m) { return host::fail(m, err, err_len); };
+  std::map<std::string, const napkin_tensor*> by_name;
+  for (int i = 0; i < count; ++i)
+    if (tensors[i].name != nullptr) by_name[tensors[i].name] = &tensors[i];
+  std::map<std::string, int64_t> size;  // axis name -> size, from the caller's tensors
+  for (int i = 0; i < p.io_count; ++i) {
+    const PlanTensor& t = p.io[i];
+    auto it = by_name.find(t.name);
+    if (it == by_name.end()) return fail(std::string("missing tensor '") + t.name + "'");
+    if (it->second->rank != t.rank)
+      return fail(std::string("tensor '") + t.name + "': " + std::to_string(it->second->rank) + " dims, expected " +
+                  std::to_string(t.rank));
+    for (int a = 0; a < t.rank; ++a) {
+      int64_t& s = size[t.axes[a]];
+      if (s == 0) s = it->second->shape[a];
+      else if (s != it->second->shape[a])
+        return fail(std::string("tensor '") + t.name + "': axis " + t.axes[a] + " has size " +
+                    std::to_string(it->second->shape[a]) + ", expected " + std::to_string(s) + " as in the tensors before it");
+    }
+  }
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  std::vector<napkin_tensor> inter(static_cast<size_t>(p.intermediate_count));
+  std::vector<void*> buffers;
+  auto release = [&] {
+    for (void* b : buffers) cudaFreeAsync(b, s);
+  };
+  for (int i = 0; i < p.intermediate_count; ++i) {
+    const PlanTensor& t = p.intermediates[i];
+    napkin_tensor& x = inter[static_cast<size_t>(i)];
+    std::memset(&x, 0, sizeof(x));
+    x.name = t.name;
+    x.dtype = t.dtype;
+    x.rank = t.rank;
+    int64_t elements = 1;
+    for (int a = t.rank - 1; a >= 0; --a) {
+      auto it = size.find(t.axes[a]);
+      if (it == size.end()) {
+        release();
+        return fail(std::string("intermediate '") + t.name + "': no tensor gives the size of axis " + t.axes[a]);
+      }
+      x.shape[a] = it->second;
+      x.strides[a] = elements;
+      elements *= it->second;
+    }
+    void* data = nullptr;
+    if (cudaError_t e = cudaMallocAsync(&data, static_cast<size_t>(elements) * host::dtype_bytes(t.dtype), s); e != cudaSuccess) {
+      release();
+      return fail(std::string("cudaMallocAsync for '") + t.name + "': " + cudaGetErrorString(e));
+    }
+    buffers.push_back(data);
+    x.data = data;
+    by_name[t.name] = &x;
+  }
+  std::vector<napkin_tensor> args;
+  for (int k = 0; k < p.kernel_count; ++k) {
+    const PlanKernel& kernel = p.kernels[k];
+    args.clear();
+    for (int i = 0; i < kernel.count; ++i) {
+      auto it = by_name.find(kernel.tensors[i]);
+      if (it == by_name.end()) {
+        release();
+        return fail(std::string("kernel ") + kernel.name + ": missing tensor '" + kernel.tensors[i] + "'");
+      }
+      args.push_back(*it->second);
+    }
+    for (int i = 0; i < count; ++i)
+      if (tensors[i].rank == 0) args.push_back(tensors[i]);  // params reach every kernel
+    char inner[512] = {0};
+    if (kernel.launch(args.data(), static_cast<int32_t>(args.size()), stream, inner, sizeof(inner)) != 0) {
+      release();
+      return fail(std::string("kernel ") + kernel.name + ": " + inner);
+    }
+  }
+  release();
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return fail(std::string("CUDA error: ") + cudaGetErrorString(e));
+  return 0;
+}
+
+}  // namespace napkin
+
+// The exported entries of a plan's library over its PlanSpec and manifest.
+#define NAPKIN_GENERATED_PLAN(spec, manifest)                                                                  \
+  extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }                        \
+  extern "C" const char* napkin_kernel_manifest() { return manifest; }                                        \
+  extern "C" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err, \
+                                          int32_t err_len) {                                                  \
+    return napkin::launch_plan(spec, tensors, count, stream, err, err_len);                                   \
+  }                                                                                                           \
+  NAPKIN_DEFINE_HOST_ENTRIES()

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "emit/expression.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace napkin::emit::expression {
+
+using ir::AxisId;
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+
+std::string literal(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+CType ctype_of(const Node& n) {
+  if (n.dtype == DType::boolean) return CType::boolean;
+  if (n.dtype == DType::i32 && n.op != OpKind::div) return CType::integer;
+  return CType::real;
+}
+const char* ctype_name(CType t) { return t == CType::boolean ? "bool" : t == CType::integer ? "int" : "float"; }
+
+
+std::string Writer::value(NodeId top, std::string& out, const std::string& indent) {
+    std::set<NodeId> need;
+    collect(top, need);
+    for (NodeId n : need) {
+      if (values_.count(n)) continue;
+      const Node& x = d_.node(n);
+      const std::string e = expression(n);
+      if (x.op == OpKind::constant || x.op == OpKind::iota) {
+        values_[n] = e;
+        continue;
+      }
+      const std::string name = fmt::format("v{}", n);
+      out += fmt::format("{}const {} {} = {};{}\n", indent, ctype_name(ctype_of(x)), name, e, x.name.empty() ? "" : "  // " + x.name);
+      values_[n] = name;
+    }
+    return values_.at(top);
+  }
+
+void Writer::collect(NodeId n, std::set<NodeId>& need) {
+    if (values_.count(n) || !need.insert(n).second) return;
+    for (NodeId o : d_.node(n).operands) collect(o, need);
+  }
+std::string Writer::as(NodeId o, CType t) {
+    const std::string& v = values_.at(o);
+    const CType from = ctype_of(d_.node(o));
+    if (from == t) return v;
+    if (t == CType::boolean) return "(" + v + " != 0)";
+    return fmt::format("static_cast<{}>({})", ctype_name(t), v);
+  }
+std::string Writer::expression(NodeId n) {
+    const Node& x = d_.node(n);
+    const CType t = ctype_of(x);
+    auto op = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], t); };
+    auto opf = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], CType::real); };
+    auto cmp = [&](const char* sym) {
+      const bool ints = ctype_of(d_.node(x.operands[0])) != CType::real && ctype_of(d_.node(x.operands[1])) != CType::real;
+      const CType ct = ints ? CType::integer : CType::real;
+      return fmt::format("{} {} {}", as(x.operands[0], ct), sym, as(x.operands[1], ct));
+    };
+    switch (x.op) {
+      case OpKind::constant:
+        if (!x.name.empty()) return t == CType::integer ? "static_cast<int>(a." + x.name + ")" : "static_cast<float>(a." + x.name + ")";
+        return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : literal(x.scalar);
+      case OpKind::iota: return fmt::format("static_cast<int>(i_{})", d_.axis(x.axis).name);
+      case OpKind::input: {
+        std::string off;
+        for (AxisId a : x.axes) off += fmt::format(" + i_{0} * a.s_{1}_{0}", d_.axis(a).name, x.name);
+        return fmt::format("napkin::rows::load(a.{} + (0{}))", x.name, off);
+      }
+      case OpKind::exp: return "expf(" + opf(0) + ")";
+      case OpKind::exp2: return "exp2f(" + opf(0) + ")";
+      case OpKind::log: return "logf(" + opf(0) + ")";
+      case OpKind::tanh: return "tanhf(" + opf(0) + ")";
+      case OpKind::floor: return t == CType::integer ? op(0) : "floorf(" + op(0) + ")";
+      case OpKind::neg: return "-" + op(0);
+      case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
+      case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
+      case OpKind::cast:
+        switch (x.dtype) {
+          case DType::bf16: return "napkin::rows::round_bf16(" + opf(0) + ")";
+          case DType::f16: return "napkin::rows::round_f16(" + opf(0) + ")";
+          case DType::i32: return "napkin::rows::round_i32(" + opf(0) + ")";
+          case DType::boolean: return "(" + values_.at(x.operands[0]) + " != 0)";
+          default: return opf(0);
+        }
+      case OpKind::scale: return op(0) + " * " + literal(x.scalar);
+      case OpKind::softcap: return fmt::format("{} * tanhf({} * {})", literal(x.scalar), opf(0), literal(1.0 / x.scalar));
+      case OpKind::add: return op(0) + " + " + op(1);
+      case OpKind::sub: return op(0) + " - " + op(1);
+      case OpKind::mul: return op(0) + " * " + op(1);
+      case OpKind::div: return t == CType::integer ? op(0) + " / " + op(1) : opf(0) + " / " + opf(1);
+      case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_max(" + op(0) + ", " + op(1) + ")";
+      case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_min(" + op(0) + ", " + op(1) + ")";
+      case OpKind::lt: return cmp("<");
+      case OpKind::le: return cmp("<=");
+      case OpKind::gt: return cmp(">");
+      case OpKind::ge: return cmp(">=");
+      case OpKind::eq: return cmp("==");
+      case OpKind::ne: return cmp("!=");
+      case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " && " + as(x.operands[1], CType::boolean);
+      case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " || " + as(x.operands[1], CType::boolean);
+      case OpKind::select: return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), op(1), op(2));
+      default: return "0 /* refused by recognise_rows */";
+    }
+  }
+
+
+}  // namespace napkin::emit::expression

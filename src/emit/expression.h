@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// Device code for the elementwise part of a diagram: one C++ statement per node, in f32 with the
+// reference interpreter's dtype rules (casts round to nearest even, max/min propagate NaN),
+// shared by the row and GEMM kernel emitters. Leaves the caller knows (an accumulator, a value
+// computed in an outer scope) are given by name; inputs read `napkin::rows::load(a.X + offset)`
+// with offsets over `i_<axis>` and strides `a.s_<X>_<axis>`.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ir/ir.h"
+
+namespace napkin::emit::expression {
+
+std::string literal(double v);  // a float literal ("0.5f", "INFINITY")
+
+enum class CType { boolean, integer, real };
+CType ctype_of(const ir::Node& n);
+const char* ctype_name(CType t);
+
+// Statements for the nodes under a value, in node order; `known` holds what is known already.
+class Writer {
+ public:
+  Writer(const ir::Diagram& d, std::map<ir::NodeId, std::string> known) : d_(d), values_(std::move(known)) {}
+  // The expression of `top`, after appending the statements it needs to `out` (each indented).
+  std::string value(ir::NodeId top, std::string& out, const std::string& indent);
+
+ private:
+  void collect(ir::NodeId n, std::set<ir::NodeId>& need);
+  std::string as(ir::NodeId o, CType t);
+  std::string expression(ir::NodeId n);
+  const ir::Diagram& d_;
+  std::map<ir::NodeId, std::string> values_;
+};
+
+}  // namespace napkin::emit::expression
