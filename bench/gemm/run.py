@@ -1,0 +1,173 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GEMM-family benchmark (GPU): napkin's generated plans against cuBLAS (torch.matmul),
+PyTorch eager and torch.compile, on the same inputs in one process. Every implementation is
+validated first against an f32 reference of the same math (FlashAttention's rule: the error at
+most twice PyTorch's own bf16 error, plus 1e-3 of the output's scale); then timed with CUDA
+events, L2 flushed before each call, implementations interleaved in random order, median.
+
+    python3 bench/gemm/run.py --kernels DIR [--cases a,b] [--reps 20] [--compile] [--out X.jsonl]
+
+DIR/<case>/libkernel.so and manifest.json come from `napkin build` of bench/gemm/cases.py.
+"""
+import argparse, json, math, pathlib, random, statistics, sys, time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from cases import CASES  # noqa: E402
+
+
+def inputs_for(kernel, torch, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    out = {}
+    for spec in kernel.inputs:
+        shape = [a["size"] for a in spec["axes"]]
+        dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec["dtype"]]
+        x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32)
+        name = spec["name"]
+        if len(shape) == 2 and name not in ("X", "A", "T") and not name.startswith(("Q", "K", "V")):
+            x = x / math.sqrt(shape[0])  # weights: outputs of unit scale
+        if name in ("gamma",):
+            x = 1 + 0.1 * x
+        if name in ("beta", "b1"):
+            x = 0.1 * x
+        if name in ("Q", "K"):
+            x = 0.1 * x
+        if name in ("B", "C") and len(shape) == 2:
+            pass
+        out[name] = x.to(dt)
+    return out
+
+
+def torch_impl(case, torch, F):
+    """The same math in PyTorch, given f32 (reference) or native (eager) tensors."""
+    if case.startswith(("gemm", "llama3")):
+        return lambda t, f32: (t["A"].float() @ t["B"].float()) if f32 else t["A"] @ t["B"]
+    if case.startswith("swiglu"):
+        def f(t, f32):
+            X, Wg, Wu, Wd = (t[n].float() if f32 else t[n] for n in ("X", "Wg", "Wu", "Wd"))
+            G, U = X @ Wg, X @ Wu
+            H = (G * torch.sigmoid(G) * U)
+            return (H.bfloat16().float() if f32 else H) @ Wd
+        return f
+    if case.startswith("rmsnorm_matmul"):
+        def f(t, f32):
+            X = t["X"].float()
+            N = X * torch.rsqrt(X.pow(2).mean(-1, keepdim=True) + 1e-6) * t["gamma"].float()
+            return N.bfloat16().float() @ t["W"].float() if f32 else N.bfloat16() @ t["W"]
+        return f
+    if case.startswith("layernorm"):
+        return lambda t, f32: F.layer_norm(t["X"].float(), (t["X"].shape[-1],), eps=1e-5) * t["gamma"] + t["beta"]
+    if case.startswith("gelu_mlp"):
+        def f(t, f32):
+            X, W1, W2 = (t[n].float() if f32 else t[n] for n in ("X", "W1", "W2"))
+            H = X @ W1 + t["b1"]
+            G = F.gelu(H.float(), approximate="tanh")
+            return G.bfloat16().float() @ W2 if f32 else G.bfloat16() @ W2
+        return f
+    if case.startswith("matmul_chain"):
+        def f(t, f32):
+            if f32:
+                return (t["A"].float() @ t["B"].float()).bfloat16().float() @ t["C"].float()
+            return (t["A"] @ t["B"]) @ t["C"]
+        return f
+    if case.startswith("linear_attention"):
+        def f(t, f32):
+            Q, K, V = (t[n].float() if f32 else t[n] for n in ("Q", "K", "V"))
+            FQ, FK = torch.exp(Q), torch.exp(K)
+            return FQ @ (FK.transpose(-1, -2) @ V) if f32 else (FQ @ FK.transpose(-1, -2)) @ V
+        return f
+    raise KeyError(case)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kernels", required=True)
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--compile", action="store_true", help="also torch.compile (inductor) of the eager code")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    import napkin_kernels as nk
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    dev = torch.cuda.get_device_name()
+    env = {"gpu": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+           "run": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())}
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    # The GPU's measured ceilings: cuBLAS on 8192^3 bf16, and a device-to-device copy.
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    def timed(fn, reps):
+        ts = []
+        for _ in range(reps):
+            flush.zero_()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); fn(); e.record(); e.synchronize()
+            ts.append(s.elapsed_time(e) * 1e-3)
+        return statistics.median(ts)
+    for _ in range(3): x @ x
+    gemm_rate = 2 * 8192 ** 3 / timed(lambda: x @ x, 10)
+    big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    big2 = torch.empty_like(big)
+    copy_bw = 2 * big.numel() / timed(lambda: big2.copy_(big), 10)
+    del big, big2, x
+    print(f"{dev}: cuBLAS bf16 8192^3 {gemm_rate / 1e12:.0f} TFLOP/s, copy {copy_bw / 1e12:.2f} TB/s", flush=True)
+    env.update(gemm_rate=gemm_rate, copy_bw=copy_bw)
+    wanted = set(a.cases.split(",")) if a.cases else None
+    rows = []
+    for name, path, sets, family in CASES:
+        if wanted and name not in wanted:
+            continue
+        d = pathlib.Path(a.kernels) / name
+        if not (d / "libkernel.so").exists():
+            print(f"{name}: no kernel ({d})", flush=True)
+            continue
+        k = nk.load(d)
+        t = inputs_for(k, torch, 7)
+        impl = torch_impl(name, torch, F)
+        ref = impl(t, True).float()
+        eager = lambda: impl(t, False)
+        ours = lambda: k(**t)
+        impls = {"napkin": ours, "torch": eager}
+        if a.compile and family == "plan":
+            try:
+                c = torch.compile(lambda: impl(t, False))
+                c(); impls["compile"] = c
+            except Exception as ex:  # noqa: BLE001
+                print(f"  torch.compile failed: {type(ex).__name__}", flush=True)
+        scale = ref.abs().max().item()
+        err_torch = (eager().float() - ref).abs().max().item()
+        row = {"case": name, "diagram": k.manifest["diagram"]["hash"], "sets": sets, **env,
+               "predicted_us": k.manifest.get("predicted_time_us"), "kernels": [x["kind"] for x in k.manifest.get("plan", {}).get("kernels", [])]}
+        valid = {}
+        for n, fn in impls.items():
+            err = (fn().float() - ref).abs().max().item()
+            valid[n] = err <= 2 * err_torch + 1e-3 * scale and math.isfinite(err)
+            row[f"err_{n}"] = err
+        torch.cuda.synchronize()
+        times = {n: [] for n in impls}
+        for _ in range(a.reps):
+            for n in random.sample(list(impls), len(impls)):
+                times[n].append(timed(impls[n], 1))
+        for n in impls:
+            row[f"{n}_s"] = statistics.median(times[n])
+            row[f"{n}_valid"] = valid[n]
+        plan = k.manifest.get("plan", {})
+        flops, hbm = plan.get("flops", 0), 0
+        for spec in k.inputs + k.manifest["outputs"]:
+            hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4}[spec["dtype"]]
+        useful = 0
+        roof = max(flops / gemm_rate, hbm / copy_bw)
+        row.update(flops=flops, compulsory_bytes=hbm, roofline_s=roof)
+        rows.append(row)
+        if a.out:
+            with open(a.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        peers = " ".join(f"{n} {row[n + '_s'] / row['napkin_s']:.3f}x" for n in impls if n != "napkin")
+        pred = row["predicted_us"] or 0
+        print(f"{name:24s} napkin {row['napkin_s'] * 1e6:9.1f} us {'ok' if valid['napkin'] else 'INVALID'}  {peers}  "
+              f"roofline {roof / row['napkin_s'] * 100:5.1f}%  predicted/measured {pred / 1e6 / row['napkin_s']:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
