@@ -24,11 +24,12 @@ cat build/plans/*/*.log | grep -E "error|spill" | sort | uniq -c | head -20 | te
 if [[ $what == *validate* ]]; then
   python3 bench/gemm/cases.py | while read -r name path sets; do
     d=build/plans/$name; [ -f $d/libkernel.so ] || continue
+    [ -n "${VALIDATE:-}" ] && ! echo " $VALIDATE " | grep -q " $name " && continue
     args=""; for s in $sets; do args="$args --set $s"; done
-    timeout 120 $NAPKIN_BIN run $path --machine h100-sxm5 --library $d/libkernel.so --iters 20 $args > "$OUT/run_$name.log" 2>&1
+    timeout 60 $NAPKIN_BIN run $path --machine h100-sxm5 --library $d/libkernel.so --iters 20 $args > "$OUT/run_$name.log" 2>&1
     echo "$name exit $? $(grep -E 'validation|timed' "$OUT/run_$name.log" | sed -E 's/.*(relative L2 error [0-9.e-]+).*(ok|FAILED).*/\1 \2/; s/.*median of [0-9]+ launches/  measured/' | tr '\n' ' ')"
   done | tee "$OUT/validate.txt"
 fi
 if [[ $what == *bench* ]]; then
-  timeout 540 python3 bench/gemm/run.py --kernels build/plans --out "$OUT/gemm.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -40
+  timeout ${BENCH_TIMEOUT:-540} python3 bench/gemm/run.py --kernels build/plans --out "$OUT/gemm.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -40
 fi

@@ -740,8 +740,11 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
           const auto at = static_cast<std::size_t>(ir::stable_hash(name) % 6);
           want = std::min<std::int64_t>(size, kFree[at]);
         }
-        if (want != size && std::find(small.sets.begin(), small.sets.end(), name + "=" + std::to_string(want)) == small.sets.end())
-          small.sets.push_back(name + "=" + std::to_string(want));
+        if (want == size) continue;
+        // The validation size replaces the command line's binding of the same axis (the first
+        // binding of a name is the one the parser takes).
+        std::erase_if(small.sets, [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; });
+        small.sets.push_back(name + "=" + std::to_string(want));
       }
   } else {
     small.sets.insert(small.sets.end(), o.check_sets.begin(), o.check_sets.end());

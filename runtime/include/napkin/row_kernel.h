@@ -28,14 +28,16 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
   __syncthreads();  // scratch is free (a previous reduction's readers are done)
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  v = scratch[lane < kThreads / 32 ? lane : 0];
+  v = lane < kThreads / 32 ? scratch[lane] : Op::kIdentity;
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 struct Sum {
+  static constexpr float kIdentity = 0.0f;
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 struct Max {
+  static constexpr float kIdentity = -INFINITY;
   __device__ float operator()(float a, float b) const { return nan_max(a, b); }
 };
 
