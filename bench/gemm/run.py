@@ -56,7 +56,10 @@ def torch_impl(case, torch, F):
             return N.bfloat16().float() @ t["W"].float() if f32 else N.bfloat16() @ t["W"]
         return f
     if case.startswith("layernorm"):
-        return lambda t, f32: F.layer_norm(t["X"].float(), (t["X"].shape[-1],), eps=1e-5) * t["gamma"] + t["beta"]
+        def f(t, f32):
+            y = F.layer_norm(t["X"].float(), (t["X"].shape[-1],), eps=1e-5) * t["gamma"] + t["beta"]
+            return y if f32 else y.bfloat16()
+        return f
     if case.startswith("gelu_mlp"):
         def f(t, f32):
             X, W1, W2 = (t[n].float() if f32 else t[n] for n in ("X", "W1", "W2"))

@@ -108,6 +108,7 @@ std::string emit_row_kernel(const ir::Diagram& /*d*/, const RowForm& f, const pl
   std::vector<AxisId> row_axes;
   for (AxisId a : axes)
     if (a != r) row_axes.push_back(a);
+  const std::string rn = nd.axis(r).name;
   std::vector<NodeId> ins;
   for (NodeId n = 0; n < static_cast<NodeId>(nd.nodes.size()); ++n)
     if (nd.node(n).op == OpKind::input) ins.push_back(n);
@@ -138,12 +139,32 @@ std::string emit_row_kernel(const ir::Diagram& /*d*/, const RowForm& f, const pl
   out += "};\n\n";
 
   // The kernel.
+  if (!f.reduces) {
+    // Elementwise: one grid-stride loop over every element, the output's innermost axis fastest
+    // (consecutive threads, consecutive addresses).
+    out += "__global__ void __launch_bounds__(kThreads) row_kernel(Args a) {\n";
+    out += "  for (int64_t idx = blockIdx.x * int64_t(kThreads) + threadIdx.x; idx < a.rows * a.n_" + nd.axis(r).name +
+           "; idx += int64_t(gridDim.x) * kThreads) {\n    int64_t rest = idx;\n";
+    std::vector<AxisId> all = row_axes;
+    all.push_back(r);
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+      out += fmt::format("    const int64_t i_{0} = rest % a.n_{0};\n    rest /= a.n_{0};\n", nd.axis(*it).name);
+    for (const ir::Output& o : nd.outputs) {
+      const Node& x = nd.node(o.node);
+      std::string off;
+      for (AxisId ax : o.axes) off += fmt::format(" + i_{0} * a.s_{1}_{0}", nd.axis(ax).name, x.name);
+      Writer w(nd, {});
+      std::string body;
+      const std::string v = w.value(o.node, body, "    ");
+      out += body + fmt::format("    napkin::rows::store(a.{} + (0{}), static_cast<float>({}));\n", x.name, off, v);
+    }
+    out += "  }\n}\n\n}  // namespace\n\n";
+  } else {
   out += "__global__ void __launch_bounds__(kThreads) row_kernel(Args a) {\n  __shared__ float scratch[32];\n";
   out += "  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {\n    int64_t rest = row;\n";
   for (auto it = row_axes.rbegin(); it != row_axes.rend(); ++it)
     out += fmt::format("    const int64_t i_{0} = rest % a.n_{0};\n    rest /= a.n_{0};\n", nd.axis(*it).name);
   std::map<NodeId, std::string> row_values;  // reductions done so far
-  const std::string rn = nd.axis(r).name;
   const std::string loop = fmt::format("    for (int64_t i_{0} = threadIdx.x; i_{0} < a.n_{0}; i_{0} += kThreads) {{\n", rn);
   for (std::size_t i = 0; i < f.reductions.size(); ++i) {
     const NodeId red = f.reductions[i];
@@ -181,6 +202,7 @@ std::string emit_row_kernel(const ir::Diagram& /*d*/, const RowForm& f, const pl
   if (!along.empty()) out += loop + along + "    }\n";
   if (!alone.empty()) out += "    if (threadIdx.x == 0) {\n" + alone + "    }\n";
   out += "    __syncthreads();\n  }\n}\n\n}  // namespace\n\n";
+  }
 
   // The entry: bind, check, launch.
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
@@ -212,7 +234,9 @@ std::string emit_row_kernel(const ir::Diagram& /*d*/, const RowForm& f, const pl
   out += "  a.rows = 1";
   for (AxisId a : row_axes) out += fmt::format(" * a.n_{}", nd.axis(a).name);
   out += ";\n";
-  out += "  row_kernel<<<napkin::rows::grid_for(a.rows, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);\n";
+  out += f.reduces ? "  const int64_t ctas = a.rows;\n"
+                   : fmt::format("  const int64_t ctas = (a.rows * a.n_{} + kThreads - 1) / kThreads;\n", nd.axis(r).name);
+  out += "  row_kernel<<<napkin::rows::grid_for(ctas, kThreads), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);\n";
   out += "  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return napkin::host::fail(cudaGetErrorString(e), err, err_len);\n";
   out += "  return 0;\n}\n";
   return out;

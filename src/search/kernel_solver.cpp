@@ -79,8 +79,11 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   const double flop_per_step = 2.0 * 64 * static_cast<double>(s.tile_n) * 16 * p.outputs;
   const double bytes_per_step = (64.0 + static_cast<double>(s.tile_n) * p.outputs) * 16 * in_bytes;
   const double smem_read_per_clk = m.level(arch::kRmem) != nullptr ? m.bytes_per_s(arch::kRmem) / sms / clock : 128.0;
-  // Two stages leave a TMA load's latency exposed at each k-step; three or more hide it.
-  const double pipelining = stages >= 3 ? 1.0 : 0.9;
+  // The pipeline must cover a TMA load's latency (~1 us) for every consumer it feeds: ping-pong
+  // feeds two tiles from one pipeline. Measured on the H100 (bench/NOTES.md, GEMM kernels): 128x128x128
+  // ping-pong with 3 stages ran at half of cuBLAS.
+  const int stages_per_consumer = s.pingpong ? stages / 2 : stages;
+  const double pipelining = stages_per_consumer >= 4 ? 1.0 : stages_per_consumer == 3 ? 0.9 : stages_per_consumer == 2 ? 0.7 : 0.5;
   const double efficiency = pipelining * std::min(1.0, (smem_read_per_clk / bytes_per_step) / (*rate / flop_per_step));
   const double tiles = static_cast<double>(ceil_div(p.m, s.tile_m) * ceil_div(p.n, s.tile_n) * p.l);
   const double waves = std::ceil(tiles / sms);
@@ -152,11 +155,11 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
             }
             out.ranked.push_back({s, v.estimate});
           }
-  // Fastest first; among equal times the larger K step, then the smaller cluster (fewer
+  // Fastest first; among equal times the smaller K step (more stages), then the smaller cluster (fewer
   // constraints on the launch), so that the order is deterministic.
   std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const GemmCandidate& a, const GemmCandidate& b) {
     if (a.estimate.time_s != b.estimate.time_s) return a.estimate.time_s < b.estimate.time_s;
-    if (a.schedule.tile_k != b.schedule.tile_k) return a.schedule.tile_k > b.schedule.tile_k;
+    if (a.schedule.tile_k != b.schedule.tile_k) return a.schedule.tile_k < b.schedule.tile_k;  // deeper pipelines
     return a.schedule.cluster_m * a.schedule.cluster_n < b.schedule.cluster_m * b.schedule.cluster_n;
   });
   return out;
