@@ -2,6 +2,7 @@
 // `derive --top N`: N schedules (or every feasible one), each listed once and each shown whole,
 // so that two schedules differing only at the end of their text never print alike.
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -25,6 +26,20 @@ TEST(DeriveTop, ListsDistinctSchedulesEachShownWhole) {
       const CommandOutput j = derive({f.string(), {}}, o);
       if (j.exit_code != 0) continue;  // no feasible configuration: not this test's subject
       const auto parsed = nlohmann::json::parse(j.out);
+      if (parsed.at("method") == "kernel plan") {
+        // Each GEMM kernel of a plan lists its solver's distinct schedules.
+        o.json = false;
+        const CommandOutput text = derive({f.string(), {}}, o);
+        ASSERT_EQ(text.exit_code, 0) << text.err;
+        std::set<std::string> lines;
+        std::istringstream in(text.out);
+        for (std::string line; std::getline(in, line);) {
+          if (line.rfind("  ", 0) == 0 && line.size() > 3 && line[2] != ' ') lines.clear();  // the next kernel
+          if (line.find("stages auto") != std::string::npos && line.find(". tile ") != std::string::npos)
+            EXPECT_TRUE(lines.insert(line).second) << "listed twice: " << line;
+        }
+        continue;
+      }
       const auto& top = parsed.at("top");
       EXPECT_EQ(top.size(), parsed.at("feasible").get<std::size_t>());
       std::set<std::string> summaries;
