@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// The GEMM and row-kernel emitters on the kernels of the examples' plans: a golden file per
+// emitted unit, every kernel of every plan accepted by the emitter of its family, and located
+// refusals of what the GEMM's epilogue cannot take.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "arch/load.h"
+#include "common/test_util.h"
+#include "emit/gemm_kernel.h"
+#include "emit/row_kernel.h"
+#include "ir/parser.h"
+#include "plan/plan.h"
+
+namespace napkin {
+namespace {
+
+arch::Machine h100() {
+  auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+struct Loaded {
+  SourceText src;
+  ir::Diagram diagram;
+};
+Loaded load(const std::string& name, const std::string& text) {
+  Loaded l{{name, text}, {}};
+  auto r = ir::parse_diagram(l.src);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().format());
+  if (r.ok()) l.diagram = r->diagram;
+  return l;
+}
+
+// Every kernel of the example's plan, emitted by its family's emitter ("" for attention).
+std::vector<std::string> emit_plan(const Loaded& l) {
+  std::vector<std::string> out;
+  auto d = plan::derive_plan(l.diagram, h100());
+  EXPECT_TRUE(d.ok()) << (d.ok() ? "" : d.error().message);
+  if (!d.ok()) return out;
+  const emit::KernelProvenance prov{"test", "", l.src.name, "(test)"};
+  for (std::size_t i = 0; i < d->chosen.kernels.size(); ++i) {
+    const plan::Kernel& k = d->chosen.kernels[i];
+    const std::string entry = "napkin_plan_kernel_" + std::to_string(i);
+    if (k.kind == plan::KernelKind::gemm) {
+      auto f = emit::recognise_gemm(k.diagram, l.src);
+      EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
+      if (f.ok()) out.push_back(emit::emit_gemm_kernel(k.diagram, *f, *k.gemm, prov, entry));
+    } else if (k.kind == plan::KernelKind::row_reduction || k.kind == plan::KernelKind::elementwise) {
+      auto f = emit::recognise_rows(k.diagram, l.src);
+      EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
+      if (f.ok()) out.push_back(emit::emit_row_kernel(k.diagram, *f, *k.rows, prov, entry));
+    } else {
+      out.push_back("");
+    }
+  }
+  return out;
+}
+
+TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
+  for (const char* stem : {"matmul", "gelu_mlp", "layernorm", "rmsnorm_matmul", "linear_attention", "softmax_over_q",
+                           "matmul_rmsnorm", "batched_matmul"}) {
+    SCOPED_TRACE(stem);
+    const Loaded l = load(std::string("examples/") + stem + ".napkin",
+                          testing::read_text(testing::source_dir() / "examples" / (std::string(stem) + ".napkin")));
+    const auto units = emit_plan(l);
+    ASSERT_FALSE(units.empty());
+    for (std::size_t i = 0; i < units.size(); ++i)
+      if (!units[i].empty()) testing::expect_golden(fmt::format("kernels/plan_{}_{}.cu", stem, i), units[i]);
+  }
+}
+
+TEST(PlanKernels, EveryExamplePlanKernelHasAnEmitter) {
+  for (const auto& f : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    SCOPED_TRACE(f.string());
+    emit_plan(load(f.string(), testing::read_text(f)));
+  }
+}
+
+TEST(PlanKernels, GemmRefusalsAreLocated) {
+  const Loaded l = load("t.napkin", R"(axes t=256 e=256 f=256
+in X[t e] bf16
+in W[e f] bf16
+in R[t f] f32
+Y = contract(X, W over e) * R as bf16
+out Y
+)");
+  auto f = emit::recognise_gemm(l.diagram, l.src);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().format().find("aux load"), std::string::npos) << f.error().format();
+  EXPECT_NE(f.error().format().find("t.napkin:4:"), std::string::npos) << f.error().format();
+}
+
+}  // namespace
+}  // namespace napkin
