@@ -278,7 +278,15 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   const sched::StreamingReport report = sched::analyse_streaming(d);
   auto r = search::search(d, report, *m, so);
   if (!r) return failure(r.error(), o.json);
-  if (r->ranked.empty() && !o.verbose) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
+  if (r->ranked.empty()) {
+    // The paper's model (one row per thread) fits nothing; the plan's attention kernel is
+    // configured with the kernel's own row layout. -v lists the paper's rejections after it.
+    CommandOutput out = derive_plan_output(args, d, *m, *derivation, plan_s, o);
+    if (o.verbose && !o.json)
+      out.out += fmt::format("\nthe {} row layout fits no configuration among {} candidates; ", search::row_layout_name(so.row_layout),
+                             r->considered) + rejections_text(*r);
+    return out;
+  }
   const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int rejected = 0;
   for (const auto& [k, n] : r->rejected) rejected += n;

@@ -30,6 +30,12 @@ struct TempDir {
 
 std::string example(const std::string& stem) { return (testing::source_dir() / "examples" / (stem + ".napkin")).string(); }
 
+std::string write_diagram(const TempDir& tmp, const std::string& text) {
+  const fs::path p = tmp.path / "d.napkin";
+  std::ofstream(p) << text;
+  return p.string();
+}
+
 TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
   TempDir tmp("napkin_build_manifest");
   launch::BuildOptions o;
@@ -91,13 +97,20 @@ TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
   o.machine = "h100-sxm5";
   o.out_dir = (tmp.path / "k").string();
   o.compile = false;
+  // A GEMM-family diagram is a plan: one unit per kernel and the plan's own.
   const auto matmul = launch::build({example("matmul"), {}}, o);
-  EXPECT_EQ(matmul.exit_code, 1);
-  EXPECT_NE(matmul.err.find("two contractions"), std::string::npos) << matmul.err;
-  EXPECT_FALSE(fs::exists(tmp.path / "k" / "kernel.cu"));
+  EXPECT_EQ(matmul.exit_code, 0) << matmul.err;
+  EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel.cu"));
+  EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel_0.cu"));
+  // What no family generates is refused with the reason.
   const auto paper = launch::build({example("attention_hopper_paper"), {}}, o);
   EXPECT_EQ(paper.exit_code, 1);
   EXPECT_NE(paper.err.find("one dtype"), std::string::npos) << paper.err;
+  o.out_dir = (tmp.path / "k2").string();
+  const auto f32 = launch::build({write_diagram(tmp, "axes m=64 k=64 n=64\nin A[m k] f32\nin B[k n] f32\nC = contract(A, B over k)\nout C\n"), {}}, o);
+  EXPECT_EQ(f32.exit_code, 1);
+  EXPECT_NE(f32.err.find("bf16 or two f16"), std::string::npos) << f32.err;
+  o.out_dir = (tmp.path / "k").string();
   // napkin run with a library that is not this diagram's: refused before any GPU work.
   launch::BuildOptions b = o;
   ASSERT_EQ(launch::build({example("causal"), {}}, b).exit_code, 0);
