@@ -38,6 +38,8 @@ std::string_view kernel_kind_name(KernelKind k) {
 
 namespace {
 
+constexpr std::size_t kMaxFused = 128;
+
 // A partition of a diagram's non-leaf, non-input nodes into kernels, with each kernel's family.
 class Partition {
  public:
@@ -349,7 +351,10 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
   std::vector<Plan> moved;  // the variants with moves, as plans, to say why they lost
   for (const Variant& v : variants) {
     Partition part(v.diagram, m, options);
-    part.fuse_greedily();
+    // The search's work grows with the cube of the kernel count: bounded, so that a
+    // 10,000-op diagram answers at once (unfused past kMaxFused kernels, no lookahead past 32).
+    const std::size_t n = part.kernels().size();
+    if (n <= kMaxFused) part.fuse_greedily(n <= 32 ? 4 : 0);
     Plan p = assemble(v.diagram, part, v.moves.empty() ? "chosen" : "with " + std::to_string(v.moves.size()) + " move(s)", v.moves);
     if (!v.moves.empty()) moved.push_back(p);
     if (!p.infeasible.empty()) continue;
