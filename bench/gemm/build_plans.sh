@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Writes every case of bench/gemm/cases.py with `napkin build --no-compile` under build/plans/,
+# and what the GPU machine needs beside them (build/cutlass, build/devbin) for device_gemm.sh.
+set -euo pipefail
+NAPKIN=${NAPKIN:-build/release/bin/napkin}
+mkdir -p build/plans build/devbin
+python3 bench/gemm/cases.py | while read -r name path sets; do
+  args=""; for s in $sets; do args="$args --set $s"; done
+  $NAPKIN build $path --machine h100-sxm5 -o build/plans/$name --no-compile $args > /dev/null
+done
+inc=$(python3 -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
+rm -rf build/cutlass && mkdir -p build/cutlass && cp -r "$inc/cute" "$inc/cutlass" build/cutlass/
+cp "$NAPKIN" build/devbin/napkin && strip build/devbin/napkin
+for l in $(ldd "$NAPKIN" | awk '/fmt|toml/ {print $3}'); do cp "$l" build/devbin/; done
+echo "$(ls build/plans | wc -l) plans under build/plans; $(du -sh build/plans build/cutlass build/devbin | tr '\n' ' ')"

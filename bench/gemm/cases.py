@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The GEMM-family benchmark's cases: a diagram and the sizes bound for it (napkin build --set).
+
+    python3 bench/gemm/cases.py            # one line per case: name, diagram, sets
+"""
+LLAMA3_8B = {"qkv": (4096, 6144), "o": (4096, 4096), "gate_up": (4096, 14336), "down": (14336, 4096)}
+
+CASES = []  # (name, diagram path, [sets], family)
+for s in (4096, 8192):
+    CASES.append((f"gemm_{s}", "examples/matmul.napkin", [f"m={s}", f"k={s}", f"n={s}"], "gemm"))
+for tokens in (1024, 4096, 16384):
+    for proj, (k, n) in LLAMA3_8B.items():
+        CASES.append((f"llama3_{proj}_{tokens}", "examples/matmul.napkin", [f"m={tokens}", f"k={k}", f"n={n}"], "gemm"))
+for tokens in (2048, 8192):
+    CASES.append((f"swiglu_mlp_{tokens}", "examples/swiglu_mlp.napkin", [f"t={tokens}"], "plan"))
+    CASES.append((f"rmsnorm_matmul_{tokens}", "examples/rmsnorm_matmul.napkin", [f"t={tokens}"], "plan"))
+    CASES.append((f"layernorm_{tokens}", "examples/layernorm.napkin", [f"t={tokens}"], "plan"))
+    CASES.append((f"gelu_mlp_{tokens}", "examples/gelu_mlp.napkin", [f"t={tokens}"], "plan"))
+CASES.append(("matmul_chain_4096", "examples/matmul_chain.napkin", [], "plan"))
+CASES.append(("linear_attention", "examples/linear_attention.napkin", [], "plan"))
+
+if __name__ == "__main__":
+    for name, path, sets, family in CASES:
+        print(name, path, " ".join(sets))
