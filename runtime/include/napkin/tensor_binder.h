@@ -125,6 +125,7 @@ class TensorBinder {
       case 'k': return "key";
       case 'd': return "head dim";
       case 'e': return "value head dim";
+      case 'r': return "row axis";
       default: return "axis";
     }
   }
