@@ -343,7 +343,7 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
   l.threads_per_row = t;
   l.in_registers = rows_in * elements(t) <= kRowBytes;
   l.hoisted = l.in_registers && (rows_in + along) * elements(t) <= kRowBytes;
-  if (!l.in_registers) why.push_back("rows re-read from L1/L2 in every pass (too long for registers)");
+  if (!l.in_registers) why.push_back("rows re-read from L1/L2 in every pass: too long for registers");
   // The schedule's rows per CTA, more where its row is shorter than 4 warps: a CTA of at least
   // 128 threads, whole warps, at most 1024.
   std::int64_t r = std::max<std::int64_t>({1, s.rows_per_cta, ceil_div(128, t)});

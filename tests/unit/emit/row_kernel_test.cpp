@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The row-kernel emitter: a golden unit per family member (layernorm, rmsnorm, rmsnorm statistics,
-// softmax over a materialised axis, a masked softmax with its logsumexp on short rows, SwiGLU's
-// silu * mul, an elementwise kernel with every kind of broadcast); the forms it finds; the launch
+// softmax over a materialised axis, a masked softmax with its logsumexp on short rows, a softmax
+// over rows too long for registers, SwiGLU's silu * mul, an elementwise kernel with every kind of
+// broadcast); the forms it finds; the launch
 // shapes it takes from a schedule over many row lengths; refusals located at the op with the
 // reason; and every row or elementwise kernel of the examples' plans accepted.
 #include <regex>
@@ -84,6 +85,12 @@ in U[t f] bf16
 H = G / (1 + exp(-G)) * U as bf16
 out H
 )";
+// Rows too long for registers (256k f32 scores): re-read from L1/L2 in every pass.
+const char* kLongSoftmax = R"(axes h=8 k=262144
+in S[h k] f32
+P = softmax(S over k) as bf16
+out P
+)";
 // An elementwise kernel with an input stored the other way round (read element by element), a
 // vector along the row axis, one per row and a scalar.
 const char* kBroadcast = R"(axes t=512 f=1024
@@ -106,7 +113,7 @@ TEST(RowKernel, GoldenUnits) {
       {"layernorm", kLayerNorm, {1, 512}},          {"rmsnorm", kRmsNorm, {1, 512}},
       {"rmsnorm_statistics", kRmsStatistics, {1, 512}}, {"softmax", kSoftmax, {1, 256}},
       {"masked_softmax", kMaskedSoftmax, {8, 32}},  {"silu_mul", kSiluMul, {8, 32}},
-      {"broadcast", kBroadcast, {8, 32}},
+      {"broadcast", kBroadcast, {8, 32}},           {"long_softmax", kLongSoftmax, {1, 1024}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.stem);
