@@ -2,18 +2,23 @@
 #include "emit/gemm_kernel.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "emit/expression.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
 
 namespace napkin::emit {
 
 using ir::AxisId;
+using ir::axes_text;
 using ir::Node;
 using ir::NodeId;
+using ir::OpClass;
 using ir::OpKind;
 
 namespace {
@@ -25,254 +30,512 @@ const char* cutlass_type(DType t) {
     case DType::bf16: return "cutlass::bfloat16_t";
     case DType::f16: return "cutlass::half_t";
     case DType::f32: return "float";
+    case DType::f64: return "double";
     default: return nullptr;
   }
 }
-const char* abi(DType t) {
+const char* abi_dtype(DType t) {
   switch (t) {
     case DType::bf16: return "NAPKIN_BF16";
     case DType::f16: return "NAPKIN_F16";
+    case DType::f64: return "NAPKIN_F64";
     default: return "NAPKIN_F32";
   }
 }
 
-// The dims (positions in storage order) of `axes` in `order`; whether they are adjacent.
-std::vector<int> dims_of(const std::vector<AxisId>& order, const std::vector<AxisId>& axes) {
+// The role letters of napkin::TensorBinder (runtime/include/napkin/tensor_binder.h names them):
+// the i-th axis of a class, in its flattening order, takes the class's i-th letter.
+constexpr int kMaxAxesPerMode = 4;
+const char* const kRoleLetters[4] = {"mMiI", "nNjJ", "KcCu", "lLzZ"};  // M, N, K, L
+enum Class { kM = 0, kN = 1, kK = 2, kL = 3, kNone = 4 };
+const char* const kClassName[4] = {"M", "N", "K", "L"};
+
+// The epilogue as one line of napkin-like text: `acc` for the accumulator, leaves and params
+// by name; a named value used more than once is written by name and defined after "with".
+class EpilogueText {
+ public:
+  EpilogueText(const ir::Diagram& d, NodeId contraction, const std::set<NodeId>& cone) : d_(d), acc_(contraction) {
+    for (NodeId n : cone)
+      for (NodeId o : d.node(n).operands) ++uses_[o];
+  }
+  std::string text(NodeId top) {
+    std::string s = render(top, 0, true);
+    for (const auto& [n, def] : defs_) s += fmt::format("{} {} = {}", n == defs_.begin()->first ? " with" : ",", d_.node(n).name, def);
+    return s;
+  }
+
+ private:
+  static int precedence(const Node& x) {
+    switch (x.op) {
+      case OpKind::cast: return 0;
+      case OpKind::logical_or: return 1;
+      case OpKind::logical_and: return 2;
+      case OpKind::lt: case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::eq: case OpKind::ne: return 3;
+      case OpKind::add: case OpKind::sub: return 4;
+      case OpKind::mul: case OpKind::div: case OpKind::scale: return 5;
+      case OpKind::neg: case OpKind::logical_not: return 6;
+      default: return 7;
+    }
+  }
+  // `n` in a context that binds at `outer`: parenthesised when it binds more loosely.
+  std::string render(NodeId n, int outer, bool top = false) {
+    const Node& x = d_.node(n);
+    if (n == acc_) return "acc";
+    if (x.op == OpKind::input || (x.op == OpKind::constant && !x.name.empty())) return x.name;
+    if (x.op == OpKind::constant) return ir::format_number(x.scalar);
+    if (!top && !x.name.empty() && uses_[n] > 1) {
+      if (!defs_.count(n)) {
+        std::string def = render(n, 0, true);
+        defs_[n] = def;
+      }
+      return x.name;
+    }
+    const int p = precedence(x);
+    auto operand = [&](int i, int at) { return render(x.operands[static_cast<std::size_t>(i)], at); };
+    std::string s;
+    switch (ir::op_class(x.op)) {
+      case OpClass::unary:
+        if (x.op == OpKind::cast) s = fmt::format("{} as {}", operand(0, 1), dtype_name(x.dtype));
+        else if (x.op == OpKind::neg || x.op == OpKind::logical_not) s = fmt::format("{}{}", ir::op_symbol(x.op), operand(0, 6));
+        else if (x.op == OpKind::scale) s = fmt::format("{} * {}", operand(0, 5), ir::format_number(x.scalar));
+        else if (x.op == OpKind::softcap) s = fmt::format("softcap({}, {})", operand(0, 0), ir::format_number(x.scalar));
+        else s = fmt::format("{}({})", ir::op_name(x.op), operand(0, 0));
+        break;
+      case OpClass::binary:
+        if (x.op == OpKind::max || x.op == OpKind::min) s = fmt::format("{}({}, {})", ir::op_name(x.op), operand(0, 0), operand(1, 0));
+        else s = fmt::format("{} {} {}", operand(0, p), ir::op_symbol(x.op), operand(1, p + 1));
+        break;
+      case OpClass::ternary: s = fmt::format("select({}, {}, {})", operand(0, 0), operand(1, 0), operand(2, 0)); break;
+      default: s = std::string(ir::op_name(x.op)); break;  // refused before: never printed
+    }
+    return p < outer ? "(" + s + ")" : s;
+  }
+  const ir::Diagram& d_;
+  NodeId acc_;
+  std::map<NodeId, int> uses_;
+  std::map<NodeId, std::string> defs_;
+};
+
+class Recogniser {
+ public:
+  Recogniser(const ir::Diagram& d, const SourceText& src) : d_(d), src_(src) {}
+
+  Result<GemmForm> run() {
+    GemmForm f;
+    std::vector<NodeId> contractions;
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
+      if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
+    if (contractions.empty()) return refuse({}, "no contraction: a GEMM kernel has one");
+    if (contractions.size() > 1)
+      return refuse(d_.node(contractions[1]).loc,
+                    fmt::format("a second contraction ({} of them): a GEMM kernel has one (a chain is two kernels; two "
+                                "sharing an operand are a dual GEMM)",
+                                contractions.size()));
+    f.contraction = contractions[0];
+    const Node& c = d_.node(f.contraction);
+    if (c.operands.size() != 2)
+      return refuse(c.loc, fmt::format("a contraction of {} operands: a GEMM contracts two", c.operands.size()));
+    f.a = c.operands[0];
+    f.b = c.operands[1];
+    for (NodeId o : {f.a, f.b})
+      if (d_.node(o).op != OpKind::input)
+        return refuse(d_.node(o).loc, fmt::format("the contraction's operand {} is computed in the kernel: TMA reads a "
+                                                  "GEMM's operands as they are in memory (no prologue)",
+                                                  d_.label(o)));
+    if (f.a == f.b) return refuse(c.loc, fmt::format("'{}' contracted with itself: a GEMM needs two operands", d_.node(f.a).name));
+    const Node& A = d_.node(f.a);
+    const Node& B = d_.node(f.b);
+    if (A.dtype != B.dtype || (A.dtype != DType::bf16 && A.dtype != DType::f16))
+      return refuse(c.loc, fmt::format("operands {} and {}: the GEMM kernel takes two bf16 or two f16 operands (fp8, tf32, "
+                                       "f32 and f64 are not generated)",
+                                       dtype_name(A.dtype), dtype_name(B.dtype)));
+    f.element = A.dtype;
+    for (NodeId o : {f.a, f.b})
+      for (NodeId user : d_.users(o))
+        if (user != f.contraction)
+          return refuse(d_.node(user).loc, fmt::format("'{}' is read by {} besides the contraction: the kernel reads a GEMM "
+                                                       "operand only in its mainloop",
+                                                       d_.node(o).name, d_.label(user)));
+    if (d_.outputs.size() != 1)
+      return refuse(d_.outputs.size() > 1 ? d_.outputs[1].loc : SourceLoc{},
+                    fmt::format("{} outputs: a GEMM kernel writes one", d_.outputs.size()));
+    f.output = d_.outputs[0].node;
+    f.out_axes = d_.outputs[0].axes;
+    out_loc_ = d_.outputs[0].loc;
+    if (auto r = classify_axes(f); !r.ok()) return r;
+    if (auto r = walk_epilogue(f); !r.ok()) return r;
+    if (auto r = check_layouts(f); !r.ok()) return r;
+    const Node& Y = d_.node(f.output);
+    if (Y.dtype != DType::bf16 && Y.dtype != DType::f16 && Y.dtype != DType::f32)
+      return refuse(out_loc_, fmt::format("output '{}' is {}: a GEMM writes bf16, f16 or f32 (end the epilogue with `as bf16`)",
+                                          Y.name, dtype_name(Y.dtype)));
+    f.out_dtype = Y.dtype;
+    f.a_text = axes_text(d_, A.axes);
+    f.b_text = axes_text(d_, B.axes);
+    f.out_text = axes_text(d_, f.out_axes);
+    return f;
+  }
+
+ private:
+  Diagnostic error(SourceLoc loc, std::string message, std::string note = {}) const {
+    if (note.empty())
+      note = "the GEMM kernel fuses: Y = epilogue(contract(A, B over K)), A and B bf16 or f16 inputs, the epilogue "
+             "elementwise code over the accumulator, constants, params, scalars, row and column vectors and tensors "
+             "over Y's axes (docs/kernels.md, GEMM kernels)";
+    if (loc.line == 0) return plain_error((src_.name.empty() ? d_.source_name : src_.name) + ": " + message + "\n  " + note);
+    return make_error(src_, loc, std::move(message), std::move(note));
+  }
+  Result<GemmForm> refuse(SourceLoc loc, std::string message, std::string note = {}) const {
+    return error(loc, std::move(message), std::move(note));
+  }
+
+  Class class_of(AxisId a) const {
+    for (int c = 0; c < 4; ++c)
+      if (contains(*classes_[c], a)) return static_cast<Class>(c);
+    return kNone;
+  }
+
+  Result<GemmForm> classify_axes(GemmForm& f) {
+    const Node& A = d_.node(f.a);
+    const Node& B = d_.node(f.b);
+    const Node& c = d_.node(f.contraction);
+    for (AxisId x : A.axes) {
+      if (contains(B.axes, x)) (contains(c.axes, x) ? f.l : f.k).push_back(x);
+      else if (contains(c.axes, x)) f.m.push_back(x);
+      else return refuse(c.loc, fmt::format("axis {} is summed within '{}' alone: a GEMM contracts axes A and B share", d_.axis(x).name, A.name));
+    }
+    for (AxisId x : B.axes)
+      if (!contains(A.axes, x)) {
+        if (contains(c.axes, x)) f.n.push_back(x);
+        else return refuse(c.loc, fmt::format("axis {} is summed within '{}' alone: a GEMM contracts axes A and B share", d_.axis(x).name, B.name));
+      }
+    classes_ = {&f.m, &f.n, &f.k, &f.l};
+    if (f.k.empty()) return refuse(c.loc, "the contraction sums over no axis: an outer product, not a GEMM");
+    if (f.m.empty() || f.n.empty())
+      return refuse(c.loc, fmt::format("a GEMM needs an axis of A alone (M) and one of B alone (N); this contraction has {} and {}",
+                                       f.m.empty() ? "no M" : "M", f.n.empty() ? "no N" : "N"));
+    for (int k = 0; k < 4; ++k)
+      if (classes_[k]->size() > kMaxAxesPerMode)
+        return refuse(c.loc, fmt::format("{} axes of class {} {}: the kernel flattens at most {} into one mode", classes_[k]->size(),
+                                         kClassName[k], axes_text(d_, *classes_[k]), kMaxAxesPerMode));
+    std::vector<AxisId> want = c.axes, have = f.out_axes;
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    if (want != have)
+      return refuse(out_loc_, fmt::format("the output is over {}, the contraction over {}: the epilogue may not add axes",
+                                          axes_text(d_, f.out_axes), axes_text(d_, c.axes)));
+    return GemmForm{};
+  }
+
+  // The epilogue: every node the output reads down to the contraction.
+  Result<GemmForm> walk_epilogue(GemmForm& f) {
+    std::vector<NodeId> stack{f.output};
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      if (!cone_.insert(n).second || n == f.contraction) continue;
+      const Node& x = d_.node(n);
+      switch (ir::op_class(x.op)) {
+        case OpClass::leaf:
+          if (x.op == OpKind::iota)
+            return refuse(x.loc, fmt::format("axis index '{}' in the epilogue: the epilogue visitor tree has no index "
+                                             "node (index-dependent code is a row or elementwise kernel)",
+                                             d_.axis(x.axis).name));
+          if (x.op == OpKind::constant && !x.name.empty()) f.params.push_back(n);
+          if (x.op == OpKind::input) {
+            if (auto r = add_leaf(f, n); !r.ok()) return r;
+          }
+          break;
+        case OpClass::unary: case OpClass::binary: case OpClass::ternary:
+          if (x.op == OpKind::cast && x.dtype != DType::bf16 && x.dtype != DType::f16 && x.dtype != DType::f32 &&
+              x.dtype != DType::f64 && x.dtype != DType::i32 && x.dtype != DType::boolean)
+            return refuse(x.loc, fmt::format("a cast to {} in the epilogue: only bf16, f16, f32, f64, i32 and bool "
+                                             "rounding is generated",
+                                             dtype_name(x.dtype)));
+          break;
+        default:
+          return refuse(x.loc, fmt::format("{} ({}) in the epilogue: a GEMM's epilogue is elementwise code (a reduction or "
+                                           "a normalisation is a row kernel of its own)",
+                                           d_.label(n), ir::op_name(x.op)));
+      }
+      for (NodeId o : x.operands) stack.push_back(o);
+    }
+    if (!cone_.count(f.contraction))
+      return refuse(out_loc_, fmt::format("the output '{}' does not read the contraction", d_.node(f.output).name));
+    std::sort(f.params.begin(), f.params.end());
+    std::sort(f.leaves.begin(), f.leaves.end(), [](const GemmLeaf& x, const GemmLeaf& y) { return x.node < y.node; });
+    f.epilogue_text = EpilogueText(d_, f.contraction, cone_).text(f.output);
+    return GemmForm{};
+  }
+
+  Result<GemmForm> add_leaf(GemmForm& f, NodeId n) {
+    const Node& x = d_.node(n);
+    if (cutlass_type(x.dtype) == nullptr)
+      return refuse(x.loc, fmt::format("epilogue input '{}' is {}: the epilogue reads bf16, f16, f32 or f64 inputs", x.name,
+                                       dtype_name(x.dtype)));
+    int count[5] = {};
+    for (AxisId a : x.axes) ++count[class_of(a)];
+    auto all_or_none = [&](int k) { return count[k] == 0 || count[k] == static_cast<int>(classes_[k]->size()); };
+    GemmLeaf leaf{n, GemmLeaf::Kind::scalar};
+    if (count[kK] > 0 || count[kNone] > 0)  // cannot happen in a verified diagram whose output passed classify_axes
+      return refuse(x.loc, fmt::format("epilogue input '{}' has a contracted axis", x.name));
+    if (!all_or_none(kL))
+      return refuse(x.loc, fmt::format("epilogue input '{}' {} has some of the batch axes {}: it needs all or none of them",
+                                       x.name, axes_text(d_, x.axes), axes_text(d_, f.l)));
+    const bool m_all = count[kM] == static_cast<int>(f.m.size()), n_all = count[kN] == static_cast<int>(f.n.size());
+    if (count[kM] == 0 && count[kN] == 0) leaf.kind = GemmLeaf::Kind::scalar;
+    else if (count[kN] == 0 && m_all) leaf.kind = GemmLeaf::Kind::row_vector;
+    else if (count[kM] == 0 && n_all) leaf.kind = GemmLeaf::Kind::col_vector;
+    else if (m_all && n_all) leaf.kind = GemmLeaf::Kind::tensor;
+    else
+      return refuse(x.loc, fmt::format("epilogue input '{}' {} has part of the M axes {} or of the N axes {}: an epilogue "
+                                       "input has all or none of each",
+                                       x.name, axes_text(d_, x.axes), axes_text(d_, f.m), axes_text(d_, f.n)));
+    f.leaves.push_back(leaf);
+    return GemmForm{};
+  }
+
+  // Every tensor's axes of one class are adjacent and in the class's order; its innermost
+  // axis is of a class it may be contiguous along.
+  std::string layout_error(const std::string& what, const std::vector<AxisId>& order, std::initializer_list<Class> inner_ok,
+                           const char* inner_why) const {
+    for (int k = 0; k < 4; ++k) {
+      std::vector<AxisId> seen;
+      std::vector<std::size_t> at;
+      for (std::size_t i = 0; i < order.size(); ++i)
+        if (class_of(order[i]) == k) seen.push_back(order[i]), at.push_back(i);
+      if (seen.empty()) continue;
+      if (at.back() - at.front() + 1 != at.size())
+        return fmt::format("{} {}: its {} axes {} are not adjacent, so they cannot be one GEMM mode", what,
+                           axes_text(d_, order), kClassName[k], axes_text(d_, seen));
+      if (seen != *classes_[k])
+        return fmt::format("{} {}: its {} axes are in the order {}, {} has {}; a GEMM mode flattens them in one order", what,
+                           axes_text(d_, order), kClassName[k], axes_text(d_, seen), k == kN ? "B" : "A",
+                           axes_text(d_, *classes_[k]));
+    }
+    const Class inner = class_of(order.back());
+    if (std::find(inner_ok.begin(), inner_ok.end(), inner) == inner_ok.end())
+      return fmt::format("{} {}: its innermost axis {} is of class {}; {}", what, axes_text(d_, order),
+                         d_.axis(order.back()).name, inner == kNone ? "none" : kClassName[inner], inner_why);
+    return "";
+  }
+
+  Result<GemmForm> check_layouts(GemmForm& f) {
+    const Node& A = d_.node(f.a);
+    const Node& B = d_.node(f.b);
+    const char* tma = "TMA needs unit stride along M, N or K";
+    if (auto e = layout_error(fmt::format("A '{}'", A.name), A.axes, {kM, kK}, tma); !e.empty()) return refuse(A.loc, e);
+    if (auto e = layout_error(fmt::format("B '{}'", B.name), B.axes, {kN, kK}, tma); !e.empty()) return refuse(B.loc, e);
+    if (auto e = layout_error(fmt::format("the output '{}'", d_.node(f.output).name), f.out_axes, {kM, kN}, tma); !e.empty())
+      return refuse(out_loc_, e);
+    f.a_k_major = class_of(A.axes.back()) == kK;
+    f.b_k_major = class_of(B.axes.back()) == kK;
+    f.out_n_major = class_of(f.out_axes.back()) == kN;
+    for (const GemmLeaf& leaf : f.leaves) {
+      const Node& x = d_.node(leaf.node);
+      if (x.axes.empty()) continue;
+      const std::string what = fmt::format("epilogue input '{}'", x.name);
+      std::string e;
+      switch (leaf.kind) {
+        case GemmLeaf::Kind::scalar: e = layout_error(what, x.axes, {kL}, ""); break;
+        case GemmLeaf::Kind::row_vector:
+          e = layout_error(what, x.axes, {kM}, "a row vector is read with unit stride along M");
+          break;
+        case GemmLeaf::Kind::col_vector:
+          e = layout_error(what, x.axes, {kN}, "a column vector is read with unit stride along N");
+          break;
+        case GemmLeaf::Kind::tensor: e = layout_error(what, x.axes, {kM, kN}, tma); break;
+      }
+      if (!e.empty()) return refuse(x.loc, e);
+    }
+    return GemmForm{};
+  }
+
+  const ir::Diagram& d_;
+  const SourceText& src_;
+  SourceLoc out_loc_;
+  std::array<const std::vector<AxisId>*, 4> classes_{};
+  std::set<NodeId> cone_;
+};
+
+// The role letters of `order`'s dims.
+std::string roles(const GemmForm& f, const std::vector<AxisId>& order) {
+  const std::vector<AxisId>* classes[4] = {&f.m, &f.n, &f.k, &f.l};
+  std::string r;
+  for (AxisId a : order)
+    for (int k = 0; k < 4; ++k) {
+      auto it = std::find(classes[k]->begin(), classes[k]->end(), a);
+      if (it != classes[k]->end()) r += kRoleLetters[k][it - classes[k]->begin()];
+    }
+  return r;
+}
+
+// `{d0, d1}`: the dims of `order` in class `axes` (adjacent, outermost first).
+std::string dims_of(const std::vector<AxisId>& order, const std::vector<AxisId>& axes) {
   std::vector<int> dims;
   for (std::size_t i = 0; i < order.size(); ++i)
     if (contains(axes, order[i])) dims.push_back(static_cast<int>(i));
-  return dims;
-}
-bool adjacent(const std::vector<int>& dims) {
-  for (std::size_t i = 1; i < dims.size(); ++i)
-    if (dims[i] != dims[i - 1] + 1) return false;
-  return true;
-}
-
-std::string roles_of(const std::vector<AxisId>& order) {
-  std::string r;
-  for (AxisId a : order) r += static_cast<char>('a' + a);
-  return r;
+  return fmt::format("{{{}}}", fmt::join(dims, ", "));
 }
 
 }  // namespace
 
-Result<GemmForm> recognise_gemm(const ir::Diagram& d, const SourceText& src) {
-  GemmForm f;
-  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
-    const Node& x = d.node(n);
-    if (x.op == OpKind::contract) {
-      if (f.contraction >= 0) return make_error(src, x.loc, fmt::format("{}: a GEMM kernel has one contraction", d.label(n)));
-      f.contraction = n;
-    } else if (x.op == OpKind::iota) {
-      return make_error(src, x.loc, "an index in the epilogue: the GEMM's epilogue visitor tree has no index node");
-    } else if (x.op == OpKind::constant && !x.name.empty()) {
-      return make_error(src, x.loc, fmt::format("param '{}' in a GEMM's epilogue: not generated yet (write its value)", x.name));
-    } else if (x.op != OpKind::input && x.op != OpKind::constant && !ir::is_elementwise(x.op)) {
-      return make_error(src, x.loc, fmt::format("{}: a GEMM's epilogue is elementwise code", d.label(n)));
-    }
-  }
-  if (f.contraction < 0) return plain_error("no contraction: not a GEMM kernel");
-  const Node& c = d.node(f.contraction);
-  if (c.operands.size() != 2) return make_error(src, c.loc, "a GEMM contracts two operands");
-  f.a = c.operands[0];
-  f.b = c.operands[1];
-  for (NodeId o : {f.a, f.b})
-    if (d.node(o).op != OpKind::input)
-      return make_error(src, d.node(o).loc, fmt::format("{} is computed: a GEMM's operands are read from memory by TMA", d.label(o)));
-  const Node& A = d.node(f.a);
-  const Node& B = d.node(f.b);
-  if (A.dtype != B.dtype || cutlass_type(A.dtype) == nullptr || A.dtype == DType::f32)
-    return make_error(src, c.loc, fmt::format("operands {} and {}: the GEMM takes two bf16 or two f16 operands", dtype_name(A.dtype),
-                                              dtype_name(B.dtype)));
-  f.element = A.dtype;
-  if (d.outputs.size() != 1) return plain_error("a GEMM kernel writes one output");
-  f.output = d.outputs[0].node;
-  const std::vector<AxisId>& out_order = d.outputs[0].axes;
-  if (cutlass_type(d.node(f.output).dtype) == nullptr)
-    return make_error(src, d.node(f.output).loc, fmt::format("output {}: a GEMM writes bf16, f16 or f32", dtype_name(d.node(f.output).dtype)));
-  for (AxisId x : A.axes) {
-    if (contains(B.axes, x)) (contains(c.axes, x) ? f.l : f.k).push_back(x);
-    else if (contains(c.axes, x)) f.m.push_back(x);
-    else return make_error(src, c.loc, fmt::format("axis {} is summed within {}", d.axis(x).name, A.name));
-  }
-  for (AxisId x : B.axes)
-    if (!contains(A.axes, x)) {
-      if (contains(c.axes, x)) f.n.push_back(x);
-      else return make_error(src, c.loc, fmt::format("axis {} is summed within {}", d.axis(x).name, B.name));
-    }
-  if (f.k.size() != 1) return make_error(src, c.loc, fmt::format("{} contracted axes: the GEMM kernel contracts one", f.k.size()));
-  if (f.m.empty() || f.n.empty()) return make_error(src, c.loc, "a GEMM needs an axis of A alone and one of B alone (M and N)");
-  auto check_modes = [&](const Node& t, const std::vector<AxisId>& order, std::initializer_list<const std::vector<AxisId>*> modes,
-                         const std::vector<AxisId>& inner_ok) -> std::string {
-    for (const auto* mode : modes)
-      if (!adjacent(dims_of(order, *mode))) return fmt::format("{}'s axes of one GEMM mode are not adjacent in memory", t.name.empty() ? "the output" : t.name);
-    if (!contains(inner_ok, order.back()))
-      return fmt::format("{}'s innermost axis {} is a batch axis: TMA needs a contiguous M, N or K", t.name.empty() ? "the output" : t.name,
-                         d.axis(order.back()).name);
-    return "";
-  };
-  std::vector<AxisId> mk = f.m, nk = f.n, mn = f.m;
-  mk.insert(mk.end(), f.k.begin(), f.k.end());
-  nk.insert(nk.end(), f.k.begin(), f.k.end());
-  mn.insert(mn.end(), f.n.begin(), f.n.end());
-  if (auto e = check_modes(A, A.axes, {&f.m, &f.k, &f.l}, mk); !e.empty()) return make_error(src, A.loc, e);
-  if (auto e = check_modes(B, B.axes, {&f.n, &f.k, &f.l}, nk); !e.empty()) return make_error(src, B.loc, e);
-  if (auto e = check_modes(d.node(f.output), out_order, {&f.m, &f.n, &f.l}, mn); !e.empty()) return make_error(src, d.outputs[0].loc, e);
-  for (NodeId n : d.inputs()) {
-    if (n == f.a || n == f.b) continue;
-    const Node& x = d.node(n);
-    bool along_m = !x.axes.empty(), along_n = !x.axes.empty();
-    for (AxisId a : x.axes) {
-      along_m = along_m && (contains(f.m, a) || contains(f.l, a));
-      along_n = along_n && (contains(f.n, a) || contains(f.l, a));
-    }
-    const bool inner_m = !x.axes.empty() && contains(f.m, x.axes.back());
-    const bool inner_n = !x.axes.empty() && contains(f.n, x.axes.back());
-    if (along_m && inner_m && adjacent(dims_of(x.axes, f.m))) f.row_vectors.push_back(n);
-    else if (along_n && inner_n && adjacent(dims_of(x.axes, f.n))) f.col_vectors.push_back(n);
-    else
-      return make_error(src, x.loc, fmt::format("epilogue input '{}': the GEMM's epilogue reads vectors along M or along N "
-                                                "(a bias, a row scale); a tensor over both needs an aux load, not generated yet",
-                                                x.name));
-    if (cutlass_type(x.dtype) == nullptr)
-      return make_error(src, x.loc, fmt::format("epilogue input '{}' is {}: bf16, f16 or f32", x.name, dtype_name(x.dtype)));
-  }
-  return f;
-}
+Result<GemmForm> recognise_gemm(const ir::Diagram& d, const SourceText& src) { return Recogniser(d, src).run(); }
 
-std::string describe_gemm(const ir::Diagram& d, const GemmForm& f) {
-  auto names = [&](const std::vector<AxisId>& v) {
-    std::vector<std::string> s;
-    for (AxisId a : v) s.push_back(d.axis(a).name);
-    return fmt::format("{}", fmt::join(s, " "));
-  };
-  return fmt::format("gemm {} [{}] x {} [{}] over {}{}; epilogue reads {} row and {} column vector(s); writes {}", d.node(f.a).name,
-                     names(d.node(f.a).axes), d.node(f.b).name, names(d.node(f.b).axes), names(f.k),
-                     f.l.empty() ? "" : ", batched over " + names(f.l), f.row_vectors.size(), f.col_vectors.size(),
-                     d.node(f.output).name);
+std::string describe_gemm(const GemmForm& f) {
+  std::string inputs = f.leaves.empty() ? "no aux input" : fmt::format("{} aux input{}", f.leaves.size(), f.leaves.size() == 1 ? "" : "s");
+  if (!f.params.empty()) inputs += fmt::format(", {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s");
+  return fmt::format("gemm {}x{} -> {}; epilogue: {}; {}", f.a_text, f.b_text, f.out_text, f.epilogue_text, inputs);
 }
 
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
                              const std::string& entry_name) {
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
-  const Node& O = d.node(f.output);
-  const std::vector<AxisId>& out_order = d.outputs[0].axes;
-  const bool a_k_major = contains(f.k, A.axes.back());
-  const bool b_k_major = contains(f.k, B.axes.back());
-  const bool d_n_major = contains(f.n, out_order.back());
+  const Node& Y = d.node(f.output);
+  auto names = [&](const std::vector<AxisId>& v) {
+    std::vector<std::string> n;
+    for (AxisId a : v) n.push_back(d.axis(a).name);
+    return v.empty() ? std::string("-") : fmt::format("{}", fmt::join(n, " "));
+  };
   std::string out = fmt::format(
-      "// SPDX-License-Identifier: Apache-2.0\n// Generated by napkin {} from {} ({}). Do not edit: `napkin build` writes it.\n"
-      "// {}\n// {}\n// schedule: {}\n#include \"napkin/gemm_kernel.h\"\n\nnamespace {{\n\nusing namespace cute;\n\n",
-      prov.napkin_version, prov.source_name, prov.diagram_key, prov.derived, describe_gemm(d, f), plan::gemm_schedule_text(s));
-  // The epilogue functor: the diagram's code from the accumulator and the vectors.
-  std::map<NodeId, std::string> leaves{{f.contraction, "x0[i]"}};
-  std::vector<NodeId> vectors = f.row_vectors;
-  vectors.insert(vectors.end(), f.col_vectors.begin(), f.col_vectors.end());
-  std::string params = "cutlass::Array<float, N> const& x0";
-  for (std::size_t i = 0; i < vectors.size(); ++i) {
-    leaves[vectors[i]] = fmt::format("x{}[i]", i + 1);
-    params += fmt::format(", cutlass::Array<float, N> const& x{}", i + 1);
+      "// SPDX-License-Identifier: Apache-2.0\n"
+      "// Generated by napkin {} from {} ({}). Do not edit: `napkin build` writes it.\n"
+      "// {}\n// {}\n// schedule: {}\n"
+      "#include \"napkin/gemm_kernel.h\"\n\nnamespace {{\n\n",
+      prov.napkin_version, prov.source_name, prov.diagram_key, prov.derived, describe_gemm(f), plan::gemm_schedule_text(s));
+
+  // The configuration: operands, layouts and schedule.
+  out += fmt::format("// M = {}, N = {}, K = {}, L = {}: A {}{} {}-major, B {}{} {}-major, D {}{} {}-major.\n", names(f.m),
+                     names(f.n), names(f.k), names(f.l), A.name, f.a_text, f.a_k_major ? "K" : "M", B.name, f.b_text,
+                     f.b_k_major ? "K" : "N", Y.name, f.out_text, f.out_n_major ? "N" : "M");
+  out += fmt::format(
+      "using Config = napkin::gemm::Config<{0}, {1}, cutlass::layout::{2}, cutlass::layout::{3}, cutlass::layout::{4},\n"
+      "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}>;\n",
+      cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
+      f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k,
+      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false");
+  std::map<NodeId, std::string> known{{f.contraction, "acc[i]"}};
+  std::string leaf_types, params_list = "cutlass::Array<float, N> const& acc";
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    const char* t = cutlass_type(x.dtype);
+    std::string type;
+    switch (f.leaves[i].kind) {
+      case GemmLeaf::Kind::scalar: type = fmt::format("Config::Scalar<{}>", t); break;
+      case GemmLeaf::Kind::row_vector: type = fmt::format("Config::RowVector<{}>", t); break;
+      case GemmLeaf::Kind::col_vector: type = fmt::format("Config::ColVector<{}>", t); break;
+      case GemmLeaf::Kind::tensor: {
+        const bool n_major = contains(f.n, x.axes.back());
+        type = fmt::format("Config::Tensor<{}, cutlass::layout::{}>", t, n_major ? "RowMajor" : "ColumnMajor");
+        break;
+      }
+    }
+    out += fmt::format("using Leaf{} = {};  // {}{}\n", i + 1, type, x.name, axes_text(d, x.axes));
+    leaf_types += fmt::format(", Leaf{}", i + 1);
+    known[f.leaves[i].node] = fmt::format("x{}[i]", i + 1);
+    params_list += fmt::format(", cutlass::Array<float, N> const& x{}", i + 1);
   }
-  expression::Writer w(d, leaves);
+  out += "\n";
+  if (!f.params.empty()) {
+    out += "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
+    for (NodeId p : f.params)
+      out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
+    out += "};\n\n";
+    params_list += ", Params const& a";
+  }
+
+  // The epilogue functor.
+  expression::Writer w(d, known);
   std::string body;
   const std::string result = w.value(f.output, body, "      ");
-  out += "// The diagram's epilogue, elementwise on a fragment of the accumulator.\ntemplate <class T>\nstruct Epilogue;\n";
-  out += fmt::format("template <int N>\nstruct Epilogue<cutlass::Array<float, N>> {{\n  CUTLASS_DEVICE cutlass::Array<float, N> "
-                     "operator()({}) const {{\n    cutlass::Array<float, N> out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < N; ++i) {{\n",
-                     params);
-  out += body + fmt::format("      out[i] = static_cast<float>({});\n    }}\n    return out;\n  }}\n}};\n\n", result);
-  out += fmt::format("using Element = {};\nusing ElementD = {};\n", cutlass_type(f.element), cutlass_type(O.dtype));
-  out += fmt::format("using LayoutA = cutlass::layout::{};  // {}-major A\n", a_k_major ? "RowMajor" : "ColumnMajor", a_k_major ? "K" : "M");
-  out += fmt::format("using LayoutB = cutlass::layout::{};  // {}-major B\n", b_k_major ? "ColumnMajor" : "RowMajor", b_k_major ? "K" : "N");
-  out += fmt::format("using LayoutD = cutlass::layout::{};  // {}-major D\n", d_n_major ? "RowMajor" : "ColumnMajor", d_n_major ? "N" : "M");
-  out += fmt::format("using TileShape = Shape<_{}, _{}, _{}>;\nusing ClusterShape = Shape<_{}, _{}, _1>;\n", s.tile_m, s.tile_n, s.tile_k,
-                     s.cluster_m, s.cluster_n);
-  out += fmt::format("using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecialized{};\n", s.pingpong ? "Pingpong" : "Cooperative");
-  out += fmt::format("using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized{};\n", s.pingpong ? "" : "Cooperative");
-  out += "using namespace cutlass::epilogue::fusion;\n";
-  std::string leaf_types;
-  for (std::size_t i = 0; i < vectors.size(); ++i) {
-    const bool row = i < f.row_vectors.size();  // along M: CUTLASS's column broadcast
-    out += fmt::format("using Leaf{} = Sm90{}Broadcast<0, TileShape, {}, float, Stride<{}, int64_t>>;  // {}\n", i + 1,
-                       row ? "Col" : "Row", cutlass_type(d.node(vectors[i]).dtype), row ? "_1, _0" : "_0, _1", d.node(vectors[i]).name);
-    leaf_types += fmt::format(", Leaf{}", i + 1);
-  }
-  out += fmt::format("using EVT = Sm90EVT<Sm90Compute<Epilogue, ElementD, float, cutlass::FloatRoundStyle::round_to_nearest>, "
-                     "Sm90AccFetch{}>;\n\n", leaf_types);
-  out += "using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<\n"
-         "    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,\n"
-         "    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, 128 / cutlass::sizeof_bits<ElementD>::value,\n"
-         "    ElementD, LayoutD, 128 / cutlass::sizeof_bits<ElementD>::value, EpilogueSchedule, EVT>::CollectiveOp;\n";
-  out += fmt::format(
-      "using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<\n"
-      "    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, 8, Element, LayoutB, 8, float, TileShape, ClusterShape,\n"
-      "    {},\n    KernelSchedule>::CollectiveOp;\n",
-      s.stages > 0 ? fmt::format("cutlass::gemm::collective::StageCount<{}>", s.stages)
-                   : "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>");
-  out += "using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;\n"
-         "using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;\n\n}  // namespace\n\n";
+  out += "// The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.\n"
+         "template <class T>\nstruct Epilogue {\n";
+  if (!f.params.empty()) out += "  using Arguments = Params;\n";
+  out += fmt::format("  template <int N>\n  CUTLASS_DEVICE cutlass::Array<float, N> operator()({}) const {{\n"
+                     "    cutlass::Array<float, N> out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < N; ++i) {{\n",
+                     params_list);
+  out += body + fmt::format("      out[i] = {};\n    }}\n    return out;\n  }}\n}};\n\n", result);
+  out += fmt::format("using Kernel = napkin::gemm::Kernel<Config, Epilogue{}>;\n\n}}  // namespace\n\n", leaf_types);
 
-  // The entry.
+  // The entry: bind, flatten and check, run.
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
-  out += fmt::format("  const napkin_tensor* A = tb.bind(\"{}\", {}, \"{}\");\n", A.name, abi(A.dtype), roles_of(A.axes));
-  out += fmt::format("  const napkin_tensor* B = tb.bind(\"{}\", {}, \"{}\");\n", B.name, abi(B.dtype), roles_of(B.axes));
-  out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", O.name, abi(O.dtype), roles_of(out_order));
-  for (std::size_t i = 0; i < vectors.size(); ++i) {
-    const Node& v = d.node(vectors[i]);
-    out += fmt::format("  const napkin_tensor* V{} = tb.bind(\"{}\", {}, \"{}\");\n", i + 1, v.name, abi(v.dtype), roles_of(v.axes));
+  out += fmt::format("  const napkin_tensor* A = tb.bind(\"{}\", {}, \"{}\");\n", A.name, abi_dtype(A.dtype), roles(f, A.axes));
+  out += fmt::format("  const napkin_tensor* B = tb.bind(\"{}\", {}, \"{}\");\n", B.name, abi_dtype(B.dtype), roles(f, B.axes));
+  out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", Y.name, abi_dtype(Y.dtype), roles(f, f.out_axes));
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    out += fmt::format("  const napkin_tensor* X{} = tb.bind(\"{}\", {}, \"{}\");\n", i + 1, x.name, abi_dtype(x.dtype), roles(f, x.axes));
+  }
+  if (!f.params.empty()) {
+    out += "  Params params;\n";
+    for (NodeId p : f.params)
+      out += fmt::format("  params.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
   }
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
-  out += "  napkin::gemm::Mode am, ak, al, bn, bk, bl, dm, dn, dl;\n  std::string e;\n";
-  auto flat = [&](const char* t, const std::string& name, const std::vector<AxisId>& order, const std::vector<AxisId>& mode,
-                  const char* var) {
-    const std::vector<int> dims = dims_of(order, mode);
-    std::string list;
-    for (int x : dims) list += (list.empty() ? "" : ", ") + std::to_string(x);
-    if (dims.empty()) return fmt::format("  {}.extent = 1;\n", var);
-    return fmt::format("  {{ static const int dims[] = {{{}}}; if (e.empty()) e = napkin::gemm::flatten({}, \"{}\", dims, {}, &{}); }}\n",
-                       list, t, name, dims.size(), var);
+  out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
+  auto mode = [&](const char* var, const char* t, const std::string& name, const std::vector<AxisId>& order,
+                  const std::vector<AxisId>& cls, const char* cls_name) {
+    if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
+      return fmt::format("  const napkin::gemm::Mode {};\n", var);
+    return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
   };
-  out += flat("A", A.name, A.axes, f.m, "am") + flat("A", A.name, A.axes, f.k, "ak") + flat("A", A.name, A.axes, f.l, "al");
-  out += flat("B", B.name, B.axes, f.n, "bn") + flat("B", B.name, B.axes, f.k, "bk") + flat("B", B.name, B.axes, f.l, "bl");
-  out += flat("D", O.name, out_order, f.m, "dm") + flat("D", O.name, out_order, f.n, "dn") + flat("D", O.name, out_order, f.l, "dl");
-  out += "  if (!e.empty()) return napkin::host::fail(e, err, err_len);\n";
-  out += fmt::format("  if ({}.stride != 1 || {}.stride != 1 || {}.stride != 1)\n    return napkin::host::fail(\"{}, {} and {} need unit "
-                     "stride along their innermost dim\", err, err_len);\n",
-                     a_k_major ? "ak" : "am", b_k_major ? "bk" : "bn", d_n_major ? "dn" : "dm", A.name, B.name, O.name);
-  out += "  const int M = static_cast<int>(am.extent), N = static_cast<int>(bn.extent), K = static_cast<int>(ak.extent), "
-         "L = static_cast<int>(al.extent);\n";
-  out += a_k_major ? "  const auto sa = cute::make_stride(am.stride, cute::Int<1>{}, al.stride);\n"
-                   : "  const auto sa = cute::make_stride(cute::Int<1>{}, ak.stride, al.stride);\n";
-  out += b_k_major ? "  const auto sb = cute::make_stride(bn.stride, cute::Int<1>{}, bl.stride);\n"
-                   : "  const auto sb = cute::make_stride(cute::Int<1>{}, bk.stride, bl.stride);\n";
-  out += d_n_major ? "  const auto sd = cute::make_stride(dm.stride, cute::Int<1>{}, dl.stride);\n"
-                   : "  const auto sd = cute::make_stride(cute::Int<1>{}, dn.stride, dl.stride);\n";
-  std::string leaf_args;
-  for (std::size_t i = 0; i < vectors.size(); ++i) {
-    const Node& v = d.node(vectors[i]);
-    const bool row = i < f.row_vectors.size();
-    const std::vector<int> ldims = dims_of(v.axes, f.l);
-    out += fmt::format("  napkin::gemm::Mode v{}l;\n", i + 1);
-    if (ldims.empty()) out += fmt::format("  v{}l.stride = 0;\n", i + 1);
-    else {
-      std::string list;
-      for (int x : ldims) list += (list.empty() ? "" : ", ") + std::to_string(x);
-      out += fmt::format("  {{ static const int dims[] = {{{}}}; e = napkin::gemm::flatten(V{}, \"{}\", dims, {}, &v{}l); }}\n", list,
-                         i + 1, v.name, ldims.size(), i + 1);
+  out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
+  out += mode("bn", "B", B.name, B.axes, f.n, "N") + mode("bk", "B", B.name, B.axes, f.k, "K") + mode("bl", "B", B.name, B.axes, f.l, "L");
+  out += mode("dm", "D", Y.name, f.out_axes, f.m, "M") + mode("dn", "D", Y.name, f.out_axes, f.n, "N") +
+         mode("dl", "D", Y.name, f.out_axes, f.l, "L");
+  std::vector<std::string> leaf_checks, leaf_args;
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    const std::string t = fmt::format("X{}", i + 1), v = fmt::format("x{}", i + 1);
+    out += mode((v + "l").c_str(), t.c_str(), x.name, x.axes, f.l, "L");
+    switch (f.leaves[i].kind) {
+      case GemmLeaf::Kind::scalar:
+        leaf_args.push_back(fmt::format("napkin::gemm::scalar<Leaf{}>({}, {}l)", i + 1, t, v));
+        break;
+      case GemmLeaf::Kind::row_vector:
+        out += mode((v + "m").c_str(), t.c_str(), x.name, x.axes, f.m, "M");
+        leaf_checks.push_back(fmt::format("  s.vector({}, \"{}\", {}m, \"M\");\n", t, x.name, v));
+        leaf_args.push_back(fmt::format("napkin::gemm::row_vector<Leaf{}>({}, {}l)", i + 1, t, v));
+        break;
+      case GemmLeaf::Kind::col_vector:
+        out += mode((v + "n").c_str(), t.c_str(), x.name, x.axes, f.n, "N");
+        leaf_checks.push_back(fmt::format("  s.vector({}, \"{}\", {}n, \"N\");\n", t, x.name, v));
+        leaf_args.push_back(fmt::format("napkin::gemm::col_vector<Leaf{}>({}, {}l)", i + 1, t, v));
+        break;
+      case GemmLeaf::Kind::tensor: {
+        out += mode((v + "m").c_str(), t.c_str(), x.name, x.axes, f.m, "M") + mode((v + "n").c_str(), t.c_str(), x.name, x.axes, f.n, "N");
+        const bool n_major = contains(f.n, x.axes.back());
+        leaf_checks.push_back(fmt::format("  s.tma({0}, \"{1}\", {2}{3}, \"{4}\", {{{2}{5}, {2}l}}, false);\n", t, x.name, v,
+                                          n_major ? "n" : "m", n_major ? "N" : "M", n_major ? "m" : "n"));
+        leaf_args.push_back(fmt::format("napkin::gemm::tensor<Leaf{0}>({1}, {2}m, {2}n, {2}l)", i + 1, t, v));
+        break;
+      }
     }
-    out += fmt::format("  if (V{0}->strides[V{0}->rank - 1] != 1) return napkin::host::fail(\"'{1}' needs unit stride along its "
-                       "innermost dim\", err, err_len);\n", i + 1, v.name);
-    leaf_args += fmt::format(", {{static_cast<const {}*>(V{}->data), {}(0), {{{}, int64_t(v{}l.stride)}}}}", cutlass_type(v.dtype), i + 1,
-                             cutlass_type(v.dtype), row ? "_1{}, _0{}" : "_0{}, _1{}", i + 1);
   }
-  out += "  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm, {M, N, K, L},\n"
-         "      {static_cast<const Element*>(A->data), sa, static_cast<const Element*>(B->data), sb},\n";
-  out += fmt::format("      {{{{{{}}{}, {{}}}}, nullptr, sd, static_cast<ElementD*>(D->data), sd}}}};\n", leaf_args);
-  out += "  e = napkin::gemm::run<Gemm>(args, static_cast<cudaStream_t>(stream));\n"
+  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
+                     f.a_k_major ? "am" : "ak");
+  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
+                     f.b_k_major ? "bn" : "bk");
+  out += fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, true);\n", Y.name, f.out_n_major ? "dn" : "dm",
+                     f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn");
+  for (const std::string& c : leaf_checks) out += c;
+  out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
+  std::string fusion = "{}";
+  for (const std::string& a : leaf_args) fusion += ",\n       " + a;
+  fusion += f.params.empty() ? ", {}" : ", params";
+  out += fmt::format(
+      "  const Kernel::Arguments args{{\n"
+      "      cutlass::gemm::GemmUniversalMode::kGemm,\n"
+      "      {{int(am.extent), int(bn.extent), int(ak.extent), int(al.extent)}},\n"
+      "      {{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
+      "       static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl)}},\n"
+      "      {{{{{}}},\n"
+      "       nullptr, {{}}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}}}};\n",
+      fusion);
+  out += "  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));\n"
          "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
   return out;
 }

@@ -1,14 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
-// GEMM kernels: a kernel of a plan that is one contraction of two inputs and elementwise code
-// after it, written as a CUDA translation unit that assembles CUTLASS's Hopper GEMM (TMA,
-// warp-specialised, persistent; cooperative or ping-pong) through the collective builders, with
-// the diagram's epilogue as an epilogue visitor tree: the accumulator and the epilogue's inputs
-// (row vectors along M, column vectors along N) feed one compute node whose functor is the
-// diagram's elementwise code (runtime/include/napkin/gemm_kernel.h). CUDA-free: it writes text.
+// The GEMM family: a kernel of a plan that is one contraction of two inputs followed by
+// elementwise code, recognised in its diagram and written as a CUDA translation unit over the
+// device library runtime/include/napkin/gemm_kernel.h (CUTLASS's Hopper GEMM through the sm90
+// collective builders, the epilogue an epilogue visitor tree). CUDA-free: it writes text.
 //
-// Axis classes: M = in A and the output, not B; N = in B and the output, not A; K = in A and B,
-// not the output (one axis); L (batch) = in all three. Several axes of a class are one mode,
-// contiguous in memory (checked at launch).
+// The family:   Y = epilogue( contract(A, B over K), leaves, params )
+//   A, B        two inputs of the diagram, both bf16 or both f16, read only by the contraction
+//   epilogue    elementwise code over the accumulator (f32), constants, params and leaves
+//   leaves      the other inputs the epilogue reads, each one of
+//                 scalar      axes within L (none: one value; all of L: one per batch)
+//                 row vector  all of M (and all of L, or none): one value per output row
+//                 col vector  all of N (and all of L, or none): one value per output column
+//                 tensor      all of M and N (and all of L, or none): loaded by TMA
+//   Y           the one output, bf16, f16 or f32, over exactly M, N and L
+//
+// Axis classes, by set membership: M = in A and Y, not B; N = in B and Y, not A; K = in A and
+// B, not Y (contracted); L (batch) = in A, B and Y. The axes of one class are one GEMM mode: in
+// every tensor that has them they are adjacent in storage order and in the same relative order
+// (flattened at launch, which checks that their strides make them contiguous). A tensor's
+// innermost axis decides its major mode: A is K- or M-major, B K- or N-major, Y and tensor
+// leaves M- or N-major; vectors have their M (N) axes innermost; L is never innermost.
+//
+// Semantics are the reference interpreter's (docs/language.md, Dtypes): the contraction
+// accumulates in f32, the epilogue runs in f32, every `as bf16`/`as f16` rounds to nearest even,
+// and the store rounds to the output's dtype.
+//
+// Anything else is refused with the op, its location and the reason.
 #pragma once
 
 #include <string>
@@ -21,23 +38,47 @@
 
 namespace napkin::emit {
 
-struct GemmForm {
-  ir::NodeId a = -1, b = -1;       // the operands (inputs)
-  ir::NodeId contraction = -1;
-  ir::NodeId output = -1;
-  std::vector<ir::AxisId> m, n, k, l;  // axis classes, each in diagram order
-  std::vector<ir::NodeId> row_vectors;  // epilogue inputs along M (and L): one value per row
-  std::vector<ir::NodeId> col_vectors;  // epilogue inputs along N (and L): one value per column
-  DType element = DType::bf16;     // A's and B's
+// An input the epilogue reads besides A and B: one leaf of the epilogue visitor tree.
+struct GemmLeaf {
+  enum class Kind { scalar, row_vector, col_vector, tensor };
+  ir::NodeId node = -1;
+  Kind kind = Kind::scalar;
+  bool operator==(const GemmLeaf&) const = default;
 };
 
-// The GEMM form of `d`, or the reason it has none, located at the op that breaks it.
+struct GemmForm {
+  ir::NodeId a = -1, b = -1;             // the operands (inputs)
+  ir::NodeId contraction = -1;           // contract(A, B over K)
+  ir::NodeId output = -1;                // the output node (the epilogue's top)
+  // Axis classes, each in its flattening order (outermost first): M, K and L as A stores
+  // them, N as B does.
+  std::vector<ir::AxisId> m, n, k, l;
+  std::vector<ir::AxisId> out_axes;      // the order the output is written in
+  std::vector<GemmLeaf> leaves;          // in node order
+  std::vector<ir::NodeId> params;        // named constants the epilogue reads, in node order
+  DType element = DType::bf16;           // A's and B's
+  DType out_dtype = DType::bf16;         // the output's
+  bool a_k_major = true;                 // else M-major
+  bool b_k_major = true;                 // else N-major
+  bool out_n_major = true;               // else M-major
+  // For describe_gemm: "[t e]", "[e f]", "[t f]" and the epilogue as an expression of `acc`
+  // (the accumulator), the leaves' and params' names and constants.
+  std::string a_text, b_text, out_text, epilogue_text;
+};
+
+// The GEMM form of `d`, or the reason it has none, located at the op that breaks it (`src` is
+// the diagram's text, for the caret).
 Result<GemmForm> recognise_gemm(const ir::Diagram& d, const SourceText& src);
 
-// The translation unit, exporting `entry_name` (the C interface of napkin/kernel_abi.h).
+// The translation unit exporting `entry_name` (napkin_kernel_launch_fn of napkin/kernel_abi.h):
+// binds the inputs and the output by their diagram names, checks dtypes, ranks, sizes, strides
+// and alignment (errors name the tensor and what was expected), and runs the GEMM on the stream.
+// M, N, K and L are runtime sizes; the schedule `s` is compiled in. Pre: `f` is
+// recognise_gemm(d, ...)'s. Deterministic.
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
                              const KernelProvenance& prov, const std::string& entry_name);
 
-std::string describe_gemm(const ir::Diagram& d, const GemmForm& f);
+// One line: "gemm [t e]x[e f] -> [t f]; epilogue: acc + b as bf16; 1 aux input".
+std::string describe_gemm(const GemmForm& f);
 
 }  // namespace napkin::emit

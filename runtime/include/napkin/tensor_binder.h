@@ -126,6 +126,11 @@ class TensorBinder {
       case 'd': return "head dim";
       case 'e': return "value head dim";
       case 'r': return "row axis";
+      // GEMM kernels (napkin/gemm_kernel.h): the i-th axis of a GEMM mode takes its mode's i-th letter.
+      case 'm': case 'M': case 'i': case 'I': return "GEMM M, output rows";
+      case 'n': case 'N': case 'j': case 'J': return "GEMM N, output columns";
+      case 'K': case 'c': case 'C': case 'u': return "GEMM K, contracted";
+      case 'l': case 'L': case 'z': case 'Z': return "GEMM L, batch";
       default: return "axis";
     }
   }
