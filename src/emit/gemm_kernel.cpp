@@ -291,6 +291,12 @@ class Recogniser {
       return refuse(x.loc, fmt::format("epilogue input '{}' {} has part of the M axes {} or of the N axes {}: an epilogue "
                                        "input has all or none of each",
                                        x.name, axes_text(d_, x.axes), axes_text(d_, f.m), axes_text(d_, f.n)));
+    // A TMA load would read one [m n] slice for every batch through a zero batch stride, which
+    // the tensor map's strides are not documented to allow.
+    if (leaf.kind == GemmLeaf::Kind::tensor && !f.l.empty() && count[kL] == 0)
+      return refuse(x.loc, fmt::format("epilogue input '{}' {} is over M and N but not the batch axes {}: a tensor leaf is "
+                                       "loaded by TMA over all of the output's axes",
+                                       x.name, axes_text(d_, x.axes), axes_text(d_, f.l)));
     f.leaves.push_back(leaf);
     return GemmForm{};
   }

@@ -160,7 +160,7 @@ TEST(GemmKernel, FindsAxisClassesLeavesAndMajorModes) {
   // Every kind of leaf, and A M-major.
   const Loaded l = parse("leaves.napkin",
                          "axes l=2 m=256 k=128 n=512\nin A[l k m] bf16\nin B[l k n] bf16\nin s[l] bf16\nin r[l m] f16\n"
-                         "in c[n] f32\nin t[m n] f32\nY = (contract(A, B over k) * s + r + c) * t as f16\nout Y\n");
+                         "in c[n] f32\nin t[l m n] f32\nY = (contract(A, B over k) * s + r + c) * t as f16\nout Y\n");
   auto f = emit::recognise_gemm(l.diagram, l.src);
   ASSERT_TRUE(f.ok()) << f.error().format();
   EXPECT_FALSE(f->a_k_major);
@@ -169,7 +169,7 @@ TEST(GemmKernel, FindsAxisClassesLeavesAndMajorModes) {
   EXPECT_EQ(f->leaves[0].kind, GemmLeaf::Kind::scalar);
   EXPECT_EQ(f->leaves[1].kind, GemmLeaf::Kind::row_vector);
   EXPECT_EQ(f->leaves[2].kind, GemmLeaf::Kind::col_vector);
-  EXPECT_EQ(f->leaves[3].kind, GemmLeaf::Kind::tensor);  // over M and N, broadcast over L
+  EXPECT_EQ(f->leaves[3].kind, GemmLeaf::Kind::tensor);
   EXPECT_EQ(emit::describe_gemm(*f), "gemm [l k m]x[l k n] -> [l m n]; epilogue: (acc * s + r + c) * t as f16; 4 aux inputs");
 }
 
@@ -246,6 +246,9 @@ TEST(GemmKernel, RefusesWhatIsNotAGemmWithTheOpAndWhy) {
        "axes b=2 h=4 t=64 e=128 f=64\nin X[b h t e] bf16\nin W[b h e f] bf16\nin r[h t] f32\n"
        "Y = contract(X, W over e) * r as bf16\nout Y\n",
        "some of the batch axes", 4},
+      {"a tensor leaf broadcast over the batch",
+       "axes b=2 t=64 e=128 f=64\nin X[b t e] bf16\nin W[b e f] bf16\nin R[t f] f32\nY = contract(X, W over e) * R as bf16\nout Y\n",
+       "a tensor leaf is loaded by TMA over all of the output's axes", 4},
       {"an i32 epilogue input", h + "in Z[t f] i32\nY = contract(X, W over e) * Z as bf16\nout Y\n",
        "reads bf16, f16, f32 or f64 inputs", 4},
       {"M axes not adjacent",
