@@ -42,7 +42,12 @@ def napkin_binary():
 
 
 class Kernel:
-    """A generated kernel library (libkernel.so) and its manifest."""
+    """A generated kernel library (libkernel.so) and its manifest.
+
+    A call costs the CPU about as much as a torch operator: what depends only on the manifest
+    (names, dtypes, the argument array's layout) is prepared once here, and a call fills in the
+    tensors' pointers, shapes and strides. Calls on one Kernel from several threads at once
+    share its error buffer."""
 
     def __init__(self, directory):
         self.directory = pathlib.Path(directory)
@@ -59,6 +64,19 @@ class Kernel:
         self.output = self.manifest["outputs"][0]
         self.params = {p["name"]: p["value"] for p in self.manifest.get("params", [])}
         self.name = pathlib.Path(self.manifest["diagram"]["file"]).stem
+        # Prepared once: per tensor (inputs, then the output) its name, axes, torch dtype and code.
+        specs = self.inputs + [self.output]
+        self._input_names = [s["name"] for s in self.inputs]
+        self._input_set = frozenset(self._input_names)
+        self._names = [s["name"].encode() for s in specs]
+        self._axes = [[a["name"] for a in s["axes"]] for s in specs]
+        self._codes = [_DTYPE_CODES[s["dtype"]] for s in specs]
+        self._torch_dtypes = None  # on the first call (importing torch is the caller's choice)
+        self._out_axes = [a["name"] for a in self.output["axes"]]
+        self._param_names = [n.encode() for n in self.params]
+        self._array_type = _Tensor * (len(specs) + len(self.params))
+        self._err = ctypes.create_string_buffer(1024)
+        self._launch = self._lib.napkin_kernel_launch
 
     def __repr__(self):
         names = ", ".join(i["name"] for i in self.inputs)
@@ -78,72 +96,72 @@ class Kernel:
             raise ValueError(f"{self.name}: '{name}' must have {len(want)} dims [{' '.join(want)}], got shape "
                              f"{tuple(t.shape)}")
 
+    def _ok(self, i, t, torch):
+        """The fast form of _check: True when tensor i is a CUDA tensor of its dtype and rank."""
+        return isinstance(t, torch.Tensor) and t.is_cuda and t.dtype is self._torch_dtypes[i] and t.dim() == len(self._axes[i])
+
     def __call__(self, *args, out=None, **tensors):
         """Inputs by position or name; params (the diagram's named constants) by name, as
         numbers, else the diagram's values."""
         import torch
-        params = {n: float(tensors.pop(n)) for n in list(tensors) if n in self.params}
-        if len(args) > len(self.inputs):
-            raise TypeError(f"{self.name}: {len(self.inputs)} inputs, got {len(args)} positional tensors")
-        for spec, t in zip(self.inputs, args):
-            if spec["name"] in tensors:
-                raise TypeError(f"{self.name}: '{spec['name']}' given twice")
-            tensors[spec["name"]] = t
-        names = {i["name"] for i in self.inputs}
-        unknown = sorted(set(tensors) - names)
-        if unknown:
-            raise TypeError(f"{self.name}: unknown tensor(s) {unknown}; the inputs are {[i['name'] for i in self.inputs]}"
-                            + (f", the params {sorted(self.params)}" if self.params else ""))
+        if self._torch_dtypes is None:
+            self._torch_dtypes = [_torch_dtype(s["dtype"]) for s in self.inputs + [self.output]]
+        params = {n: float(tensors.pop(n)) for n in list(tensors) if n in self.params} if self.params else {}
+        n_in = len(self.inputs)
+        if args:
+            if len(args) > n_in:
+                raise TypeError(f"{self.name}: {n_in} inputs, got {len(args)} positional tensors")
+            for name, t in zip(self._input_names, args):
+                if name in tensors:
+                    raise TypeError(f"{self.name}: '{name}' given twice")
+                tensors[name] = t
+        if len(tensors) != n_in or not self._input_set.issuperset(tensors):
+            unknown = sorted(set(tensors) - self._input_set)
+            if unknown:
+                raise TypeError(f"{self.name}: unknown tensor(s) {unknown}; the inputs are {self._input_names}"
+                                + (f", the params {sorted(self.params)}" if self.params else ""))
+            for spec in self.inputs:
+                if spec["name"] not in tensors:
+                    dims = " ".join(a["name"] for a in spec["axes"])
+                    raise TypeError(f"{self.name}: missing tensor '{spec['name']}' [{dims}] {spec['dtype']}")
+        values = [tensors[n] for n in self._input_names]
         sizes = {}
-        for spec in self.inputs:
-            if spec["name"] not in tensors:
-                dims = " ".join(a["name"] for a in spec["axes"])
-                raise TypeError(f"{self.name}: missing tensor '{spec['name']}' [{dims}] {spec['dtype']}")
-            t = tensors[spec["name"]]
-            self._check(spec, t)
-            for a, n in zip(spec["axes"], t.shape):
-                sizes.setdefault(a["name"], n)
-        o_shape = [sizes[a["name"]] for a in self.output["axes"]]
+        for i, t in enumerate(values):
+            if not self._ok(i, t, torch):
+                self._check(self.inputs[i], t)
+            for a, n in zip(self._axes[i], t.shape):
+                sizes.setdefault(a, n)
+        o_shape = [sizes[a] for a in self._out_axes]
         if out is None:
-            out = torch.empty(o_shape, dtype=_torch_dtype(self.output["dtype"]), device=tensors[self.inputs[0]["name"]].device)
+            out = torch.empty(o_shape, dtype=self._torch_dtypes[n_in], device=values[0].device)
         else:
-            self._check(self.output, out)
+            if not self._ok(n_in, out, torch):
+                self._check(self.output, out)
             if list(out.shape) != o_shape:
                 raise ValueError(f"{self.name}: out must have shape {tuple(o_shape)}, got {tuple(out.shape)}")
-        specs = self.inputs + [self.output]
-        values = [tensors[s["name"]] for s in self.inputs] + [out]
-        arr = (_Tensor * len(specs))()
-        keep = []
-        for i, (spec, t) in enumerate(zip(specs, values)):
-            nm = spec["name"].encode()
-            keep.append(nm)
-            arr[i].name = nm
-            arr[i].data = t.data_ptr()
-            arr[i].dtype = _DTYPE_CODES[spec["dtype"]]
-            arr[i].rank = t.dim()
-            for j in range(t.dim()):
-                arr[i].shape[j] = t.shape[j]
-                arr[i].strides[j] = t.stride(j)
+        values.append(out)
+        arr = self._array_type()
+        for i, t in enumerate(values):
+            e = arr[i]
+            e.name, e.data, e.dtype, e.rank = self._names[i], t.data_ptr(), self._codes[i], t.dim()
+            e.shape[:e.rank] = t.shape
+            e.strides[:e.rank] = t.stride()
         scalars = []
-        for name, value in params.items():
-            entry = _Tensor()
-            nm = name.encode()
-            keep.append(nm)
-            scalars.append(ctypes.c_double(value))
-            entry.name, entry.data, entry.dtype, entry.rank = nm, ctypes.addressof(scalars[-1]), _DTYPE_CODES["f64"], 0
-            specs.append({"name": name})
-            values.append(entry)
-        arr2 = (_Tensor * len(specs))()
-        for i in range(len(arr)):
-            arr2[i] = arr[i]
-        for i, entry in enumerate(values[len(arr):]):
-            arr2[len(arr) + i] = entry
-        arr = arr2
-        err = ctypes.create_string_buffer(1024)
-        with torch.cuda.device(out.device):
-            stream = torch.cuda.current_stream().cuda_stream
-            if self._lib.napkin_kernel_launch(arr, len(specs), ctypes.c_void_p(stream), err, len(err)) != 0:
-                raise ValueError(f"{self.name}: {err.value.decode()}")
+        for j, name in enumerate(self.params):
+            if name not in params:
+                continue
+            scalars.append(ctypes.c_double(params[name]))
+            e = arr[len(values) + len(scalars) - 1]
+            e.name, e.data, e.dtype, e.rank = self._param_names[j], ctypes.addressof(scalars[-1]), _DTYPE_CODES["f64"], 0
+        count = len(values) + len(scalars)
+        device = out.device.index
+        if device is not None and device != torch.cuda.current_device():
+            with torch.cuda.device(device):
+                status = self._launch(arr, count, torch.cuda.current_stream().cuda_stream, self._err, len(self._err))
+        else:
+            status = self._launch(arr, count, torch.cuda.current_stream().cuda_stream, self._err, len(self._err))
+        if status != 0:
+            raise ValueError(f"{self.name}: {self._err.value.decode()}")
         return out
 
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/builder.h"
 #include "sched/skip.h"
@@ -440,6 +441,16 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
   const double waves = std::ceil(groups_total / slots);
   e.wave_efficiency = groups_total / (waves * slots);
   double worst = 0;
+  // Without an asynchronous warpgroup MMA (sm_80, sm_89: mma.sync), the warps that issue the
+  // tensor-core work also do the exp and the FP32 arithmetic between the contractions, so the
+  // compute units serialise: their times add (FlashAttention-2 on the A100 reaches 50-73 % of
+  // the tensor-core peak; digest §FA2). With wgmma (sm_90) they overlap, as the paper assumes.
+  const bool async_mma = m.limits.warpgroup_size_threads.has_value();
+  if (!async_mma)
+    e.overlap = "the compute units serialise (synchronous MMA: the same warps issue every unit's work) and overlap the "
+                "links (roofline over the links), after wave quantization";
+  double compute_s = 0;
+  std::vector<std::string> compute_units;
   for (auto& [key, c] : by_unit) {
     c.time_s = c.ops / *m.peak_ops_per_s(c.unit, c.dtype) / e.wave_efficiency;
     c.what = fmt::format("{} {}", arch::unit_name(c.unit), dtype_name(c.dtype));
@@ -449,6 +460,12 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
       e.bound = c.what;
     }
     e.units.push_back(c);
+    compute_s += c.time_s;
+    compute_units.push_back(c.what);
+  }
+  if (!async_mma && compute_units.size() > 1 && compute_s > worst) {
+    e.bound = fmt::format("{} in series", fmt::join(compute_units, " + "));
+    worst = compute_s;
   }
   for (UnitCost& op : e.ops) op.time_s = op.ops / *m.peak_ops_per_s(op.unit, op.dtype) / e.wave_efficiency;
   for (const LevelCost& lc : e.levels) {
@@ -478,13 +495,31 @@ sched::Schedule default_schedule(const Diagram& d, const sched::StreamingReport&
     }
     return keep;
   };
+  // An axis is worth a tile > 1 when tiling it saves re-reads that matter: the inputs broadcast
+  // over it (re-read once per tile) are at least an eighth of the largest such set. A key-padding
+  // mask [b k] is broadcast over h, but tiling h to share it would multiply the K and V a group
+  // holds for a few kilobytes saved.
+  std::map<ir::AxisId, double> reread_bytes;
+  double most = 0;
+  for (const sched::AxisStreaming& as : report.axes) {
+    double bytes = 0;
+    for (const std::string& name : as.broadcast_inputs) {
+      const Node& x = d.node(*d.find_node(name));
+      double elements = 1;  // in double: huge axes must not overflow
+      for (ir::AxisId a : x.axes) elements *= static_cast<double>(d.axis(a).size);
+      bytes += elements * static_cast<double>(dtype_bytes(x.dtype));
+    }
+    reread_bytes[as.axis] = bytes;
+    most = std::max(most, bytes);
+  }
+  auto worth_tiling = [&](ir::AxisId a) { return reread_bytes[a] > 0 && reread_bytes[a] >= most / 8; };
   auto level = [&](std::string_view name, std::int64_t reread_tile, bool stream, std::int64_t chunk) {
     LevelSchedule l;
     l.level = std::string(name);
     for (const sched::AxisStreaming& as : report.axes) {
       const ir::Axis& ax = d.axis(as.axis);
       if (as.kind == sched::AxisKind::woven)
-        l.tiles.push_back({ax.name, as.broadcast_inputs.empty() ? 1 : std::min(reread_tile, ax.size)});
+        l.tiles.push_back({ax.name, worth_tiling(as.axis) ? std::min(reread_tile, ax.size) : 1});
       else if (stream && as.kind == sched::AxisKind::streamed)
         l.streams.push_back({ax.name, std::min(chunk, ax.size), as.accumulators});
     }

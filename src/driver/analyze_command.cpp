@@ -14,6 +14,7 @@
 #include "ir/printer.h"
 #include "sched/schedule.h"
 #include "sched/streaming.h"
+#include "search/search.h"
 
 namespace napkin::driver {
 
@@ -146,6 +147,14 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
   const double hbm_values = machine->bytes_per_s(arch::kL2) / dtype_bytes(dt);
   std::vector<cost::Threshold> thresholds;
   if (peak) thresholds = cost::compute_bound_thresholds(form, d, *peak, hbm_values);
+  // Where derive configures the diagram with the Hopper solver, its best schedule's prediction
+  // (the overlap model) is the answer; the estimate above is the roofline of the default
+  // schedule, a bound. Both are printed so that analyze and derive never disagree silently.
+  std::optional<search::Ranked> configured;
+  if (!options.schedule) {
+    auto found = search::search(d, report, *machine);
+    if (found && found->method == "configuration solver" && !found->ranked.empty()) configured = found->ranked.front();
+  }
   const double analysis_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   CommandOutput r;
@@ -162,6 +171,13 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
     j["streamable"] = streamable_json(d, report);
     j["closed_form"] = {{"text", form.text()}, {"terms", terms}, {"tile_relations", relations},
                         {"flops", form.flops}, {"thresholds", th}, {"threshold_dtype", dtype_name(dt)}};
+    if (configured)
+      j["configured"] = {{"method", "configuration solver"},
+                         {"predicted_time_s", configured->predicted_time_s},
+                         {"tflops", configured->tflops},
+                         {"bound", configured->bound},
+                         {"summary", configured->summary},
+                         {"schedule", sched::to_string(configured->schedule)}};
     j["analysis_s"] = analysis_s;
     r.out = json_text(j);
     return r;
@@ -191,6 +207,12 @@ CommandOutput analyze(const DiagramArgs& args, const AnalyzeOptions& options) {
     }
   }
   s += "\n" + estimate_text(*est);
+  if (configured)
+    s += fmt::format(
+        "configured (derive's solver, the overlap model): {}, {:.1f} TFLOP/s, bound by {}\n  {}: {}\n"
+        "  (the prediction; the roofline above, of the default schedule, is a bound)\n",
+        seconds_text(configured->predicted_time_s), configured->tflops, configured->bound, configured->summary,
+        sched::to_string(configured->schedule));
   r.out = s;
   if (does_not_fit) {
     r.exit_code = 1;

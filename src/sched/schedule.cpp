@@ -20,30 +20,55 @@ const LevelSchedule* Schedule::find(std::string_view level) const {
   return nullptr;
 }
 
+std::string_view overlap_name(Overlap o) {
+  switch (o) {
+    case Overlap::sequential: return "sequential";
+    case Overlap::intra_warpgroup: return "intra_warpgroup";
+    case Overlap::pingpong: return "pingpong";
+  }
+  return "?";
+}
+
+std::optional<Overlap> parse_overlap(std::string_view name) {
+  for (Overlap o : {Overlap::sequential, Overlap::intra_warpgroup, Overlap::pingpong})
+    if (overlap_name(o) == name) return o;
+  return std::nullopt;
+}
+
+namespace {
+// A name as the text writes it: quoted where it is a clause word ("keep"), so that it reads back.
+std::string name_text(const std::string& n) {
+  static const std::set<std::string, std::less<>> kWords = {"tile",   "stream",  "keep",   "groups",
+                                                            "stages", "cluster", "overlap"};
+  return kWords.count(n) ? "\"" + n + "\"" : n;
+}
+}  // namespace
+
 std::string to_string(const Schedule& s) {
   std::string out;
   for (const LevelSchedule& l : s.levels) {
     std::vector<std::string> clauses;
     if (!l.tiles.empty()) {
       std::string c = "tile";
-      for (const TiledAxis& t : l.tiles) c += fmt::format(" {}={}", t.axis, t.tile);
+      for (const TiledAxis& t : l.tiles) c += fmt::format(" {}={}", name_text(t.axis), t.tile);
       clauses.push_back(std::move(c));
     }
     if (!l.streams.empty()) {
       std::string c = "stream";
       for (const StreamedAxis& t : l.streams)
-        c += fmt::format(" {}={}:{}", t.axis, t.chunk, accumulators_text(t.accumulators));
+        c += fmt::format(" {}={}:{}", name_text(t.axis), t.chunk, accumulators_text(t.accumulators));
       clauses.push_back(std::move(c));
     }
     if (!l.keep.empty()) {
       std::string c = "keep";
       for (const Residency& r : l.keep)
-        c += " " + r.tensor + (r.dtype ? ":" + std::string(dtype_name(*r.dtype)) : std::string{});
+        c += " " + name_text(r.tensor) + (r.dtype ? ":" + std::string(dtype_name(*r.dtype)) : std::string{});
       clauses.push_back(std::move(c));
     }
     if (l.groups != 1) clauses.push_back(fmt::format("groups={}", l.groups));
     if (l.stages != 1) clauses.push_back(fmt::format("stages={}", l.stages));
     if (l.cluster != 1) clauses.push_back(fmt::format("cluster={}", l.cluster));
+    if (l.overlap) clauses.push_back(fmt::format("overlap={}", overlap_name(*l.overlap)));
     if (!out.empty()) out += ' ';
     out += l.level + "{" + fmt::format("{}", fmt::join(clauses, "; ")) + "}";
   }
@@ -59,7 +84,7 @@ struct LevelPos {
   int name = 0;
   std::vector<int> tile_axis, tile_size, stream_axis, stream_size, stream_acc, keep_tensor,
       keep_dtype;
-  int groups = 0, stages = 0, cluster = 0;
+  int groups = 0, stages = 0, cluster = 0, overlap = 0;
 };
 
 // ---------------------------------------------------------------- lexer
@@ -70,6 +95,7 @@ struct Token {
   Tok kind = Tok::end;
   std::string text;
   int column = 1;
+  bool quoted = false;  // a name written "keep": never a clause word
 };
 
 std::string describe(const Token& t) {
@@ -95,7 +121,21 @@ std::vector<Token> lex(std::string_view s) {
     }
     const char c = s[i];
     auto is_ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
-    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+    if (c == '"') {  // a quoted name: a tensor or axis that a clause word names
+      std::size_t j = i + 1;
+      while (j < s.size() && is_ident(s[j])) ++j;
+      const bool ok = j < s.size() && s[j] == '"' && j > i + 1 && !std::isdigit(static_cast<unsigned char>(s[i + 1]));
+      if (!ok) {
+        t.kind = Tok::error;
+        t.text = "\"";
+        ++i;
+      } else {
+        t.kind = Tok::ident;
+        t.text = std::string(s.substr(i + 1, j - i - 1));
+        t.quoted = true;
+        i = j + 1;
+      }
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       std::size_t j = i;
       while (j < s.size() && is_ident(s[j])) ++j;
       t.kind = Tok::ident;
@@ -203,12 +243,12 @@ class Parser {
 
   void clause(LevelSchedule& l, LevelPos& p, std::set<std::string>& seen) {
     const Token kw = peek();
-    if (kw.kind != Tok::ident) expected("a clause: tile, stream, keep, groups=, stages= or cluster=");
-    static const std::set<std::string, std::less<>> kClauses = {"tile", "stream", "keep",
-                                                                "groups", "stages", "cluster"};
+    if (kw.kind != Tok::ident || kw.quoted) expected("a clause: tile, stream, keep, groups=, stages=, cluster= or overlap=");
+    static const std::set<std::string, std::less<>> kClauses = {"tile",   "stream",  "keep",   "groups",
+                                                                "stages", "cluster", "overlap"};
     if (!kClauses.count(kw.text))
-      fail(kw, fmt::format("unknown clause {}; expected tile, stream, keep, groups=, stages= or "
-                           "cluster=", describe(kw)));
+      fail(kw, fmt::format("unknown clause {}; expected tile, stream, keep, groups=, stages=, "
+                           "cluster= or overlap=", describe(kw)));
     next();
     if (!seen.insert(kw.text).second)
       fail(kw, fmt::format("'{}' appears twice in level '{}'", kw.text, l.level));
@@ -282,6 +322,12 @@ class Parser {
         p.keep_tensor.push_back(tensor.column);
         p.keep_dtype.push_back(dtype_col);
       }
+    } else if (kw.text == "overlap") {
+      expect(Tok::assign, "'=' after 'overlap'");
+      const Token v = expect(Tok::ident, "an overlap after 'overlap=' (sequential, intra_warpgroup or pingpong)");
+      l.overlap = parse_overlap(v.text);
+      if (!l.overlap) fail(v, fmt::format("unknown overlap '{}'; expected sequential, intra_warpgroup or pingpong", v.text));
+      p.overlap = v.column;
     } else {
       expect(Tok::assign, fmt::format("'=' after '{}'", kw.text));
       const int col = peek().column;
@@ -297,8 +343,9 @@ class Parser {
   }
   // Clause words are reserved: "tile q=1 stages=2" is a missing ';', not an axis 'stages'.
   static bool is_clause(const Token& t) {
-    return t.kind == Tok::ident && (t.text == "tile" || t.text == "stream" || t.text == "keep" ||
-                                    t.text == "groups" || t.text == "stages" || t.text == "cluster");
+    return t.kind == Tok::ident && !t.quoted && (t.text == "tile" || t.text == "stream" || t.text == "keep" ||
+                                    t.text == "groups" || t.text == "stages" || t.text == "cluster" ||
+                                    t.text == "overlap");
   }
   bool more_items() const {
     if (peek().kind != Tok::ident) return false;
@@ -447,6 +494,11 @@ std::optional<Diagnostic> validate_impl(const Schedule& s, const ir::Diagram& d,
         return at(level_col(li, counts[k].second),
                   fmt::format("{} in level '{}' must be positive, found {}", count_names[k], L,
                               counts[k].first));
+    if (l.overlap == Overlap::pingpong && l.groups < 2)
+      return at(level_col(li, &LevelPos::overlap),
+                fmt::format("overlap=pingpong in level '{}' needs groups=2 or more (two groups take turns), found "
+                            "groups={}",
+                            L, l.groups));
   }
   return std::nullopt;
 }

@@ -5,14 +5,15 @@
 // outermost first), the schedule says which axes are tiled (group partition, tile size),
 // which are streamed (stream partition, chunk size and accumulator), which tensors are kept
 // at the level and in which dtype, how many groups of the level run concurrently inside one
-// unit of the level above, the pipeline stages and the cluster size.
+// unit of the level above, the pipeline stages, the cluster size, and how the level's
+// concurrent groups overlap their tensor-core work with the rest (overlap=, Hopper warpgroups).
 //
 // Canonical text (one line; docs/streaming.md has the grammar):
 //
 //   smem{tile b=1 h=1 q=128; stream k=128:online_softmax; keep Q K:fp8e4m3 V; stages=2} rmem{tile q=64; groups=3}
 //
-// Clauses print in the fixed order tile, stream, keep, groups, stages, cluster; a clause at
-// its default (empty list, or 1) is left out; axes and tensors keep the order written, which
+// Clauses print in the fixed order tile, stream, keep, groups, stages, cluster, overlap; a
+// clause at its default (empty list, 1, or no overlap named) is left out; axes and tensors keep the order written, which
 // is the loop order. to_string(parse(t)) == t for canonical t, and parse(to_string(s)) == s.
 #pragma once
 
@@ -51,6 +52,14 @@ struct Residency {
   bool operator==(const Residency&) const = default;
 };
 
+// How a level's groups overlap tensor-core work with the rest (softmax, exp, rescale):
+// sequential (one after the other in each group), intra_warpgroup (a group's softmax of one
+// chunk under its own next GEMM), pingpong (two groups take turns: one's softmax under the
+// other's GEMMs; needs groups >= 2).
+enum class Overlap : std::uint8_t { sequential, intra_warpgroup, pingpong };
+std::string_view overlap_name(Overlap o);
+std::optional<Overlap> parse_overlap(std::string_view name);
+
 struct LevelSchedule {
   std::string level;  // "smem", "rmem", ...; never "gmem"
   std::vector<TiledAxis> tiles;
@@ -60,6 +69,7 @@ struct LevelSchedule {
                     // (for the first level: per SM, e.g. CTAs or warpgroups per SM)
   int stages = 1;   // pipeline stages (buffers in flight) for the streamed chunks
   int cluster = 1;  // groups that share this level through a thread-block cluster
+  std::optional<Overlap> overlap;  // unnamed: the cost model's perfect overlap (roofline)
   bool operator==(const LevelSchedule&) const = default;
 };
 

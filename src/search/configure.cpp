@@ -27,14 +27,6 @@ std::optional<RowLayout> parse_row_layout(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view overlap_name(Overlap o) {
-  switch (o) {
-    case Overlap::sequential: return "sequential";
-    case Overlap::intra_warpgroup: return "intra_warpgroup";
-    case Overlap::pingpong: return "pingpong";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -462,6 +454,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   }
   smem.stages = std::max(1, c.stages);
   rmem.groups = out.warpgroups;
+  rmem.overlap = c.overlap == Overlap::pingpong && out.warpgroups < 2 ? Overlap::sequential : c.overlap;
   out.schedule.levels = {smem, rmem};
   return out;
 }

@@ -25,8 +25,8 @@ namespace napkin::search {
 //   intra_warpgroup  t_first + max(t_rest, (1 + f) * max(t_sfu, t_fma))  softmax under the next GEMM
 //   pingpong         max(t_tc, (1 + f) * max(t_sfu, t_fma))           warpgroups alternate units
 // where f is the overhead allowance on non-tensor work (the paper's 50 %, FA3's reading 66 %).
-enum class Overlap : std::uint8_t { sequential, intra_warpgroup, pingpong };
-std::string_view overlap_name(Overlap o);
+using sched::Overlap;  // sched/schedule.h: the schedule text records it (overlap=)
+using sched::overlap_name;
 
 // Where a warpgroup's rows live in its threads:
 //   thread  one row per thread, so w_q is a multiple of 128 (the paper's model, §1)

@@ -19,12 +19,29 @@ double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
   return 2 * tile * (p.out_bytes_per_element + p.epilogue_bytes_per_element) + 1024;
 }
 
+// The raster band width that makes one wave's footprint square in operand elements: a wave of W
+// tiles in bands s tiles wide along N spans W/s tiles along M, so A's rows (W/s * tile_m) equal
+// B's columns (s * tile_n) at s = sqrt(W * tile_m / tile_n). Powers of two up to 8 (CUTLASS's
+// scheduler); 1 (the heuristic raster) where the problem is narrower than the band in either
+// direction, since a wave then covers the whole width anyway (the H100 sweep measured swizzle 8
+// at 0.6x the heuristic on 8 row tiles: bench/NOTES.md, GEMM sweep).
+int wave_swizzle(const GemmProblem& p, const GemmSchedule& s, double sms) {
+  const double m_tiles = static_cast<double>(ceil_div(p.m, s.tile_m)), n_tiles = static_cast<double>(ceil_div(p.n, s.tile_n));
+  const double wave = std::min(sms, m_tiles * n_tiles * static_cast<double>(p.l));
+  const double ideal = std::sqrt(wave * static_cast<double>(s.tile_m) / static_cast<double>(s.tile_n * p.outputs));
+  int swizzle = 1;
+  while (swizzle < 8 && swizzle * 2 <= ideal * 1.5) swizzle *= 2;
+  if (swizzle > 1 && (n_tiles < 2 * swizzle || m_tiles < wave / swizzle)) return 1;
+  return swizzle;
+}
+
 }  // namespace
 
 std::string gemm_schedule_text(const GemmSchedule& s) {
   std::string t = fmt::format("tile {}x{}x{} cluster {}x{}", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n);
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
+  if (s.swizzle > 1) t += fmt::format(" swizzle {}", s.swizzle);
   return t;
 }
 
@@ -84,7 +101,15 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // ping-pong with 3 stages ran at half of cuBLAS.
   const int stages_per_consumer = s.pingpong ? stages / 2 : stages;
   const double pipelining = stages_per_consumer >= 4 ? 1.0 : stages_per_consumer == 3 ? 0.9 : stages_per_consumer == 2 ? 0.7 : 0.5;
-  const double efficiency = pipelining * std::min(1.0, (smem_read_per_clk / bytes_per_step) / (*rate / flop_per_step));
+  // The SM's shared-memory port serves WGMMA's operand reads and TMA's writes of every stage: a
+  // tile that keeps it busy a fraction d of the time (reads and writes at the tensor cores' rate)
+  // runs at 1 / (1 + 0.28 d^2) of that rate. Fitted on the H100 sweep (bench/NOTES.md, GEMM sweep):
+  // 128x256 cooperative tiles (d = 1.0) at 0.78 of the datasheet rate, 128x128 tiles (d = 1.25) at
+  // 0.88 of those; 64-row ping-pong tiles, which write a B panel per 64 rows, rank below both.
+  const double write_bytes_per_flop = static_cast<double>(s.tile_m + s.tile_n * p.outputs) * in_bytes /
+                                      (2.0 * static_cast<double>(s.tile_m * s.tile_n) * p.outputs);
+  const double smem_demand = (bytes_per_step / flop_per_step + write_bytes_per_flop) * *rate / smem_read_per_clk;
+  const double efficiency = pipelining / (1.0 + 0.28 * smem_demand * smem_demand);
   const double tiles = static_cast<double>(ceil_div(p.m, s.tile_m) * ceil_div(p.n, s.tile_n) * p.l);
   const double waves = std::ceil(tiles / sms);
   const double tile_flop = 2.0 * static_cast<double>(s.tile_m * s.tile_n) * static_cast<double>(p.k) * p.outputs;
@@ -146,6 +171,7 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
         for (auto tk : tile_ks)
           for (auto [cm, cn] : clusters) {
             GemmSchedule s{tm, tn, tk, cm, cn, 0, pingpong};
+            s.swizzle = wave_swizzle(p, s, static_cast<double>(m.sm_count.value));
             ++out.considered;
             GemmVerdict v = estimate_gemm(p, s, m);
             if (!v.fits) {

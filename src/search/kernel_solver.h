@@ -36,9 +36,13 @@ struct GemmSchedule {
   int cluster_m = 1, cluster_n = 1;                       // CTAs per cluster (TMA multicast)
   int stages = 0;                                         // smem pipeline stages; 0: as many as fit
   bool pingpong = false;  // two consumer warpgroups on alternate tiles; else cooperative (both on one tile)
+  // The persistent scheduler's raster: 1 is CUTLASS's heuristic order; N > 1 walks M first in
+  // bands N tiles wide along N, so that a wave's tiles share operand panels in L2.
+  int swizzle = 1;
   bool operator==(const GemmSchedule&) const = default;
 };
-std::string gemm_schedule_text(const GemmSchedule& s);  // "tile 128x256x64 cluster 2x1 stages 4 cooperative"
+// "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1)
+std::string gemm_schedule_text(const GemmSchedule& s);
 
 // A row or elementwise kernel's schedule: rows per CTA and threads per row.
 struct RowSchedule {

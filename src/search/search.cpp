@@ -74,6 +74,7 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
   SearchResult r;
   r.method = "cost model over schedules";
   const sched::Schedule base = cost::default_schedule(d, report, m);
+  std::set<std::string> seen;  // clamping to small axes makes some candidates the same schedule
   for (std::int64_t tile : {16, 32, 64, 128, 256})
     for (std::int64_t chunk : {32, 64, 128})
       for (int stages : {1, 2, 3, 4}) {
@@ -85,8 +86,20 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
           for (auto& st : l.streams) st.chunk = std::min(chunk, d.axis(*d.find_axis(st.axis)).size);
           if (l.level == arch::kSmem) l.stages = stages;
         }
-        ++r.considered;
+        // The l2 group holds whole smem groups: an l2 tile smaller than the smem tile cut from it
+        // grows to it (the l2 capacity check below then decides).
+        for (auto& l2 : s.levels) {
+          if (l2.level != arch::kL2) continue;
+          for (const auto& l : s.levels) {
+            if (l.level != arch::kSmem) continue;
+            for (const auto& t : l.tiles)
+              for (auto& u : l2.tiles)
+                if (u.axis == t.axis) u.tile = std::max(u.tile, t.tile);
+          }
+        }
         const std::string line = sched::to_string(s);
+        if (!seen.insert(line).second) continue;
+        ++r.considered;
         if (auto invalid = sched::validate_schedule(s, d)) {  // never rank what analyze would refuse
           ++r.rejected["invalid"];
           r.rejections.push_back({line, invalid->message});

@@ -58,10 +58,12 @@ namespace napkin::gemm {
 // One GEMM kernel's types. ElementAB: the operands' dtype (bf16 or f16); LayoutA/B/D: CUTLASS's
 // layout tags (A RowMajor = K-major, B ColumnMajor = K-major, D RowMajor = N-major); the tile,
 // cluster and stage count (0: as many as fit beside the epilogue) and the kernel schedule come
-// from the plan's GemmSchedule.
+// from the plan's GemmSchedule, and so does the persistent scheduler's swizzle (1: CUTLASS's
+// heuristic raster; N > 1: along M in bands of N tiles, see run).
 template <class ElementAB, class ElementD_, class LayoutA_, class LayoutB_, class LayoutD_, int kTileM, int kTileN, int kTileK,
-          int kClusterM, int kClusterN, int kStages, bool kPingpong>
+          int kClusterM, int kClusterN, int kStages, bool kPingpong, int kSwizzle_ = 1>
 struct Config {
+  static constexpr int kSwizzle = kSwizzle_;
   using Element = ElementAB;
   using ElementD = ElementD_;
   using LayoutA = LayoutA_;
@@ -277,9 +279,14 @@ inline int sm_count(int device) {
 }
 
 // Runs the GEMM on `stream` (workspace, if any, from the stream's allocator): "" or the reason
-// it cannot.
+// it cannot. swizzle > 1 rasters the persistent tiles along M in bands of `swizzle` tiles along N
+// (a wave's operand panels then fit in L2 together); 1 keeps CUTLASS's heuristic order.
 template <class Gemm>
-std::string run(typename Gemm::Arguments args, cudaStream_t stream) {
+std::string run(typename Gemm::Arguments args, cudaStream_t stream, int swizzle = 1) {
+  if (swizzle > 1) {
+    args.scheduler.max_swizzle_size = swizzle;
+    args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongM;
+  }
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return std::string("cudaGetDevice: ") + cudaGetErrorString(e);
   args.hw_info.device_id = device;

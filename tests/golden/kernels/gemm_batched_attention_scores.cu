@@ -9,7 +9,7 @@ namespace {
 
 // M = q, N = k, K = d, L = b h: A Q[b h q d] K-major, B K[b h k d] K-major, D S[b h q k] N-major.
 using Config = napkin::gemm::Config<cutlass::half_t, float, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                                    128, 128, 64, 1, 1, 4, true>;
+                                    128, 128, 64, 1, 1, 4, true, 1>;
 
 // The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.
 template <class T>
@@ -56,6 +56,6 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
        static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl)},
       {{{}, {}},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));
+  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

@@ -9,7 +9,7 @@ namespace {
 
 // M = m, N = n, K = k, L = l: A A[l k m] M-major, B B[l k n] N-major, D Y[l m n] N-major.
 using Config = napkin::gemm::Config<cutlass::bfloat16_t, cutlass::half_t, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor, cutlass::layout::RowMajor,
-                                    128, 64, 64, 1, 2, 4, true>;
+                                    128, 64, 64, 1, 2, 4, true, 1>;
 using Leaf1 = Config::Scalar<double>;  // s[l]
 using Leaf2 = Config::RowVector<cutlass::bfloat16_t>;  // r[l m]
 using Leaf3 = Config::ColVector<cutlass::half_t>;  // c[n]
@@ -94,6 +94,6 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
        napkin::gemm::col_vector<Leaf3>(X3, x3l),
        napkin::gemm::tensor<Leaf4>(X4, x4m, x4n, x4l), params},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));
+  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

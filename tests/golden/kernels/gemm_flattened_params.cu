@@ -9,7 +9,7 @@ namespace {
 
 // M = b s, N = h d, K = e, L = g: A X[g b s e] K-major, B W[g e h d] N-major, D Y[g h d b s] M-major.
 using Config = napkin::gemm::Config<cutlass::half_t, float, cutlass::layout::RowMajor, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,
-                                    128, 128, 64, 2, 1, 0, false>;
+                                    128, 128, 64, 2, 1, 0, false, 1>;
 using Leaf1 = Config::Scalar<float>;  // gain[g]
 using Leaf2 = Config::Tensor<cutlass::half_t, cutlass::layout::ColumnMajor>;  // res[g h d b s]
 
@@ -79,6 +79,6 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
        napkin::gemm::scalar<Leaf1>(X1, x1l),
        napkin::gemm::tensor<Leaf2>(X2, x2m, x2n, x2l), params},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));
+  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

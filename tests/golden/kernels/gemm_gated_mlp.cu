@@ -9,7 +9,7 @@ namespace {
 
 // M = t, N = f, K = e, L = -: A X[t e] K-major, B Wu[e f] N-major, D H[t f] N-major.
 using Config = napkin::gemm::Config<cutlass::bfloat16_t, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::layout::RowMajor, cutlass::layout::RowMajor,
-                                    128, 128, 64, 2, 1, 0, false>;
+                                    128, 128, 64, 2, 1, 0, false, 1>;
 using Leaf1 = Config::Tensor<float, cutlass::layout::RowMajor>;  // G[t f]
 
 // The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.
@@ -69,6 +69,6 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
       {{{},
        napkin::gemm::tensor<Leaf1>(X1, x1m, x1n, x1l), {}},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));
+  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

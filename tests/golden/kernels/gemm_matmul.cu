@@ -9,7 +9,7 @@ namespace {
 
 // M = m, N = n, K = k, L = -: A A[m k] K-major, B B[k n] N-major, D C[m n] N-major.
 using Config = napkin::gemm::Config<cutlass::bfloat16_t, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::layout::RowMajor, cutlass::layout::RowMajor,
-                                    128, 128, 64, 2, 1, 0, false>;
+                                    128, 128, 64, 2, 1, 0, false, 1>;
 
 // The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.
 template <class T>
@@ -57,6 +57,6 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
        static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl)},
       {{{}, {}},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream));
+  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

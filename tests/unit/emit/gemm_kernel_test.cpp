@@ -177,7 +177,7 @@ TEST(GemmKernel, EmitsTheScheduleRolesAndChecks) {
   const std::string unit = emit_case(find_case("flattened_params"));
   // The schedule, compiled in; the operands' layouts.
   EXPECT_NE(unit.find("cutlass::layout::RowMajor, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor,\n"
-                      "                                    128, 128, 64, 2, 1, 0, false>"),
+                      "                                    128, 128, 64, 2, 1, 0, false, 1>"),
             std::string::npos)
       << unit;
   // One role letter per dim: M (b s) = "mM", N (h d) = "nN", K (e) = "K", L (g) = "l".

@@ -83,6 +83,21 @@ TEST(Plan, AttentionFamilyExamplesAreOneAttentionKernel) {
   }
 }
 
+// On a machine without the Hopper configuration solver (the A100: the cost-model search), the
+// attention family is still one fused kernel: the search's l2 tile grows to hold its smem tile
+// (it was left smaller for document_mask, whose segment ids widen what l2 keeps, and every
+// candidate was invalid).
+TEST(Plan, AttentionFamilyExamplesAreOneKernelOnTheA100Too) {
+  auto a100 = arch::find_machine("a100-sxm4-80g", arch::default_machines_dir());
+  ASSERT_TRUE(a100.ok());
+  for (const char* e : {"attention", "causal", "document_mask", "key_padding", "alibi"}) {
+    SCOPED_TRACE(e);
+    auto r = plan::derive_plan(example(e), a100.value());
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(kinds(r->chosen), std::vector<K>{K::attention});
+  }
+}
+
 TEST(Plan, GemmFamilyPlans) {
   auto r = derive(example("matmul"));
   EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::gemm});
@@ -189,6 +204,39 @@ TEST(GemmSolver, OverCapacitySchedulesGetNoTime) {
   const search::GemmVerdict w = search::estimate_gemm(p, {128, 256, 64, 1, 1, 9, false}, h100());
   EXPECT_FALSE(w.fits);
   EXPECT_EQ(w.reason_class, "smem");
+}
+
+// The H100 sweep's rankings (bench/NOTES.md, GEMM sweep; bench/results/gemm_sweep_h100_20261125):
+// 128x256 cooperative tiles on large problems, 128x192 where 128x256 leaves a wave 45 % empty,
+// no 64-row ping-pong tiles, and the scheduler's swizzle only where a wave's band fits the problem.
+TEST(GemmSolver, RanksAsTheH100SweepMeasured) {
+  auto best = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    search::GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    auto r = search::solve_gemm(p, h100());
+    EXPECT_TRUE(r.ok());
+    return r->ranked.front().schedule;
+  };
+  const search::GemmSchedule square = best(4096, 4096, 4096);
+  EXPECT_EQ(square.tile_m, 128);
+  EXPECT_EQ(square.tile_n, 256);
+  EXPECT_FALSE(square.pingpong);
+  EXPECT_EQ(square.swizzle, 8);
+  const search::GemmSchedule qkv_1k = best(1024, 6144, 4096);
+  EXPECT_EQ(qkv_1k.tile_n, 192) << search::gemm_schedule_text(qkv_1k);
+  EXPECT_EQ(qkv_1k.swizzle, 1) << "a problem 8 tiles tall is narrower than a band of 8";
+  for (std::int64_t tokens : {1024, 4096, 16384})
+    for (auto [k, n] : {std::pair<std::int64_t, std::int64_t>{4096, 6144}, {4096, 4096}, {4096, 14336}, {14336, 4096}}) {
+      const search::GemmSchedule s = best(tokens, n, k);
+      EXPECT_GE(s.tile_m, 128) << tokens << "x" << n << "x" << k << ": " << search::gemm_schedule_text(s);
+    }
+}
+
+TEST(GemmSolver, SwizzleAppearsInTheScheduleText) {
+  search::GemmSchedule s{128, 256, 64, 1, 1, 0, false};
+  EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative");
+  s.swizzle = 4;
+  EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative swizzle 4");
 }
 
 }  // namespace

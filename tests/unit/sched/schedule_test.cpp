@@ -33,7 +33,9 @@ constexpr const char* kFlash =
 TEST(Schedule, CanonicalTextRoundTrips) {
   const ir::Diagram d = example("attention.napkin");
   for (const char* text : {kFlash, "", "smem{}", "smem{stream q=64:none; cluster=2}",
-                           "smem{tile q=128; keep O:f32; groups=2; stages=3; cluster=2}"}) {
+                           "smem{tile q=128; keep O:f32; groups=2; stages=3; cluster=2}",
+                           "smem{tile q=128; stages=2} rmem{tile q=64; groups=2; overlap=pingpong}",
+                           "rmem{tile q=64; overlap=intra_warpgroup}"}) {
     SCOPED_TRACE(text);
     auto s = parse_schedule(text, d);
     ASSERT_TRUE(s.ok()) << s.error().format();
@@ -42,6 +44,22 @@ TEST(Schedule, CanonicalTextRoundTrips) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again.value(), s.value());
   }
+}
+
+// A tensor or axis named like a clause word is written quoted, so the text reads back (the
+// key-padding example's mask is called 'keep').
+TEST(Schedule, ClauseWordsAsNamesAreQuoted) {
+  const std::string text = "smem{tile q=16; keep Q \"keep\" O} rmem{tile q=16; stream \"stages\"=2:add}";
+  auto s = parse_schedule_text(text);
+  ASSERT_TRUE(s.ok()) << s.error().format();
+  EXPECT_EQ(s->levels[0].keep[1].tensor, "keep");
+  EXPECT_EQ(s->levels[1].streams[0].axis, "stages");
+  EXPECT_EQ(to_string(s.value()), text);
+  EXPECT_EQ(error_of("smem{keep Q keep O}", true), "--schedule:1:13: error: expected ';' before the clause 'keep'");
+  EXPECT_EQ(error_of("smem{keep \"keep O}", true),
+            "--schedule:1:11: error: expected a tensor after 'keep', such as Q or K:fp8e4m3, found the character '\"'");
+  EXPECT_EQ(error_of("\"smem\"{} smem{\"tile\" q=1}", true),
+            "--schedule:1:15: error: expected a clause: tile, stream, keep, groups=, stages=, cluster= or overlap=, found 'tile'");
 }
 
 TEST(Schedule, ParsedValueHasTheFieldsWritten) {
@@ -69,8 +87,8 @@ TEST(Schedule, RandomSchedulesRoundTrip) {
   std::mt19937_64 rng(12345);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
   const std::vector<std::string> names = {"smem", "rmem", "l2", "tmem", "frag", "x_1"};
-  const std::vector<std::string> axes = {"b", "h", "q", "k", "d", "longer_axis"};
-  const std::vector<std::string> tensors = {"Q", "K", "V", "S", "P", "O"};
+  const std::vector<std::string> axes = {"b", "h", "q", "k", "stages", "longer_axis"};
+  const std::vector<std::string> tensors = {"Q", "K", "V", "keep", "P", "O"};
   const std::vector<Accumulator> accs = {Accumulator::add, Accumulator::max, Accumulator::logsumexp,
                                          Accumulator::normalised_contraction, Accumulator::online_softmax};
   for (int iter = 0; iter < 2000; ++iter) {
@@ -95,6 +113,7 @@ TEST(Schedule, RandomSchedulesRoundTrip) {
       ls.groups = pick(3) ? 1 : pick(8) - 1;
       ls.stages = pick(3) ? 1 : pick(8);
       ls.cluster = pick(3) ? 1 : pick(8);
+      if (pick(2)) ls.overlap = static_cast<Overlap>(pick(3));
       s.levels.push_back(std::move(ls));
     }
     const std::string text = to_string(s);
@@ -128,7 +147,7 @@ TEST(Schedule, SyntaxErrorsNameTheColumnAndTheExpectedToken) {
             "--schedule:1:14: error: expected ';' or '}' in level 'smem', found the character ','");
   EXPECT_EQ(error_of("smem{tiles q=1}", true),
             "--schedule:1:6: error: unknown clause 'tiles'; expected tile, stream, keep, groups=, "
-            "stages= or cluster=");
+            "stages=, cluster= or overlap=");
   EXPECT_EQ(error_of("smem{tile q=1; tile k=1}", true),
             "--schedule:1:16: error: 'tile' appears twice in level 'smem'");
   EXPECT_EQ(error_of("smem{keep K:fp9}", true),
@@ -192,6 +211,14 @@ TEST(Schedule, ValidationErrorsGiveReasons) {
             "--schedule:1:13: error: groups in level 'smem' must be positive, found 0");
   EXPECT_EQ(error_of("smem{stages=-1}"),
             "--schedule:1:13: error: stages in level 'smem' must be positive, found -1");
+  EXPECT_EQ(error_of("rmem{overlap=pingpong}"),
+            "--schedule:1:14: error: overlap=pingpong in level 'rmem' needs groups=2 or more (two groups take "
+            "turns), found groups=1");
+  EXPECT_EQ(error_of("rmem{overlap=fast}", true),
+            "--schedule:1:14: error: unknown overlap 'fast'; expected sequential, intra_warpgroup or pingpong");
+  EXPECT_EQ(error_of("rmem{overlap=2}", true),
+            "--schedule:1:14: error: expected an overlap after 'overlap=' (sequential, intra_warpgroup or pingpong), "
+            "found the number 2");
 }
 
 TEST(Schedule, ErrorsShowTheArgumentWithACaret) {
