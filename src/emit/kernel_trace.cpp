@@ -176,6 +176,11 @@ Result<KernelTrace> parse_kernel_trace(const SourceText& src, int section, doubl
     trace.title += fmt::format(": {} as measured ({:.0f} MHz)", sm_block ? "the CTAs of SM 0" : "CTA 0", trace.clock_mhz);
     return trace;
   }
+  if (seen == 0)
+    return make_error(src, {0, 0},
+                      fmt::format("no timeline in the text: expected blocks that begin '{}' or '{}' (the output of "
+                                  "bench/attention/trace_tiles)",
+                                  kHeader, kSmHeader));
   return make_error(src, {0, 0},
                     fmt::format("no timeline {} in the text: it has {}, numbered from 0 (blocks that begin '{}' or '{}')",
                                 section, seen, kHeader, kSmHeader));

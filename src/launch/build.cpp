@@ -348,6 +348,16 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
   return files;
 }
 
+// The device library's kernels are sm_90a code (wgmma, TMA, setmaxnreg): a kernel for another
+// machine would be written for a GPU it cannot run on.
+std::optional<Diagnostic> hopper_only(const arch::Machine& m) {
+  if (m.compute_capability == "9.0") return std::nullopt;
+  return plain_error(fmt::format(
+      "--machine {}: napkin generates Hopper kernels (sm_90a: wgmma, TMA), and {} is compute capability {}; "
+      "derive, analyze and report model it, build and run need an sm_90 machine (h100-sxm5, h100-pcie, h200)",
+      m.name, m.display_name, m.compute_capability));
+}
+
 Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, const std::string& out_dir,
                            bool compile) {
   auto parsed = driver::load(args);
@@ -355,6 +365,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
   const ir::Diagram& d = parsed->diagram;
   auto m = driver::load_machine(machine);
   if (!m) return m.error();
+  if (auto e = hopper_only(*m)) return *e;
   auto src = read_source_file(args.file);
   if (!src) return src.error();
   if (out_dir.empty()) return plain_error("-o: expected an output directory");
@@ -667,6 +678,7 @@ Result<Built> prebuilt(const DiagramArgs& args, const std::string& machine, cons
   if (!parsed) return parsed.error();
   auto m = driver::load_machine(machine);
   if (!m) return m.error();
+  if (auto e = hopper_only(*m)) return *e;
   auto src = read_source_file(args.file);
   if (!src) return src.error();
   Built b;

@@ -305,9 +305,6 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
   const NodeId out = kd.outputs[0].node;
   if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
-  for (const Node& n : kd.nodes)
-    if (n.op == OpKind::constant && !n.name.empty())
-      return invalid(fmt::format("param '{}' in a GEMM's epilogue (not generated yet)", n.name));
   const std::set<AxisId> sa = axis_set(a.axes), sb = axis_set(bnode.axes), so = axis_set(cn.axes);
   std::set<AxisId> mset, nset, kset, lset;
   for (AxisId x : sa) {
@@ -323,18 +320,28 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
     }
   if (kset.size() != 1) return invalid(fmt::format("{} contracted axes: the GEMM kernel contracts one", kset.size()));
   if (mset.empty() || nset.empty()) return invalid("a GEMM needs an axis of each operand alone (M and N)");
-  // Epilogue inputs: vectors along M or along N (with batch axes), innermost on M or N.
+  // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
+  // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's
+  // axes (an aux load by TMA); each with all of the batch axes or none, in a float dtype.
   for (NodeId n : c.inputs) {
     if (n == cn.operands[0] || n == cn.operands[1]) continue;
-    const auto& ax = kd.node(n).axes;
-    bool along_m = !ax.empty(), along_n = !ax.empty();
-    for (AxisId x : ax) {
-      along_m = along_m && (mset.count(x) || lset.count(x));
-      along_n = along_n && (nset.count(x) || lset.count(x));
-    }
-    if (!((along_m && mset.count(ax.back())) || (along_n && nset.count(ax.back()))))
-      return invalid(fmt::format("epilogue input {} is not a vector along M or N: a tensor over both needs an aux load "
-                                 "(not generated yet)", kd.node(n).name));
+    const Node& leaf = kd.node(n);
+    if (!is_float(leaf.dtype))
+      return invalid(fmt::format("epilogue input {} is {}: the epilogue reads float inputs", leaf.name, dtype_name(leaf.dtype)));
+    const std::set<AxisId> s = axis_set(leaf.axes);
+    std::set<AxisId> batch, rest;
+    for (AxisId x : s) (lset.count(x) ? batch : rest).insert(x);
+    if (!batch.empty() && batch != lset)
+      return invalid(fmt::format("epilogue input {} has some of the batch axes: all or none", leaf.name));
+    std::set<AxisId> mn = mset;
+    mn.insert(nset.begin(), nset.end());
+    const bool innermost_m = !leaf.axes.empty() && mset.count(leaf.axes.back());
+    const bool innermost_n = !leaf.axes.empty() && nset.count(leaf.axes.back());
+    if (rest.empty() || (rest == mset && innermost_m) || (rest == nset && innermost_n)) continue;
+    if (rest == mn && batch == lset) continue;  // a tensor over the output: an aux load
+    return invalid(fmt::format("epilogue input {} is not a scalar, a vector along all of M or N (innermost there) or a "
+                               "tensor over all of the output's axes",
+                               leaf.name));
   }
   search::GemmProblem p;
   p.m = static_cast<std::int64_t>(product(kd, mset));

@@ -126,6 +126,7 @@ TEST(KernelTrace, BadTextGivesLocatedErrors) {
             "trace.txt:1:1: error: no 'SM clock: N MHz' line before this timeline");
   EXPECT_EQ(error("SM clock: fast\n"), "trace.txt:1:11: error: expected the clock as 'SM clock: N MHz'");
   EXPECT_NE(error(kTrace, 2).find("no timeline 2 in the text: it has 2, numbered from 0"), std::string::npos);
+  EXPECT_NE(error("H100 3 4\nnot a trace\n", 0).find("no timeline in the text: expected blocks that begin"), std::string::npos);
 }
 
 TEST(KernelTrace, CommandLineDrawsAndRefusesBadInput) {

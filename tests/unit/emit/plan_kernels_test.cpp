@@ -60,7 +60,7 @@ std::vector<std::string> emit_plan(const Loaded& l) {
 
 TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   for (const char* stem : {"matmul", "gelu_mlp", "layernorm", "rmsnorm_matmul", "linear_attention", "softmax_over_q",
-                           "matmul_rmsnorm", "batched_matmul"}) {
+                           "matmul_rmsnorm", "batched_matmul", "swiglu_mlp"}) {
     SCOPED_TRACE(stem);
     const Loaded l = load(std::string("examples/") + stem + ".napkin",
                           testing::read_text(testing::source_dir() / "examples" / (std::string(stem) + ".napkin")));

@@ -110,6 +110,16 @@ TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
   const auto f32 = launch::build({write_diagram(tmp, "axes m=64 k=64 n=64\nin A[m k] f32\nin B[k n] f32\nC = contract(A, B over k)\nout C\n"), {}}, o);
   EXPECT_EQ(f32.exit_code, 1);
   EXPECT_NE(f32.err.find("bf16 or two f16"), std::string::npos) << f32.err;
+  // The kernels are sm_90a code: a machine of another compute capability is refused, with why.
+  for (const char* machine : {"a100-sxm4-80g", "rtx4090", "b200"}) {
+    launch::BuildOptions other = o;
+    other.machine = machine;
+    other.out_dir = (tmp.path / machine).string();
+    const auto r = launch::build({example("attention"), {}}, other);
+    EXPECT_EQ(r.exit_code, 1) << machine;
+    EXPECT_NE(r.err.find("napkin generates Hopper kernels (sm_90a"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp.path / machine / "kernel.cu")) << machine;
+  }
   o.out_dir = (tmp.path / "k").string();
   // napkin run with a library that is not this diagram's: refused before any GPU work.
   launch::BuildOptions b = o;
