@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/builder.h"
 #include "sched/streaming.h"
@@ -399,8 +400,15 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
   if (r) {
     for (NodeId n : c.inputs) {
       const auto& ax = kd.node(n).axes;
-      if (std::find(ax.begin(), ax.end(), *r) != ax.end() && ax.back() != *r)
-        return invalid(fmt::format("input {} is not stored with the reduced axis {} innermost", kd.node(n).name, kd.axis(*r).name));
+      if (std::find(ax.begin(), ax.end(), *r) != ax.end() && ax.back() != *r) {
+        std::vector<std::string> order;
+        for (AxisId x : ax)
+          if (x != *r) order.push_back(kd.axis(x).name);
+        order.push_back(kd.axis(*r).name);
+        return invalid(fmt::format("input {} is not stored with the reduced axis {} innermost (a row kernel reads rows "
+                                   "contiguously): declare it as {}[{}]",
+                                   kd.node(n).name, kd.axis(*r).name, kd.node(n).name, fmt::join(order, " ")));
+      }
     }
     p.row_elements = kd.axis(*r).size;
     if (p.row_elements > 65536)

@@ -164,6 +164,17 @@ out C
   EXPECT_NE(r.error().message.find("two bf16 or two f16 operands"), std::string::npos) << r.error().message;
 }
 
+// Nothing feasible: the message names the binding constraint and the smallest change.
+TEST(Plan, AnInputStoredAcrossItsRowsNamesTheLayoutThatWouldDerive) {
+  auto r = plan::derive_plan(parse("axes q=64 k=128\nin S[q k] f32\nP = softmax(S over q)\nout P\n"), h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("input S is not stored with the reduced axis q innermost"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find("declare it as S[k q]"), std::string::npos) << r.error().message;
+  auto fixed = plan::derive_plan(parse("axes q=64 k=128\nin S[k q] f32\nP = softmax(S over q)\nout P\n"), h100());
+  EXPECT_TRUE(fixed.ok()) << (fixed.ok() ? "" : fixed.error().message);
+}
+
 TEST(GemmSolver, RanksDistinctSchedulesAndCountsRejections) {
   search::GemmProblem p;
   p.m = p.n = p.k = 4096;
