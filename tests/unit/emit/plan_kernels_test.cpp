@@ -71,6 +71,38 @@ TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   }
 }
 
+// The plan's GEMM family and the GEMM emitter take the same epilogue leaves: every GEMM kernel a
+// plan chooses is one the emitter writes, over leaves of every shape and dtype (one mechanism).
+TEST(PlanKernels, EveryGemmThePlanChoosesHasAnEmitterWhateverItsLeaves) {
+  const char* leaves[] = {"r[t] f32", "c[f] bf16", "R[t f] f32", "R[t f] bf16", "R[f t] f32", "s[] f32",
+                          "R[t f] i32", "c[f] f16", "R[b t f] f32", "r[b t] f32", "c[b f] f32"};
+  int gemms = 0;
+  for (bool batched : {false, true})
+    for (const char* leaf : leaves) {
+      const std::string l(leaf);
+      const std::string name = l.substr(0, 1);
+      if (!batched && l.find("b ") != std::string::npos) continue;
+      const std::string text =
+          batched ? fmt::format("axes b=2 t=256 e=128 f=192\nin X[b t e] bf16\nin W[b e f] bf16\nin {}\n"
+                                "Y = contract(X, W over e) * {} + 1 as bf16\nout Y\n",
+                                l, name)
+                  : fmt::format("axes t=256 e=128 f=192\nin X[t e] bf16\nin W[e f] bf16\nin {}\n"
+                                "Y = contract(X, W over e) * {} + 1 as bf16\nout Y\n",
+                                l, name);
+      SCOPED_TRACE(text);
+      const Loaded d = load("leaf.napkin", text);
+      auto p = plan::derive_plan(d.diagram, h100());
+      if (!p.ok()) continue;  // nothing runs it: derive's message is another test's subject
+      for (const plan::Kernel& k : p->chosen.kernels) {
+        if (k.kind != plan::KernelKind::gemm) continue;
+        auto f = emit::recognise_gemm(k.diagram, d.src);
+        EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
+        ++gemms;
+      }
+    }
+  EXPECT_GE(gemms, 12);
+}
+
 TEST(PlanKernels, EveryExamplePlanKernelHasAnEmitter) {
   for (const auto& f : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
     SCOPED_TRACE(f.string());
