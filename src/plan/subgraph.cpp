@@ -299,9 +299,18 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
                                  "as they are in memory (no prologue)", kd.label(o)));
   const Node& a = kd.node(cn.operands[0]);
   const Node& bnode = kd.node(cn.operands[1]);
-  if (!is_narrow_float(a.dtype) || a.dtype != bnode.dtype)
-    return invalid(fmt::format("the GEMM's operands are {} and {}: the kernel takes two bf16 or two f16 operands",
-                               dtype_name(a.dtype), dtype_name(bnode.dtype)));
+  if (!is_narrow_float(a.dtype) || a.dtype != bnode.dtype) {
+    // The smallest change that derives: operands the tensor cores take on this machine.
+    std::string hint = fmt::format("; declare {} and {} bf16 or f16 (in {}[...] bf16), or cast them ({} as bf16)", a.name,
+                                   bnode.name, a.name, a.name);
+    if ((a.dtype == DType::fp8e4m3 || a.dtype == DType::fp8e5m2) &&
+        !m.ops_per_clk_per_sm(arch::Unit::tensor_core, a.dtype))
+      hint = fmt::format(" ({} has no {} tensor cores){}", m.name, dtype_name(a.dtype), hint);
+    else if (a.dtype == DType::fp8e4m3 || a.dtype == DType::fp8e5m2)
+      hint = " (fp8 GEMMs are not generated yet)" + hint;
+    return invalid(fmt::format("the GEMM's operands are {} and {}: the kernel takes two bf16 or two f16 operands{}",
+                               dtype_name(a.dtype), dtype_name(bnode.dtype), hint));
+  }
   if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
   if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
   const NodeId out = kd.outputs[0].node;
@@ -472,7 +481,19 @@ Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const s
   if (r->ranked.empty()) {
     std::string reasons;
     for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
-    return invalid(fmt::format("no attention configuration fits among {} candidates:{}", r->considered, reasons));
+    // The binding constraint: the reason of the most common class, as one candidate met it.
+    std::string example;
+    int most = 0;
+    for (const auto& [cls, n] : r->rejected)
+      if (n > most) {
+        most = n;
+        for (const auto& rej : r->rejections)
+          if (search::reason_class(rej.reason) == cls) {
+            example = fmt::format(" (e.g. {}: {})", rej.candidate, rej.reason);
+            break;
+          }
+      }
+    return invalid(fmt::format("no attention configuration fits among {} candidates:{}{}", r->considered, reasons, example));
   }
   const search::Ranked& best = r->ranked.front();
   f.valid = true;

@@ -9,8 +9,6 @@
 
 namespace napkin::search {
 
-namespace {
-
 std::string reason_class(const std::string& reason) {
   const auto colon = reason.find(':');
   std::string cls = reason.substr(0, colon);
@@ -18,6 +16,8 @@ std::string reason_class(const std::string& reason) {
   if (cls.find("pingpong") != std::string::npos) cls = "overlap";
   return cls;
 }
+
+namespace {
 
 std::string summary(const ir::Diagram& d, const Config& c, int n) {
   (void)d;

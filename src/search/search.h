@@ -51,6 +51,10 @@ struct SearchResult {
   int considered = 0;
 };
 
+// The class a rejection reason is counted under (SearchResult::rejected): its text before the
+// first ':' ("smem", "registers", "divisibility", ...).
+std::string reason_class(const std::string& reason);
+
 // Pre: report = analyse_streaming(d). Errors only for machines lacking what the diagram needs.
 Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& report,
                             const arch::Machine& m, const SearchOptions& options = {});

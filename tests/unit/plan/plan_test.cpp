@@ -162,6 +162,21 @@ out C
 )"), h100());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("two bf16 or two f16 operands"), std::string::npos) << r.error().message;
+  // ... and the smallest change, which derives.
+  EXPECT_NE(r.error().message.find("or cast them (A as bf16)"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(plan::derive_plan(parse("axes m=512 k=512 n=512\nin A[m k] f32\nin B[k n] f32\n"
+                                      "C = contract(A as bf16, B as bf16 over k)\nout C\n"),
+                                h100())
+                  .ok());
+  // Attention whose head dim no configuration divides: the binding constraint, met by one candidate.
+  const auto d96 = plan::derive_plan(parse("axes q=256 k=256 d=96\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\n"
+                                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n"),
+                                     h100());
+  ASSERT_TRUE(d96.ok());
+  bool named = false;
+  for (const auto& a : d96->alternatives)
+    named = named || a.plan.infeasible.find("divisibility: d = 96 is not a multiple of 64") != std::string::npos;
+  EXPECT_TRUE(named);
 }
 
 // Nothing feasible: the message names the binding constraint and the smallest change.
