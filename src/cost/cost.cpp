@@ -468,13 +468,26 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     worst = compute_s;
   }
   for (UnitCost& op : e.ops) op.time_s = op.ops / *m.peak_ops_per_s(op.unit, op.dtype) / e.wave_efficiency;
+  if (!async_mma) {
+    // Each wave's groups fill their per-group footprint over the per-SM level's link before they
+    // compute (no TMA, no producer warps to run ahead): the compute waits for it. The bytes are
+    // part of that link's transfers, so a transfer-bound schedule already pays for them.
+    for (const LevelCost& lc : e.levels)
+      if (lc.scheduled && lc.name == per_sm->level && lc.bytes_per_s > 0) {
+        const double per_wave = std::min(groups_total, slots) * lc.peak_bytes;
+        e.exposed_fill_s = std::min(waves * per_wave / lc.bytes_per_s, lc.transfer_time_s);
+      }
+    worst += e.exposed_fill_s;
+  }
   for (const LevelCost& lc : e.levels) {
     e.sequential_time_s += lc.transfer_time_s;
     if (lc.transfer_time_s > worst) {
       worst = lc.transfer_time_s;
       e.bound = "transfer " + lc.parent + "->" + lc.name;
+      e.exposed_fill_s = 0;  // inside the link's time
     }
   }
+  if (e.exposed_fill_s > 0) e.overlap += "; each wave's fill of its tiles exposed before it computes (no asynchronous copies)";
   e.predicted_time_s = worst;
   return e;
 }

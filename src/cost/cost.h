@@ -78,6 +78,10 @@ struct Estimate {
   std::string does_not_fit;
   bool fits() const { return does_not_fit.empty(); }
   double predicted_time_s = 0;
+  // Without asynchronous copies and warpgroup MMA (sm_80, sm_89), each wave of groups at the
+  // level that maps onto SMs loads its tiles before it computes and stores its outputs after:
+  // that fill, over the level's link, is not hidden (cost_model.md §5). 0 where it overlaps.
+  double exposed_fill_s = 0;
   double sequential_time_s = 0;     // no overlap at all: the sum of every time
   std::string bound;                // "tensor_core bf16", "transfer l2", "sfu f32", ...
   std::string overlap;              // the overlap assumption, in words

@@ -76,7 +76,7 @@ json estimate_json(const cost::Estimate& e) {
     units.push_back({{"unit", arch::unit_name(u.unit)}, {"dtype", dtype_name(u.dtype)}, {"ops", u.ops},
                      {"flops", u.flops}, {"time_s", u.time_s}});
   return {{"machine", e.machine}, {"schedule", e.schedule}, {"predicted_time_s", e.predicted_time_s},
-          {"sequential_time_s", e.sequential_time_s}, {"tflops", e.tflops()}, {"bound", e.bound},
+          {"sequential_time_s", e.sequential_time_s}, {"exposed_fill_s", e.exposed_fill_s}, {"tflops", e.tflops()}, {"bound", e.bound},
           {"overlap", e.overlap}, {"wave_efficiency", e.wave_efficiency}, {"flops", e.flops}, {"visited_fraction", e.visited_fraction},
           {"levels", levels}, {"units", units}};
 }
@@ -107,7 +107,8 @@ std::string estimate_text(const cost::Estimate& e) {
     if (l.scheduled && l.visited_fraction < 1)
       s += fmt::format("  {}: a mask leaves {:.1f}% of the (tile, chunk) blocks visible; the others are neither "
                        "loaded nor computed\n", l.name, l.visited_fraction * 100);
-  s += fmt::format("predicted: {}, {:.1f} TFLOP/s, bound by {}\n", seconds_text(e.predicted_time_s), e.tflops(), e.bound);
+  s += fmt::format("predicted: {}, {:.1f} TFLOP/s, bound by {}{}\n", seconds_text(e.predicted_time_s), e.tflops(), e.bound,
+                   e.exposed_fill_s > 0 ? fmt::format(", then {} of exposed fill", seconds_text(e.exposed_fill_s)) : "");
   s += fmt::format("  ({}; wave efficiency {:.3f}; with no overlap at all: {})\n", e.overlap,
                    e.wave_efficiency, seconds_text(e.sequential_time_s));
   return s;

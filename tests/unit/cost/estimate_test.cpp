@@ -308,9 +308,12 @@ TEST(Estimate, SynchronousMmaSerialisesTheComputeUnits) {
     for (const auto& l : e->levels) worst_link = std::max(worst_link, l.transfer_time_s);
     ASSERT_GT(e->units.size(), 1u);
     if (m.limits.warpgroup_size_threads) {
+      EXPECT_EQ(e->exposed_fill_s, 0);
       EXPECT_DOUBLE_EQ(e->predicted_time_s, std::max(worst_unit, worst_link));
     } else {
-      EXPECT_DOUBLE_EQ(e->predicted_time_s, std::max(units, worst_link));
+      // ... and each wave's fill is exposed (no TMA): more than the compute, less than the link's whole time.
+      EXPECT_GT(e->exposed_fill_s, 0);
+      EXPECT_DOUBLE_EQ(e->predicted_time_s, std::max(units, worst_link) + e->exposed_fill_s);
       EXPECT_NE(e->bound.find(" in series"), std::string::npos) << e->bound;
       EXPECT_NE(e->overlap.find("serialise"), std::string::npos) << e->overlap;
       // FlashAttention-2 reaches 50-73 % of the A100's tensor-core peak (digest, FA2).

@@ -127,7 +127,9 @@ TEST(Properties, PredictedTimeLiesBetweenTheRooflineAndTheNoOverlapSum) {
         EXPECT_GE(t, roofline * (1 - 1e-12)) << "faster than the machine's peak";
         EXPECT_LE(t, sum * (1 + 1e-12)) << "slower than with no overlap at all";
         ASSERT_GE(bound_time, 0) << "the bound '" << bound << "' is none of the units and links";
-        EXPECT_TRUE(near(t, bound_time)) << bound << ": " << bound_time << " against " << t;
+        // Without asynchronous copies each wave's fill adds to the bound unit's time.
+        const double fill = j.value("exposed_fill_s", 0.0);
+        EXPECT_TRUE(near(t, bound_time + fill)) << bound << ": " << bound_time << " + fill " << fill << " against " << t;
         EXPECT_TRUE(near(j["tflops"].get<double>(), j["flops"].get<double>() / t / 1e12));
         ++checked;
       }
