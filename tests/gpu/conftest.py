@@ -31,6 +31,6 @@ def pytest_collection_modifyitems(config, items):
     # The generated kernels' tests need no hand-written library (they build or load their own).
     reasons = {True: gpu_skip_reason(True), False: gpu_skip_reason(False)}
     for item in items:
-        reason = reasons[not item.fspath.basename.startswith("test_generated")]
+        reason = reasons[not item.fspath.basename.startswith(("test_generated", "test_plans"))]
         if reason:
             item.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))
