@@ -434,9 +434,10 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
   for (const LevelSchedule& l : s.levels)
     if (!per_sm && l.level != arch::kL2) per_sm = &l;
   if (!per_sm) per_sm = &s.levels.front();
-  double groups_total = 1;
+  const LevelCost* per_sm_cost = nullptr;  // its link and groups
   for (const auto& lc : e.levels)
-    if (lc.scheduled && lc.name == per_sm->level) groups_total = lc.groups_total;
+    if (lc.scheduled && lc.name == per_sm->level) per_sm_cost = &lc;
+  const double groups_total = per_sm_cost ? per_sm_cost->groups_total : 1;
   const double slots = static_cast<double>(m.sm_count.value) * std::max(1, per_sm->groups);
   const double waves = std::ceil(groups_total / slots);
   e.wave_efficiency = groups_total / (waves * slots);
@@ -468,26 +469,24 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
     worst = compute_s;
   }
   for (UnitCost& op : e.ops) op.time_s = op.ops / *m.peak_ops_per_s(op.unit, op.dtype) / e.wave_efficiency;
-  if (!async_mma) {
-    // Each wave's groups fill their per-group footprint over the per-SM level's link before they
-    // compute (no TMA, no producer warps to run ahead): the compute waits for it. The bytes are
-    // part of that link's transfers, so a transfer-bound schedule already pays for them.
-    for (const LevelCost& lc : e.levels)
-      if (lc.scheduled && lc.name == per_sm->level && lc.bytes_per_s > 0) {
-        const double per_wave = std::min(groups_total, slots) * lc.peak_bytes;
-        e.exposed_fill_s = std::min(waves * per_wave / lc.bytes_per_s, lc.transfer_time_s);
-      }
-    worst += e.exposed_fill_s;
-  }
+  // Without asynchronous copies either, each wave's groups fill their footprint over the per-SM
+  // level's link before they compute: the compute waits for it. The bytes are part of that
+  // link's transfers, so a transfer-bound schedule already pays for them (no fill then).
+  double fill_s = 0;
+  if (!async_mma && per_sm_cost && per_sm_cost->bytes_per_s > 0)
+    fill_s = std::min(waves * std::min(groups_total, slots) * per_sm_cost->peak_bytes / per_sm_cost->bytes_per_s,
+                      per_sm_cost->transfer_time_s);
+  worst += fill_s;
   for (const LevelCost& lc : e.levels) {
     e.sequential_time_s += lc.transfer_time_s;
     if (lc.transfer_time_s > worst) {
       worst = lc.transfer_time_s;
       e.bound = "transfer " + lc.parent + "->" + lc.name;
-      e.exposed_fill_s = 0;  // inside the link's time
+      fill_s = 0;
     }
   }
-  if (e.exposed_fill_s > 0) e.overlap += "; each wave's fill of its tiles exposed before it computes (no asynchronous copies)";
+  e.exposed_fill_s = fill_s;
+  if (fill_s > 0) e.overlap += "; each wave's fill of its tiles exposed before it computes (no asynchronous copies)";
   e.predicted_time_s = worst;
   return e;
 }
@@ -518,9 +517,7 @@ sched::Schedule default_schedule(const Diagram& d, const sched::StreamingReport&
     double bytes = 0;
     for (const std::string& name : as.broadcast_inputs) {
       const Node& x = d.node(*d.find_node(name));
-      double elements = 1;  // in double: huge axes must not overflow
-      for (ir::AxisId a : x.axes) elements *= static_cast<double>(d.axis(a).size);
-      bytes += elements * static_cast<double>(dtype_bytes(x.dtype));
+      bytes += static_cast<double>(d.elements(x.axes)) * static_cast<double>(dtype_bytes(x.dtype));
     }
     reread_bytes[as.axis] = bytes;
     most = std::max(most, bytes);

@@ -36,12 +36,14 @@ std::optional<Overlap> parse_overlap(std::string_view name) {
 }
 
 namespace {
-// A name as the text writes it: quoted where it is a clause word ("keep"), so that it reads back.
-std::string name_text(const std::string& n) {
+// The words that open a clause: reserved in names unless quoted ("keep").
+bool is_clause_word(std::string_view w) {
   static const std::set<std::string, std::less<>> kWords = {"tile",   "stream",  "keep",   "groups",
                                                             "stages", "cluster", "overlap"};
-  return kWords.count(n) ? "\"" + n + "\"" : n;
+  return kWords.count(w) > 0;
 }
+// A name as the text writes it: quoted where it is a clause word, so that it reads back.
+std::string name_text(const std::string& n) { return is_clause_word(n) ? "\"" + n + "\"" : n; }
 }  // namespace
 
 std::string to_string(const Schedule& s) {
@@ -244,9 +246,7 @@ class Parser {
   void clause(LevelSchedule& l, LevelPos& p, std::set<std::string>& seen) {
     const Token kw = peek();
     if (kw.kind != Tok::ident || kw.quoted) expected("a clause: tile, stream, keep, groups=, stages=, cluster= or overlap=");
-    static const std::set<std::string, std::less<>> kClauses = {"tile",   "stream",  "keep",   "groups",
-                                                                "stages", "cluster", "overlap"};
-    if (!kClauses.count(kw.text))
+    if (!is_clause_word(kw.text))
       fail(kw, fmt::format("unknown clause {}; expected tile, stream, keep, groups=, stages=, "
                            "cluster= or overlap=", describe(kw)));
     next();
@@ -343,9 +343,7 @@ class Parser {
   }
   // Clause words are reserved: "tile q=1 stages=2" is a missing ';', not an axis 'stages'.
   static bool is_clause(const Token& t) {
-    return t.kind == Tok::ident && !t.quoted && (t.text == "tile" || t.text == "stream" || t.text == "keep" ||
-                                    t.text == "groups" || t.text == "stages" || t.text == "cluster" ||
-                                    t.text == "overlap");
+    return t.kind == Tok::ident && !t.quoted && is_clause_word(t.text);
   }
   bool more_items() const {
     if (peek().kind != Tok::ident) return false;

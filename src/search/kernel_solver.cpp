@@ -95,7 +95,7 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
   const double flop_per_step = 2.0 * 64 * static_cast<double>(s.tile_n) * 16 * p.outputs;
   const double bytes_per_step = (64.0 + static_cast<double>(s.tile_n) * p.outputs) * 16 * in_bytes;
-  const double smem_read_per_clk = m.level(arch::kRmem) != nullptr ? m.bytes_per_s(arch::kRmem) / sms / clock : 128.0;
+  const double smem_port_bytes_per_clk = m.level(arch::kRmem) != nullptr ? m.bytes_per_s(arch::kRmem) / sms / clock : 128.0;
   // The pipeline must cover a TMA load's latency (~1 us) for every consumer it feeds: ping-pong
   // feeds two tiles from one pipeline. Measured on the H100 (bench/NOTES.md, GEMM kernels): 128x128x128
   // ping-pong with 3 stages ran at half of cuBLAS.
@@ -108,7 +108,7 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // 0.88 of those; 64-row ping-pong tiles, which write a B panel per 64 rows, rank below both.
   const double write_bytes_per_flop = static_cast<double>(s.tile_m + s.tile_n * p.outputs) * in_bytes /
                                       (2.0 * static_cast<double>(s.tile_m * s.tile_n) * p.outputs);
-  const double smem_demand = (bytes_per_step / flop_per_step + write_bytes_per_flop) * *rate / smem_read_per_clk;
+  const double smem_demand = (bytes_per_step / flop_per_step + write_bytes_per_flop) * *rate / smem_port_bytes_per_clk;
   const double efficiency = pipelining / (1.0 + 0.28 * smem_demand * smem_demand);
   const double tiles = static_cast<double>(ceil_div(p.m, s.tile_m) * ceil_div(p.n, s.tile_n) * p.l);
   const double waves = std::ceil(tiles / sms);

@@ -88,15 +88,12 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
         }
         // The l2 group holds whole smem groups: an l2 tile smaller than the smem tile cut from it
         // grows to it (the l2 capacity check below then decides).
-        for (auto& l2 : s.levels) {
-          if (l2.level != arch::kL2) continue;
-          for (const auto& l : s.levels) {
-            if (l.level != arch::kSmem) continue;
-            for (const auto& t : l.tiles)
-              for (auto& u : l2.tiles)
-                if (u.axis == t.axis) u.tile = std::max(u.tile, t.tile);
-          }
-        }
+        if (const sched::LevelSchedule* smem = s.find(arch::kSmem))
+          for (auto& l2 : s.levels)
+            if (l2.level == arch::kL2)
+              for (const auto& t : smem->tiles)
+                for (auto& u : l2.tiles)
+                  if (u.axis == t.axis) u.tile = std::max(u.tile, t.tile);
         const std::string line = sched::to_string(s);
         if (!seen.insert(line).second) continue;
         ++r.considered;
