@@ -8,17 +8,19 @@
 #   suite     FlashAttention-3's suite (bench/attention/run.py) timing the generated kernels of
 #             bench/attention/suite_diagrams.py (carried: build/suite) against cuDNN
 #   bench     bench/attention/variants.py (needs the fa3-fwd wheel in .peers for FlashAttention-3)
-# Carried: build/gen, .cutlass (CuTe headers), .devbin (a napkin binary and its two libraries),
-# .peers for bench. Logs go to $OUT.
+# Carried: build/gen, .cutlass (CuTe headers; or $CUTLASS_INC), .devbin (a napkin binary and its
+# two libraries; or $DEVBIN), .peers for FlashAttention-3 in bench. Logs go to $OUT. TESTS_K: a
+# pytest -k filter for tests (the kernels built).
 #   bench/attention/device_generated.sh "tests sanitize bench" [variants.py args...]
 set -uo pipefail
 what=${1:-tests}; shift || true
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/.devbin/napkin
+DEVBIN=${DEVBIN:-.devbin}
+export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/$DEVBIN:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/$DEVBIN/napkin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 GEN=/tmp/gen; mkdir -p $GEN
 t0=$(date +%s)
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -shared -diag-suppress=177 -Iruntime/include -I.cutlass/include"
+flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -shared -diag-suppress=177 -Iruntime/include -I${CUTLASS_INC:-.cutlass/include}"
 for d in build/gen/*/; do n=$(basename $d); mkdir -p $GEN/$n; cmp -s $d/kernel.cu $GEN/$n/kernel.cu || { cp $d/* $GEN/$n/; rm -f $GEN/$n/libkernel.so; }; done
 ls -d $GEN/*/ | xargs -P 16 -I{} sh -c "test -f {}libkernel.so || nvcc $flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED {}'"
 echo "kernels ready in $(( $(date +%s) - t0 )) s: $(ls $GEN/*/libkernel.so | wc -l)"
@@ -26,7 +28,7 @@ grep -c spill $GEN/*/nvcc.log | grep -v ":0" | tee "$OUT/spills.txt"
 if [[ $what == *tests* ]]; then
   for dim in 128 64; do
     mkdir -p /tmp/k$dim; for d in $GEN/*_d$dim; do ln -sfn $d /tmp/k$dim/$(basename $d _d$dim); done
-    NAPKIN_KERNELS=/tmp/k$dim timeout 300 python3 -m pytest -q -rfE tests/gpu/test_generated.py -p no:cacheprovider 2>&1 | tee "$OUT/tests_d$dim.log" | tail -8
+    NAPKIN_KERNELS=/tmp/k$dim timeout 300 python3 -m pytest -q -rfE tests/gpu/test_generated.py -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests_d$dim.log" | tail -8
   done
 fi
 if [[ $what == *sanitize* ]]; then
@@ -46,6 +48,8 @@ if [[ $what == *suite* ]]; then  # FlashAttention-3's suite on generated kernels
   timeout 420 python3 bench/attention/run.py --napkin-kernels /tmp/suite --impls napkin,cudnn --out "$OUT/suite.jsonl" "$@" 2>&1 | tee "$OUT/suite.log" | grep -v "^  INVALID" | tail -60
 fi
 if [[ $what == *bench* ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .peers/*.whl 2>&1 | tail -2; export PYTHONPATH=/tmp/peers
+  if ls .peers/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .peers/*.whl 2>&1 | tail -2; export PYTHONPATH=/tmp/peers
+  fi
   NAPKIN_KERNELS=$GEN timeout 560 python3 bench/attention/variants.py --out "$OUT/variants.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -100
 fi

@@ -3,7 +3,9 @@
 PyTorch eager and torch.compile, on the same inputs in one process. Every implementation is
 validated first against an f32 reference of the same math (FlashAttention's rule: the error at
 most twice PyTorch's own bf16 error, plus 1e-3 of the output's scale); then timed with CUDA
-events, L2 flushed before each call, implementations interleaved in random order, median.
+events, L2 flushed before each call, implementations interleaved in random order, median; the
+GPU's queue runs ahead of the host, so host time per call is not counted (as in
+bench/attention/variants.py; bench/gemm/device_host.sh measures it).
 
     python3 bench/gemm/run.py --kernels DIR [--cases a,b] [--reps 20] [--compile] [--out X.jsonl]
 
@@ -100,14 +102,23 @@ def main():
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     # The GPU's measured ceilings: cuBLAS on 8192^3 bf16, and a device-to-device copy.
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    def timed(fn, reps):
-        ts = []
+    def timed_rounds(fns, reps):
+        """Median seconds of each fn: `reps` rounds of every fn in random order, each call after an
+        L2 flush between its own events. Nothing waits for the GPU until the end, so the queue
+        runs ahead and the host's time per call (measured apart: device_host.sh) is not counted."""
+        events = {n: [] for n in fns}
+        order = list(fns)
         for _ in range(reps):
-            flush.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); fn(); e.record(); e.synchronize()
-            ts.append(s.elapsed_time(e) * 1e-3)
-        return statistics.median(ts)
+            random.shuffle(order)
+            for n in order:
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                flush.zero_()
+                s.record(); fns[n](); e.record()
+                events[n].append((s, e))
+        torch.cuda.synchronize()
+        return {n: statistics.median(s.elapsed_time(e) * 1e-3 for s, e in ev) for n, ev in events.items()}
+    def timed(fn, reps):
+        return timed_rounds({"fn": fn}, reps)["fn"]
     for _ in range(3): x @ x
     gemm_rate = 2 * 8192 ** 3 / timed(lambda: x @ x, 10)
     big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -148,12 +159,12 @@ def main():
             valid[n] = err <= 2 * err_torch + 1e-3 * scale and math.isfinite(err)
             row[f"err_{n}"] = err
         torch.cuda.synchronize()
-        times = {n: [] for n in impls}
-        for _ in range(a.reps):
-            for n in random.sample(list(impls), len(impls)):
-                times[n].append(timed(impls[n], 1))
+        for _ in range(3):
+            for fn in impls.values():
+                fn()
+        times = timed_rounds(impls, a.reps)
         for n in impls:
-            row[f"{n}_s"] = statistics.median(times[n])
+            row[f"{n}_s"] = times[n]
             row[f"{n}_valid"] = valid[n]
         plan = k.manifest.get("plan", {})
         flops, hbm = plan.get("flops", 0), 0

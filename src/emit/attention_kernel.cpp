@@ -36,43 +36,65 @@ bool depends_on(const Diagram& d, NodeId n, NodeId target) {
   return false;
 }
 
-// Whether `n` depends on indices and integral constants alone, through integer ops the block
-// bound's interval arithmetic knows (then it is bounded exactly over a block).
-bool index_only(const Diagram& d_, NodeId n) {
+// The axis ('q' or 'k') along which an auxiliary input is summarised per block
+// (napkin/block_summary.h): an i32 or bool input indexed by the query row or the key (one of
+// them), batch and heads; 0 for any other.
+char summarised_axis(const Node& x, const std::string& roles) {
+  if (x.op != OpKind::input || (x.dtype != DType::i32 && x.dtype != DType::boolean)) return 0;
+  const bool q = roles.find('q') != std::string::npos, k = roles.find('k') != std::string::npos;
+  if (q == k || roles.find_first_not_of("bhgqk") != std::string::npos) return 0;
+  return q ? 'q' : 'k';
+}
+
+// Whether `n` can be bounded over a block by the block bound's interval arithmetic: it depends
+// on indices, integral constants and summarised inputs (`aux`: input -> roles) alone, through
+// integer ops it knows.
+bool index_only(const Diagram& d_, NodeId n, const std::map<NodeId, std::string>& aux) {
   const Node& x = d_.node(n);
   switch (x.op) {
     case OpKind::iota: return true;
+    case OpKind::input: {
+      const auto it = aux.find(n);
+      return it != aux.end() && summarised_axis(x, it->second) != 0;
+    }
     case OpKind::floor: {
       // floor(x / c) for a positive integral constant c: monotone in x.
       const Node& q = d_.node(x.operands[0]);
-      if (q.op != OpKind::div) return index_only(d_, x.operands[0]);
+      if (q.op != OpKind::div) return index_only(d_, x.operands[0], aux);
       const Node& c = d_.node(q.operands[1]);
       return c.op == OpKind::constant && (!c.name.empty() || (c.scalar > 0 && c.scalar == std::floor(c.scalar))) &&
-             index_only(d_, q.operands[0]);
+             index_only(d_, q.operands[0], aux);
     }
     case OpKind::constant:  // a param's value is bounded at run time (range_of_real)
       return !x.name.empty() || (std::isfinite(x.scalar) && x.scalar == std::floor(x.scalar) && std::fabs(x.scalar) < 1e15);
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::neg: case OpKind::abs: case OpKind::min:
     case OpKind::max: case OpKind::lt: case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::eq:
-    case OpKind::ne: case OpKind::logical_and: case OpKind::logical_or: case OpKind::logical_not:
+    case OpKind::ne:
+      // Integer ranges: a bool operand (a predicate, a bool input) has no IntRange.
+      for (NodeId o : x.operands)
+        if (d_.node(o).dtype == DType::boolean) return false;
+      break;
+    case OpKind::logical_and: case OpKind::logical_or: case OpKind::logical_not:
       break;
     case OpKind::cast:
       if (x.dtype == DType::boolean || x.dtype == DType::fp8e4m3 || x.dtype == DType::fp8e5m2) return false;
+      if (d_.node(x.operands[0]).dtype == DType::boolean) return false;
       break;
     default: return false;
   }
   for (NodeId o : x.operands)
-    if (!index_only(d_, o)) return false;
+    if (!index_only(d_, o, aux)) return false;
   return true;
 }
 
 // Whether the block bound of predicate `n` can ever say "nothing visible": some conjunct is
-// bounded. (An input's value is unknown over a block: its comparisons may hold anywhere.)
-bool may_skip(const Diagram& d, NodeId n) {
+// bounded. (An input that is not summarised is unknown over a block: its comparisons may
+// hold anywhere.)
+bool may_skip(const Diagram& d, NodeId n, const std::map<NodeId, std::string>& aux) {
   const Node& x = d.node(n);
-  if (x.op == OpKind::logical_and) return may_skip(d, x.operands[0]) || may_skip(d, x.operands[1]);
-  if (x.op == OpKind::logical_or) return may_skip(d, x.operands[0]) && may_skip(d, x.operands[1]);
-  return index_only(d, n);
+  if (x.op == OpKind::logical_and) return may_skip(d, x.operands[0], aux) || may_skip(d, x.operands[1], aux);
+  if (x.op == OpKind::logical_or) return may_skip(d, x.operands[0], aux) && may_skip(d, x.operands[1], aux);
+  return index_only(d, n, aux);
 }
 
 class Recogniser {
@@ -129,7 +151,7 @@ class Recogniser {
     if (auto r = check_epilogue(f); !r.ok()) return r;
     if (auto r = check_dtypes(f); !r.ok()) return r;
     find_scale(f);
-    f.skips_blocks = std::any_of(f.masks.begin(), f.masks.end(), [&](NodeId m) { return may_skip(d_, m); });
+    f.skips_blocks = std::any_of(f.masks.begin(), f.masks.end(), [&](NodeId m) { return may_skip(d_, m, aux_); });
     for (auto& [node, roles] : aux_) f.aux.push_back({node, roles});
     return f;
   }
@@ -593,14 +615,25 @@ class BodyWriter {
 // The block bound of the mask: interval arithmetic over the index ranges.
 class BoundWriter {
  public:
-  BoundWriter(const Diagram& d, const AttentionForm& f) : d_(d), f_(f) {}
+  BoundWriter(const Diagram& d, const AttentionForm& f) : d_(d), f_(f) {
+    for (const AuxInput& x : f.aux) aux_[x.node] = x.roles;
+  }
   // The bound's expression: an IntRange or a BlockVisibility; "" for a number it cannot bound.
   std::string value(NodeId n, std::string& out) {
     if (auto it = values_.find(n); it != values_.end()) return it->second;
     const Node& x = d_.node(n);
     const bool logical = x.op == OpKind::logical_and || x.op == OpKind::logical_or || x.op == OpKind::logical_not;
-    if (!logical && !index_only(d_, n))
+    if (!logical && !index_only(d_, n, aux_))
       return values_[n] = x.dtype == DType::boolean ? "napkin::device::bv_unknown()" : "";
+    if (x.op == OpKind::input) {  // a summarised input: its [min, max] over the block's rows or keys
+      const char axis = summarised_axis(x, aux_.at(n));
+      summarised_[n] = axis;
+      const std::string name = fmt::format("r{}", n);
+      out += fmt::format("    const {} {} = a.{}_blocks.{}(b, h, {}0, {}1);\n",
+                         x.dtype == DType::boolean ? "napkin::device::BlockVisibility" : "napkin::device::IntRange", name,
+                         x.name, x.dtype == DType::boolean ? "visibility" : "range", axis, axis);
+      return values_[n] = name;
+    }
     if (x.op == OpKind::floor && d_.node(x.operands[0]).op == OpKind::div) {
       const Node& q = d_.node(x.operands[0]);
       const std::string name = fmt::format("r{}", n);
@@ -654,10 +687,16 @@ class BoundWriter {
     return values_[n] = name;
   }
 
+ public:
+  // The inputs the bound read through block summaries, with the axis each is summarised along.
+  const std::map<NodeId, char>& summarised() const { return summarised_; }
+
  private:
   const Diagram& d_;
   const AttentionForm& f_;
+  std::map<NodeId, std::string> aux_;
   std::map<NodeId, std::string> values_;
+  std::map<NodeId, char> summarised_;
 };
 
 std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {
@@ -710,6 +749,27 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   for (const AuxInput& x : f.aux)
     out += fmt::format("    napkin::AuxView<{}, {}> {};  // [{}]\n", aux_type(d.node(x.node).dtype), aux_roles_mask(x.roles),
                        d.node(x.node).name, x.roles);
+  // The mask's block bound, written first: it names the block summaries Args carries.
+  std::string block_fn;
+  std::map<NodeId, char> summarised;
+  if (has_mask && f.skips_blocks) {
+    std::string bbody;
+    std::vector<std::string> bterms;
+    BoundWriter bw(d, f);
+    for (NodeId p : preds) bterms.push_back(bw.value(p, bbody));
+    std::string combined = bterms[0];
+    for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
+    block_fn = "  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
+               "int k0, int k1) {\n    const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};\n";
+    block_fn += bbody + "    return " + combined + ";\n  }\n";
+    summarised = bw.summarised();
+  }
+  for (const AuxInput& x : f.aux)
+    if (summarised.count(x.node))
+      out += fmt::format("    napkin::BlockSummary<{}> {}_blocks;  // [min, max] per block of {}\n",
+                         aux_roles_mask(x.roles.substr(0, x.roles.find_first_of("qk")) +
+                                        x.roles.substr(x.roles.find_first_of("qk") + 1)),
+                         d.node(x.node).name, summarised.at(x.node) == 'q' ? "query rows" : "keys");
   out += "  };\n";
   out += fmt::format("  static constexpr bool kScoreMod = {}, kMask = {}, kSkipsBlocks = {}, kNormalise = {};\n",
                      score_mod, has_mask, f.skips_blocks, f.normaliser >= 0);
@@ -741,17 +801,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     for (NodeId p : preds) terms.push_back(w.value(p, body));
     out += "  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {\n" + body;
     out += "    return " + mask_conjunction(terms, " & ") + ";\n  }\n";
-    if (f.skips_blocks) {
-      std::string bbody;
-      std::vector<std::string> bterms;
-      BoundWriter bw(d, f);
-      for (NodeId p : preds) bterms.push_back(bw.value(p, bbody));
-      std::string combined = bterms[0];
-      for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
-      out += "  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
-             "int k0, int k1) {\n    const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};\n";
-      out += bbody + "    return " + combined + ";\n  }\n";
-    }
+    out += block_fn;
   }
   if (epilogue) {
     std::map<NodeId, std::string> leaves{{f.pv, "o"}};
@@ -761,11 +811,15 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   }
   out += "};\n\n";
   // The fused code's own inputs and params, bound by name (napkin::launch_generated binds the rest).
-  out += "void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {\n";
+  out += fmt::format("void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&{}) {{\n",
+                     summarised.empty() ? "" : " s");
   if (f.aux.empty() && f.params.empty()) out += "  (void)tb;\n  (void)a;\n";
-  for (const AuxInput& x : f.aux)
+  for (const AuxInput& x : f.aux) {
     out += fmt::format("  a.{0} = tb.aux<{1}, {3}>(tb.bind(\"{0}\", {4}, \"{2}\"), \"{2}\");\n", d.node(x.node).name,
                        aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles), abi_dtype(d.node(x.node).dtype));
+    if (summarised.count(x.node))
+      out += fmt::format("  a.{0}_blocks = s.of(a.{0}, tb, '{1}');\n", d.node(x.node).name, summarised.at(x.node));
+  }
   for (NodeId p : f.params)
     out += fmt::format("  a.{0} = tb.param(\"{0}\", {1});\n", d.node(p).name, ir::format_number(d.node(p).scalar));
   out += "}\n\n";

@@ -42,14 +42,18 @@ def kernel_for(name):
 
 
 def random_input(spec, shape, gen):
-    """Inputs as users pass them: N(0, 1) operands; positive scales and slopes; keys kept with
-    probability 0.8; sorted document ids."""
+    """Inputs as users pass them: N(0, 1) operands; positive scales and slopes; bool masks in runs
+    (kept, dropped, or kept with probability 0.8) and sorted document ids of 1-400 tokens, so
+    that the block summaries meet tiles wholly visible, wholly hidden and mixed."""
     import torch
     dt = spec["dtype"]
     if dt == "bool":
-        return torch.rand(shape, generator=gen) < 0.8
+        n = shape[-1]
+        run = ((torch.arange(n) + int(torch.randint(0, 97, (1,), generator=gen))) // 97) % 3
+        mixed = torch.rand(shape, generator=gen) < 0.8
+        return torch.where(run == 1, True, torch.where(run == 2, False, mixed))
     if dt == "i32":
-        steps = (torch.rand(shape, generator=gen) < 0.02).to(torch.int32)
+        steps = (torch.rand(shape, generator=gen) < 0.006).to(torch.int32)
         return torch.cumsum(steps, dim=-1).to(torch.int32)
     x = torch.randn(shape, generator=gen, dtype=torch.float64)
     if spec["kind"] == "auxiliary" and len(shape) <= 2:

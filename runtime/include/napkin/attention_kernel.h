@@ -25,6 +25,7 @@
 
 #include "napkin/attention.h"
 #include "napkin/attention_schedule.h"
+#include "napkin/block_summary.h"
 #include "napkin/device/fmha_fwd.h"
 #include "napkin/kernel_abi.h"
 #include "napkin/kernel_host.h"
@@ -191,7 +192,8 @@ struct AttentionSpec {
 };
 
 // napkin_kernel_launch of a generated kernel: binds Q, K, V and O by `spec`, then the fused
-// code's own inputs and params (`bind_fusion(TensorBinder&, Fusion::Args&)`), checks, launches.
+// code's own inputs and params and the block summaries its mask reads
+// (`bind_fusion(TensorBinder&, Fusion::Args&, BlockSummaries&)`), checks, launches.
 template <class Fusion, class Element, int kHeadDim, class BindFusion>
 int32_t launch_generated(const AttentionSpec& spec, BindFusion bind_fusion, const napkin_tensor* tensors,
                          int32_t count, void* stream, char* err, int32_t err_len) {
@@ -202,8 +204,10 @@ int32_t launch_generated(const AttentionSpec& spec, BindFusion bind_fusion, cons
   const napkin_tensor* v = tb.bind(spec.v, element, spec.v_roles);
   const napkin_tensor* o = tb.bind(spec.o, element, spec.o_roles);
   typename Fusion::Args fusion{};
-  bind_fusion(tb, fusion);
+  BlockSummaries summaries(static_cast<cudaStream_t>(stream));  // freed after the launch, in stream order
+  bind_fusion(tb, fusion, summaries);
   if (!tb.error().empty()) return report_error(tb.error(), err, err_len);
+  if (!summaries.error().empty()) return report_error(summaries.error(), err, err_len);
   if (tb.size('d') != kHeadDim)
     return report_error(std::string("tensor '") + spec.q + "': head dim " + std::to_string(tb.size('d')) + ", expected " +
                             std::to_string(kHeadDim) + " (the kernel is built for it)",

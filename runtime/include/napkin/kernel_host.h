@@ -12,12 +12,32 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "napkin/kernel_abi.h"
 
 namespace napkin::host {
+
+// Plan intermediates and block summaries come from the current device's default memory pool.
+// Its default release threshold (0) hands freed memory back at every synchronisation, so the
+// next call would map its buffers afresh (a host-side cost of the order of the kernels
+// themselves): napkin keeps what it frees in the pool, once per device per process.
+inline void keep_pool_memory() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return;
+  static bool done[64] = {};
+  if (done[device]) return;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+    uint64_t keep = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  (void)cudaGetLastError();
+  done[device] = true;
+}
+
 
 inline size_t dtype_bytes(int dtype) {
   switch (dtype) {

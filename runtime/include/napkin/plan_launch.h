@@ -44,24 +44,6 @@ struct PlanSpec {
   int kernel_count;
 };
 
-// Intermediates come from the current device's default memory pool. Its default release
-// threshold (0) hands freed memory back at every synchronisation, so the next call would map
-// its intermediates afresh (a host-side cost of the order of the kernels themselves): napkin
-// keeps what it frees in the pool, once per device per process.
-inline void keep_pool_memory() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return;
-  static bool done[64] = {};
-  if (done[device]) return;
-  cudaMemPool_t pool;
-  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
-    uint64_t keep = UINT64_MAX;
-    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-  }
-  (void)cudaGetLastError();
-  done[device] = true;
-}
-
 inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int32_t count, void* stream, char* err,
                            int32_t err_len) {
   auto fail = [&](const std::string& m) { return host::fail(m, err, err_len); };
@@ -85,7 +67,7 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
     }
   }
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (p.intermediate_count > 0) keep_pool_memory();
+  if (p.intermediate_count > 0) host::keep_pool_memory();
   std::vector<napkin_tensor> inter(static_cast<size_t>(p.intermediate_count));
   std::vector<void*> buffers;
   auto release = [&] {

@@ -32,7 +32,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.slope = tb.aux<float, napkin::kAuxH>(tb.bind("slope", NAPKIN_F32, "h"), "h");
 }
 

@@ -15,7 +15,7 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   (void)tb;
   (void)a;
 }

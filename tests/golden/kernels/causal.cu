@@ -24,7 +24,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   (void)tb;
   (void)a;
 }

@@ -35,7 +35,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.c = tb.param("c", 2048);
 }
 

@@ -12,6 +12,8 @@ struct Fusion : napkin::device::FusionDefaults {
     int group;  // query heads per KV head
     napkin::AuxView<int32_t, napkin::kAuxB | napkin::kAuxQ> doc_q;  // [bq]
     napkin::AuxView<int32_t, napkin::kAuxB | napkin::kAuxK> doc_k;  // [bk]
+    napkin::BlockSummary<napkin::kAuxB> doc_q_blocks;  // [min, max] per block of query rows
+    napkin::BlockSummary<napkin::kAuxB> doc_k_blocks;  // [min, max] per block of keys
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
@@ -23,15 +25,20 @@ struct Fusion : napkin::device::FusionDefaults {
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
+    const napkin::device::IntRange r3 = a.doc_q_blocks.range(b, h, q0, q1);
+    const napkin::device::IntRange r4 = a.doc_k_blocks.range(b, h, k0, k1);
+    const napkin::device::BlockVisibility r8 = napkin::device::bv_eq(r3, r4);
     const napkin::device::BlockVisibility r11 = napkin::device::bv_ge(qr, kr);
-    const napkin::device::BlockVisibility r12 = napkin::device::bv_and(napkin::device::bv_unknown(), r11);
+    const napkin::device::BlockVisibility r12 = napkin::device::bv_and(r8, r11);
     return r12;
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries& s) {
   a.doc_q = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxQ>(tb.bind("doc_q", NAPKIN_I32, "bq"), "bq");
+  a.doc_q_blocks = s.of(a.doc_q, tb, 'q');
   a.doc_k = tb.aux<int32_t, napkin::kAuxB | napkin::kAuxK>(tb.bind("doc_k", NAPKIN_I32, "bk"), "bk");
+  a.doc_k_blocks = s.of(a.doc_k, tb, 'k');
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};

@@ -21,7 +21,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.temp = tb.aux<float, napkin::kAuxH>(tb.bind("temp", NAPKIN_F32, "h"), "h");
 }
 

@@ -21,7 +21,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.bias = tb.aux<__nv_bfloat16, napkin::kAuxH | napkin::kAuxQ | napkin::kAuxK>(tb.bind("bias", NAPKIN_BF16, "hqk"), "hqk");
 }
 

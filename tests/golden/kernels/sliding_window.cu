@@ -33,7 +33,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
 };
 
-void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a) {
+void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.w = tb.param("w", 4096);
 }
 

@@ -94,13 +94,41 @@ TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
   EXPECT_EQ(gqa.o_roles, "bqhge");   // out O[b q g r d]
   EXPECT_TRUE(form("causal").skips_blocks);
   EXPECT_TRUE(form("chunked_local").skips_blocks);     // floor(q / c) == floor(k / c) is bounded
-  EXPECT_TRUE(form("document_mask").skips_blocks);     // its q >= k conjunct is
-  EXPECT_FALSE(form("key_padding").skips_blocks);      // data alone
+  EXPECT_TRUE(form("document_mask").skips_blocks);     // doc_q == doc_k through block summaries, and q >= k
+  EXPECT_TRUE(form("key_padding").skips_blocks);       // keep[b k] through its block summary
   EXPECT_FALSE(form("alibi").score_is_scale);
   EXPECT_EQ(form("alibi").aux.size(), 1u);
   EXPECT_EQ(form("sigmoid_attention").normaliser, -1);
   EXPECT_GE(form("attention_sinks").lse, 0);
   EXPECT_EQ(form("sliding_window").params.size(), 1u);
+}
+
+// Inputs a mask reads along the query or key axis alone (i32 or bool) are summarised per block, so
+// the bound covers them; any other input leaves its term unknown over a block.
+TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
+  auto kernel = [](const std::string& decls, const std::string& pred) {
+    const std::string text = "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n" +
+                             decls + "S = contract(Q, K over d)\nP = softmax(select(" + pred +
+                             ", S, -inf) over k)\nO = contract(P, V over k) as bf16\nout O\n";
+    const Loaded l = parse("summaries.napkin", text);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.error().format());
+    return std::make_pair(f.ok() && f->skips_blocks, f.ok() ? emit_for(l) : std::string());
+  };
+  const auto doc = kernel("in seg_q[b h q] i32\nin seg_k[b k] i32\n", "seg_q == seg_k");
+  EXPECT_TRUE(doc.first);
+  EXPECT_NE(doc.second.find("napkin::BlockSummary<napkin::kAuxB | napkin::kAuxH> seg_q_blocks;"), std::string::npos);
+  EXPECT_NE(doc.second.find("a.seg_k_blocks = s.of(a.seg_k, tb, 'k');"), std::string::npos);
+  EXPECT_NE(doc.second.find("bv_eq(r"), std::string::npos);
+  const auto keep = kernel("in keep[b k] bool\n", "keep && q >= k");
+  EXPECT_TRUE(keep.first);
+  EXPECT_NE(keep.second.find("a.keep_blocks.visibility(b, h, k0, k1)"), std::string::npos);
+  // Not summarised: a float input, an input over both rows and keys, a bool compared as a number.
+  EXPECT_FALSE(kernel("in bias[b k] f32\n", "bias > 0").first);
+  EXPECT_FALSE(kernel("in allowed[q k] bool\n", "allowed").first);
+  const auto mixed = kernel("in allowed[q k] bool\n", "allowed && q >= k");
+  EXPECT_TRUE(mixed.first);  // the index conjunct still bounds it
+  EXPECT_EQ(mixed.second.find("_blocks"), std::string::npos);
 }
 
 struct Refusal {

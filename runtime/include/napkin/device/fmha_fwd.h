@@ -239,8 +239,10 @@ struct FwdParams {
 
 // The key chunks [begin, end) a tile visits; empty when every row is masked out. Without
 // block skipping, every chunk. With it (Fusion::kSkipsBlocks), the first and last chunks the
-// mask may leave visible (Fusion::block over the tile's rows), found in groups of 8 chunks
-// first, so a tile spends at most ~n/8 + 16 bound evaluations (once, in the producer).
+// mask may leave visible (Fusion::block over the tile's rows), found by galloping: a run of
+// chunks the bound hides is skipped whole and the next run tried twice as long; where the bound
+// may be visible, the run is halved. A boundary costs ~2 log2(n) bound evaluations (each a few
+// reads of block summaries where the mask reads inputs), once per tile, in the producer.
 template <class Cfg>
 __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, TileCoord tc) {
   const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -253,15 +255,31 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
       const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
       return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
     };
-    constexpr int kGroup = 8;
-    int begin = 0;
-    while (begin < n_total && !may(begin, min(begin + kGroup, n_total))) begin += kGroup;
-    begin = min(begin, n_total);  // (a whole group may step past the last chunk)
-    while (begin < n_total && !may(begin, begin + 1)) ++begin;
-    if (begin == n_total) return {0, 0};  // every row of the tile masked
+    auto pow2_floor = [](int x) { return 1 << (31 - __clz(x)); };  // x >= 1
+    int begin = 0, run = pow2_floor(n_total);
+    while (begin < n_total) {
+      run = min(run, pow2_floor(n_total - begin));
+      if (!may(begin, begin + run)) {
+        begin += run, run *= 2;
+      } else if (run == 1) {
+        break;
+      } else {
+        run /= 2;
+      }
+    }
+    if (begin >= n_total) return {0, 0};  // every row of the tile masked
     int end = n_total;
-    while (end - kGroup >= begin && !may(end - kGroup, end)) end -= kGroup;
-    while (end > begin && !may(end - 1, end)) --end;
+    run = pow2_floor(n_total - begin);
+    while (end > begin + 1) {
+      run = min(run, pow2_floor(end - begin));
+      if (!may(end - run, end)) {
+        end -= run, run *= 2;
+      } else if (run == 1) {
+        break;
+      } else {
+        run /= 2;
+      }
+    }
     return {begin, end};
   }
 }
@@ -561,8 +579,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           }
         }
       };
-      auto modify_scores = [&](int n) {
-        if (needs_mask(n)) fuse_scores(n, true);
+      // `masked`: needs_mask(n), evaluated before the wait for S_n (its reads of block summaries
+      // then overlap the GEMM).
+      auto modify_scores = [&](int n, bool masked) {
+        if (masked) fuse_scores(n, true);
         else if constexpr (kPerScoreCode) fuse_scores(n, false);
       };
 
@@ -651,12 +671,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         trace(FwdEvent::kIssued, w);
+        const bool masked0 = needs_mask(range.begin + n0);
         warpgroup_wait<0>();
         trace(FwdEvent::kSReady, w);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
-        modify_scores(range.begin + n0);
+        modify_scores(range.begin + n0, masked0);
         normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
@@ -685,12 +706,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           issue_pv();
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           trace(FwdEvent::kIssued, w);
+          const bool masked = needs_mask(n);
           warpgroup_wait<1>();
           trace(FwdEvent::kSReady, w);
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
-          modify_scores(n);
+          modify_scores(n, masked);
           const bool rescale = normalise(corr);
           trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {
