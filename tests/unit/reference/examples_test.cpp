@@ -183,6 +183,7 @@ TEST(Examples, SwigluMlp) {
         g += at(X, {t, e}) * at(Wg, {e, f});
         u += at(X, {t, e}) * at(Wu, {e, f});
       }
+      g = round_to_dtype(g, DType::bf16), u = round_to_dtype(u, DType::bf16);  // the projections' `as bf16`
       H[static_cast<std::size_t>(f)] = round_to_dtype(g / (1 + std::exp(-g)) * u, DType::bf16);
     }
     for (int e = 0; e < 6; ++e) {
