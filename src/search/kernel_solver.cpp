@@ -25,6 +25,9 @@ double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
 // scheduler); 1 (the heuristic raster) where the problem is narrower than the band in either
 // direction, since a wave then covers the whole width anyway (the H100 sweep measured swizzle 8
 // at 0.6x the heuristic on 8 row tiles: bench/NOTES.md, GEMM sweep).
+// `tiles` rounded up to a multiple of `step` (CUTLASS's persistent scheduler's tile grid).
+double padded_tiles(double tiles, int step) { return std::ceil(tiles / step) * step; }
+
 int wave_swizzle(const GemmProblem& p, const GemmSchedule& s, double sms) {
   const double m_tiles = static_cast<double>(ceil_div(p.m, s.tile_m)), n_tiles = static_cast<double>(ceil_div(p.n, s.tile_n));
   const double wave = std::min(sms, m_tiles * n_tiles * static_cast<double>(p.l));
@@ -32,6 +35,12 @@ int wave_swizzle(const GemmProblem& p, const GemmSchedule& s, double sms) {
   int swizzle = 1;
   while (swizzle < 8 && swizzle * 2 <= ideal * 1.5) swizzle *= 2;
   if (swizzle > 1 && (n_tiles < 2 * swizzle || m_tiles < wave / swizzle)) return 1;
+  // CUTLASS's scheduler rounds both tile counts up to a multiple of swizzle x cluster and runs the
+  // padding as empty tiles: a swizzle that does not divide them costs (measured 0.68x cuBLAS at
+  // swizzle 8 on 8192 x 11008 x 4096, 43 column tiles, against 0.97x at 1; bench/NOTES.md).
+  while (swizzle > 1 && (padded_tiles(m_tiles, swizzle * s.cluster_m) != m_tiles ||
+                         padded_tiles(n_tiles, swizzle * s.cluster_n) != n_tiles))
+    swizzle /= 2;
   return swizzle;
 }
 
@@ -110,7 +119,11 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
                                       (2.0 * static_cast<double>(s.tile_m * s.tile_n) * p.outputs);
   const double smem_demand = (bytes_per_step / flop_per_step + write_bytes_per_flop) * *rate / smem_port_bytes_per_clk;
   const double efficiency = pipelining / (1.0 + 0.28 * smem_demand * smem_demand);
-  const double tiles = static_cast<double>(ceil_div(p.m, s.tile_m) * ceil_div(p.n, s.tile_n) * p.l);
+  // The scheduler's grid: tile counts rounded up to swizzle x cluster (the padding runs empty).
+  const int swizzle = std::max(1, s.swizzle);
+  const double tiles = padded_tiles(static_cast<double>(ceil_div(p.m, s.tile_m)), swizzle * s.cluster_m) *
+                       padded_tiles(static_cast<double>(ceil_div(p.n, s.tile_n)), swizzle * s.cluster_n) *
+                       static_cast<double>(p.l);
   const double waves = std::ceil(tiles / sms);
   const double tile_flop = 2.0 * static_cast<double>(s.tile_m * s.tile_n) * static_cast<double>(p.k) * p.outputs;
   const double compute_s = waves * tile_flop / (*rate * efficiency * clock);

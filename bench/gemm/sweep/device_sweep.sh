@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # One call on the GPU machine: compile each configuration of the sweep (16 in parallel) against
 # the carried CuTe/CUTLASS headers (build/cutlass), link with cuBLAS, run. Logs under $OUT.
-#   bench/gemm/sweep/device_sweep.sh [reps]
+#   [SWEEP_CONFIGS="a j"] [SWEEP_SHAPES=name:m:n:k,...] bench/gemm/sweep/device_sweep.sh [reps]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 cd "$(dirname "$0")"
@@ -19,6 +19,8 @@ g 128 128 64 2 1 1
 h 128 128 64 2 1 0
 i 64 256 64 1 2 1
 j 128 192 64 2 1 0"
+# SWEEP_CONFIGS="a j": only these configurations; SWEEP_SHAPES (main.cu): other shapes.
+[ -n "${SWEEP_CONFIGS:-}" ] && configs=$(echo "$configs" | grep -E "^($(echo $SWEEP_CONFIGS | tr ' ' '|')) ")
 t0=$(date +%s)
 echo "$configs" | xargs -P 16 -L 1 sh -c 'nvcc '"$flags"' -DSWEEP_TM=$1 -DSWEEP_TN=$2 -DSWEEP_TK=$3 -DSWEEP_CM=$4 -DSWEEP_CN=$5 -DSWEEP_PINGPONG=$6 -c config.cu -o '$B'/cfg_$0.o > '$B'/cfg_$0.log 2>&1 || echo "FAILED $0: $(head -5 '$B'/cfg_$0.log)"'
 nvcc $flags -c main.cu -o $B/main.o || exit 1

@@ -84,6 +84,19 @@ int main(int argc, char** argv) {
   for (int tokens : {1024, 4096, 16384})
     for (const auto& [proj, kn] : llama)
       shapes.push_back({"llama3_" + std::string(proj) + "_" + std::to_string(tokens), tokens, kn.second, kn.first});
+  // SWEEP_SHAPES="name:m:n:k,...": these shapes instead.
+  if (const char* env = std::getenv("SWEEP_SHAPES")) {
+    shapes.clear();
+    std::string list = env;
+    for (size_t at = 0; at < list.size();) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      char name[64];
+      int m = 0, n = 0, k = 0;
+      if (std::sscanf(list.substr(at, end - at).c_str(), "%63[^:]:%d:%d:%d", name, &m, &n, &k) == 4)
+        shapes.push_back({name, m, n, k});
+      at = end + 1;
+    }
+  }
 
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
