@@ -52,6 +52,7 @@ VARIANTS = {
     "key_padding": dict(mask=lambda b, h, q, k, a: a["keep"][b, k]),
     "relative_bias": dict(score=lambda s, b, h, q, k, a: s + a["bias"][h, q, k], sdpa_bias=True),
     "document_mask": dict(mask=lambda b, h, q, k, a: (a["doc_q"][b, q] == a["doc_k"][b, k]) & (q >= k)),
+    "mask_tensor": dict(mask=lambda b, h, q, k, a: a["allowed"][b, q, k]),
     "prefix_lm": dict(params={"p": 1024}, mask=lambda b, h, q, k, a: (k < 1024) | (q >= k)),
     "chunked_local": dict(params={"c": 1024}, mask=lambda b, h, q, k, a: (q >= k) & (q // 1024 == k // 1024)),
     "head_temperature": dict(score=lambda s, b, h, q, k, a: s / a["temp"][h]),
@@ -78,6 +79,11 @@ def aux_tensors(name, batch, heads, seqlen, gen):
             ids.append(row[:seqlen])
         t = torch.tensor(ids, dtype=torch.int32, device=dev)
         return {"doc_q": t, "doc_k": t.clone()}
+    if name == "mask_tensor":  # block-sparse: 128 x 128 blocks kept with probability 0.3, the diagonal's always
+        nb = (seqlen + 127) // 128
+        blocks = (torch.rand(batch, nb, nb, generator=gen) < 0.3) | torch.eye(nb, dtype=torch.bool)[None]
+        allowed = blocks.repeat_interleave(128, 1).repeat_interleave(128, 2)[:, :seqlen, :seqlen]
+        return {"allowed": allowed.to(dev)}
     if name == "head_temperature":
         return {"temp": (0.5 + torch.rand(heads, generator=gen)).to(dev)}
     if name == "attention_sinks":

@@ -5,6 +5,7 @@
     k = nk.build("examples/alibi.napkin")             # or nk.load("out/kernels/alibi")
     o = k(Q=q, K=k_, V=v, slope=slopes)               # tensors by the diagram's names
     o = k(q, k_, v, slopes)                           # or in the diagram's input order
+    op = k.op()                                       # torch.ops.napkin.alibi, for torch.compile
 
 `build` runs `napkin build` (the napkin binary: $NAPKIN_BIN, else build/release/bin/napkin in this
 repository) on a .napkin path or on diagram text, and loads the library it writes. Each tensor
@@ -163,6 +164,45 @@ class Kernel:
         if status != 0:
             raise ValueError(f"{self.name}: {self._err.value.decode()}")
         return out
+
+
+_OPS = {}  # torch.library operators registered in this process, by qualified name
+
+
+def _as_op(kernel, name=None):
+    """`kernel` as a PyTorch operator, torch.ops.napkin.<name> (torch.library.custom_op): opaque to
+    torch.compile and torch.export, which take the output's shape and dtype from its fake
+    implementation; checkable with torch.library.opcheck. Arguments: the inputs in the diagram's
+    order, then the params as floats (the diagram's values by default). One registration per
+    process and name."""
+    import torch
+    qual = f"napkin::{name or kernel.name}"
+    if qual in _OPS:
+        return _OPS[qual]
+    n_in = len(kernel._input_names)
+    params = list(kernel.params)
+    schema = "(" + ", ".join([f"Tensor {n}" for n in kernel._input_names] +
+                             [f"float {n}={float(v)!r}" for n, v in kernel.params.items()]) + ") -> Tensor"
+
+    def impl(*args):
+        named = dict(zip(kernel._input_names, args[:n_in]))
+        named.update(zip(params, args[n_in:]))
+        return kernel(**named)
+
+    def fake(*args):
+        sizes = {}
+        for axes, t in zip(kernel._axes, args[:n_in]):
+            for a, n in zip(axes, t.shape):
+                sizes.setdefault(a, n)
+        return args[0].new_empty([sizes[a] for a in kernel._out_axes], dtype=_torch_dtype(kernel.output["dtype"]))
+
+    op = torch.library.custom_op(qual, impl, mutates_args=(), device_types="cuda", schema=schema)
+    op.register_fake(fake)
+    _OPS[qual] = op
+    return op
+
+
+Kernel.op = _as_op
 
 
 def load(directory):

@@ -36,14 +36,14 @@ bool depends_on(const Diagram& d, NodeId n, NodeId target) {
   return false;
 }
 
-// The axis ('q' or 'k') along which an auxiliary input is summarised per block
-// (napkin/block_summary.h): an i32 or bool input indexed by the query row or the key (one of
-// them), batch and heads; 0 for any other.
+// How an auxiliary input is summarised per block (napkin/block_summary.h): 'q' or 'k' for an
+// i32 or bool input indexed by the query row or the key (with batch and heads), '2' for one
+// indexed by both; 0 for any other.
 char summarised_axis(const Node& x, const std::string& roles) {
   if (x.op != OpKind::input || (x.dtype != DType::i32 && x.dtype != DType::boolean)) return 0;
   const bool q = roles.find('q') != std::string::npos, k = roles.find('k') != std::string::npos;
-  if (q == k || roles.find_first_not_of("bhgqk") != std::string::npos) return 0;
-  return q ? 'q' : 'k';
+  if ((!q && !k) || roles.find_first_not_of("bhgqk") != std::string::npos) return 0;
+  return q && k ? '2' : q ? 'q' : 'k';
 }
 
 // Whether `n` can be bounded over a block by the block bound's interval arithmetic: it depends
@@ -629,9 +629,10 @@ class BoundWriter {
       const char axis = summarised_axis(x, aux_.at(n));
       summarised_[n] = axis;
       const std::string name = fmt::format("r{}", n);
-      out += fmt::format("    const {} {} = a.{}_blocks.{}(b, h, {}0, {}1);\n",
+      out += fmt::format("    const {} {} = a.{}_blocks.{}(b, h, {});\n",
                          x.dtype == DType::boolean ? "napkin::device::BlockVisibility" : "napkin::device::IntRange", name,
-                         x.name, x.dtype == DType::boolean ? "visibility" : "range", axis, axis);
+                         x.name, x.dtype == DType::boolean ? "visibility" : "range",
+                         axis == '2' ? "q0, q1, k0, k1" : axis == 'q' ? "q0, q1" : "k0, k1");
       return values_[n] = name;
     }
     if (x.op == OpKind::floor && d_.node(x.operands[0]).op == OpKind::div) {
@@ -717,7 +718,7 @@ std::string describe_fusion(const AttentionForm& f) {
   std::string s = f.normaliser >= 0 ? "softmax over the keys" : "no normalisation (P summed plainly)";
   s += f.score_is_scale ? fmt::format("; scores scaled by {} (folded into exp2)", ir::format_number(f.scale))
                         : "; score modification fused";
-  if (!f.masks.empty()) s += f.skips_blocks ? "; mask over indices (skips blocks)" : "; mask (every chunk)";
+  if (!f.masks.empty()) s += f.skips_blocks ? "; mask bounded per block (skips blocks)" : "; mask (every chunk)";
   if (f.epilogue != f.pv) s += "; epilogue fused";
   if (f.lse >= 0) s += " (reads the row logsumexp)";
   if (!f.aux.empty()) s += fmt::format("; {} auxiliary input{}", f.aux.size(), f.aux.size() == 1 ? "" : "s");
@@ -765,11 +766,15 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     summarised = bw.summarised();
   }
   for (const AuxInput& x : f.aux)
-    if (summarised.count(x.node))
-      out += fmt::format("    napkin::BlockSummary<{}> {}_blocks;  // [min, max] per block of {}\n",
-                         aux_roles_mask(x.roles.substr(0, x.roles.find_first_of("qk")) +
-                                        x.roles.substr(x.roles.find_first_of("qk") + 1)),
-                         d.node(x.node).name, summarised.at(x.node) == 'q' ? "query rows" : "keys");
+    if (summarised.count(x.node)) {
+      std::string rows;  // the roles a summary's rows run over
+      for (char r : x.roles)
+        if (r != 'q' && r != 'k') rows += r;
+      const char axis = summarised.at(x.node);
+      out += fmt::format("    napkin::BlockSummary{}<{}> {}_blocks;  // [min, max] per block of {}\n", axis == '2' ? "2D" : "",
+                         aux_roles_mask(rows), d.node(x.node).name,
+                         axis == '2' ? "query rows and keys" : axis == 'q' ? "query rows" : "keys");
+    }
   out += "  };\n";
   out += fmt::format("  static constexpr bool kScoreMod = {}, kMask = {}, kSkipsBlocks = {}, kNormalise = {};\n",
                      score_mod, has_mask, f.skips_blocks, f.normaliser >= 0);
@@ -817,7 +822,9 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   for (const AuxInput& x : f.aux) {
     out += fmt::format("  a.{0} = tb.aux<{1}, {3}>(tb.bind(\"{0}\", {4}, \"{2}\"), \"{2}\");\n", d.node(x.node).name,
                        aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles), abi_dtype(d.node(x.node).dtype));
-    if (summarised.count(x.node))
+    if (summarised.count(x.node) && summarised.at(x.node) == '2')
+      out += fmt::format("  a.{0}_blocks = s.of_rows_and_keys(a.{0}, tb);\n", d.node(x.node).name);
+    else if (summarised.count(x.node))
       out += fmt::format("  a.{0}_blocks = s.of(a.{0}, tb, '{1}');\n", d.node(x.node).name, summarised.at(x.node));
   }
   for (NodeId p : f.params)

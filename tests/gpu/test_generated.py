@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "python"))
 # ignored). Lengths that are not tile multiples, q != k both ways, one token.
 EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
             "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
-            "head_temperature", "attention_sinks"]
+            "head_temperature", "attention_sinks", "mask_tensor"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -48,8 +48,12 @@ def random_input(spec, shape, gen):
     import torch
     dt = spec["dtype"]
     if dt == "bool":
-        n = shape[-1]
-        run = ((torch.arange(n) + int(torch.randint(0, 97, (1,), generator=gen))) // 97) % 3
+        # Runs of 97 along the last dim, shifted every 61 along the one before it (a [b q k] mask
+        # then differs between groups of rows too).
+        run = (torch.arange(shape[-1]) + int(torch.randint(0, 97, (1,), generator=gen))) // 97
+        if len(shape) >= 2:
+            run = run[None, :] + (torch.arange(shape[-2]) // 61)[:, None]
+        run = run % 3
         mixed = torch.rand(shape, generator=gen) < 0.8
         return torch.where(run == 1, True, torch.where(run == 2, False, mixed))
     if dt == "i32":
@@ -129,3 +133,21 @@ def test_wrong_inputs_are_named():
         kernel(Q=other, K=other, V=other, slope=torch.ones(2, device="cuda"))
     with pytest.raises(ValueError, match="contiguous"):
         kernel(Q=q.transpose(2, 3).contiguous().transpose(2, 3), K=q, V=q, slope=torch.ones(2, device="cuda"))
+
+
+def test_kernel_as_a_torch_operator():
+    """Kernel.op(): torch.ops.napkin.<name>, the same output as the direct call, checked by
+    torch.library.opcheck, and traced whole by torch.compile (its fake gives the output)."""
+    import torch
+    kernel = kernel_for("sliding_window")
+    op = kernel.op()
+    built = next(a["size"] for a in kernel.inputs[0]["axes"] if a["role"] == "head_dim")
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 200, built, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    want = kernel(q, k, v, w=50.0)
+    assert torch.equal(op(q, k, v, 50.0), want)
+    assert torch.equal(torch.ops.napkin.sliding_window(q, k, v, 50.0), want)
+    assert op(q, k, v).shape == want.shape  # the param's default: the diagram's value
+    torch.library.opcheck(op, (q, k, v, 50.0))
+    compiled = torch.compile(lambda a, b, c: op(a, b, c, 50.0) * 2, fullgraph=True)
+    assert torch.equal(compiled(q, k, v), want * 2)

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Block summaries of the integer and bool tensors a mask reads along the query or key axis
-// (segment ids doc_q[b q], a key-padding mask keep[b k]): per row of the tensor, the [min, max]
-// of every run of elements, so that a mask's block bound (Fusion::block) can bound
-// `doc_q == doc_k` or `keep` over a whole tile and skip blocks, or leave them unmasked, as it does
-// for masks over indices alone.
+// Block summaries of the integer and bool tensors a mask reads by query row, by key, or by both
+// (segment ids doc_q[b q], a key-padding mask keep[b k], a mask tensor allowed[b h q k]): the
+// [min, max] of every run of elements, so that a mask's block bound (Fusion::block) can bound
+// `doc_q == doc_k`, `keep` or `allowed` over a whole tile and skip blocks, or leave them
+// unmasked, as it does for masks over indices alone.
 //
-// A summary is a sparse table: level j holds [min, max] over 2^j consecutive groups of 2^shift
-// elements, so any range is two reads. Groups are 16 elements (finer than any tile), coarser for
-// sequences past 64k so that a row's table stays under ~4096 groups; a range is rounded out to
-// whole groups, which only widens the bound (conservative). Built on the launch's stream by
-// one small kernel per tensor before the attention kernel (stream-ordered memory, freed after).
+// Along one axis (BlockSummary) a summary is a sparse table: level j holds [min, max] over 2^j
+// consecutive groups of 2^shift elements, so any range is two reads. Groups are 16 elements
+// (finer than any tile), coarser for sequences past 64k so that a row's table stays under ~4096
+// groups. Over both axes (BlockSummary2D), each group of 64 query rows has such a table along
+// the keys (groups of 64 keys), so a tile's block is two reads per group of its rows; groups
+// grow past 64k or where the tables would pass 256 MB. A range is rounded out to whole groups,
+// which only widens the bound (conservative). Built on the launch's stream by one small kernel
+// per tensor before the attention kernel (stream-ordered memory, freed after).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,6 +59,41 @@ struct BlockSummary {
   }
 };
 
+// The summary of a tensor indexed by query row and key (kRoles: its b, h, g roles).
+template <unsigned kRoles>
+struct BlockSummary2D {
+  const int2* table = nullptr;  // [row][q group][level][k group]: (min, max)
+  int64_t sb = 0, sh = 0, sg = 0;  // row strides in entries
+  int q_groups = 1, k_groups = 1, levels = 1, q_shift = 6, k_shift = 6, q_length = 1, k_length = 1, group = 1;
+  __device__ __forceinline__ device::IntRange range(int b, int head, int q0, int q1, int k0, int k1) const {
+    q0 = q0 < 0 ? 0 : q0, k0 = k0 < 0 ? 0 : k0;
+    q1 = q1 >= q_length ? q_length - 1 : q1, k1 = k1 >= k_length ? k_length - 1 : k1;
+    if (q0 > q1) q0 = 0, q1 = q_length - 1;
+    if (k0 > k1) k0 = 0, k1 = k_length - 1;
+    int64_t row = 0;
+    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
+      const int h = head / group, g = head - h * group;
+      if constexpr ((kRoles & kAuxH) != 0) row += h * sh;
+      if constexpr ((kRoles & kAuxG) != 0) row += g * sg;
+    }
+    if constexpr ((kRoles & kAuxB) != 0) row += b * sb;
+    const int g0 = k0 >> k_shift, g1 = k1 >> k_shift;
+    const int level = 31 - __clz(g1 - g0 + 1);
+    const int64_t per_q_group = static_cast<int64_t>(levels) * k_groups;
+    const int2* t = table + row + static_cast<int64_t>(level) * k_groups;
+    int lo = 0x7fffffff, hi = -0x7fffffff - 1;
+    for (int qg = q0 >> q_shift; qg <= (q1 >> q_shift); ++qg) {
+      const int2 x = __ldg(t + qg * per_q_group + g0), y = __ldg(t + qg * per_q_group + g1 - (1 << level) + 1);
+      lo = min(lo, min(x.x, y.x)), hi = max(hi, max(x.y, y.y));
+    }
+    return {lo, hi};
+  }
+  __device__ __forceinline__ device::BlockVisibility visibility(int b, int head, int q0, int q1, int k0, int k1) const {
+    const device::IntRange r = range(b, head, q0, q1, k0, k1);
+    return {r.hi != 0, r.lo != 0};
+  }
+};
+
 namespace detail {
 
 // One CTA per row: level 0 from the tensor, then each level from the one below it.
@@ -81,6 +119,47 @@ __global__ void build_block_summary(AuxView<T, kRoles> src, int2* table, int row
     for (int i = threadIdx.x; i < groups; i += blockDim.x) {
       const int2 x = below[i], y = below[min(i + (1 << (j - 1)), groups - 1)];
       t[static_cast<int64_t>(j) * groups + i] = make_int2(min(x.x, y.x), max(x.y, y.y));
+    }
+  }
+}
+
+// One CTA per (row, group of query rows): level 0 from the tensor (each warp reads 32
+// consecutive keys, which lie in one group of >= 32 keys, reduces them and updates its group's
+// [min, max] in shared memory), then each level from the one below it.
+template <class T, unsigned kRoles>
+__global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int rows_h, int rows_g, int q_groups,
+                                       int k_groups, int levels, int q_shift, int k_shift, int q_length, int k_length) {
+  extern __shared__ int smem[];  // [2][k_groups]: min, max
+  int* s_lo = smem;
+  int* s_hi = smem + k_groups;
+  const int row = blockIdx.x / q_groups, qg = blockIdx.x % q_groups;
+  const int g = row % rows_g, h = (row / rows_g) % rows_h, b = row / (rows_g * rows_h);
+  const int head = h * src.group + g;
+  for (int i = threadIdx.x; i < k_groups; i += blockDim.x) s_lo[i] = 0x7fffffff, s_hi[i] = -0x7fffffff - 1;
+  __syncthreads();
+  const int q_end = min(q_length, (qg + 1) << q_shift);
+  for (int q = qg << q_shift; q < q_end; ++q) {
+    for (int k0 = 0; k0 < k_length; k0 += blockDim.x) {
+      const int k = k0 + threadIdx.x;
+      int lo = 0x7fffffff, hi = -0x7fffffff - 1;
+      if (k < k_length) lo = hi = static_cast<int>(src.at(b, head, q, k));
+      lo = __reduce_min_sync(0xffffffffu, lo);
+      hi = __reduce_max_sync(0xffffffffu, hi);
+      if ((threadIdx.x & 31) == 0 && k < k_length) {
+        atomicMin(&s_lo[k >> k_shift], lo);
+        atomicMax(&s_hi[k >> k_shift], hi);
+      }
+    }
+  }
+  __syncthreads();
+  int2* t = table + (static_cast<int64_t>(row) * q_groups + qg) * levels * k_groups;
+  for (int i = threadIdx.x; i < k_groups; i += blockDim.x) t[i] = make_int2(s_lo[i], s_hi[i]);
+  for (int j = 1; j < levels; ++j) {
+    __syncthreads();
+    const int2* below = t + static_cast<int64_t>(j - 1) * k_groups;
+    for (int i = threadIdx.x; i < k_groups; i += blockDim.x) {
+      const int2 x = below[i], y = below[min(i + (1 << (j - 1)), k_groups - 1)];
+      t[static_cast<int64_t>(j) * k_groups + i] = make_int2(min(x.x, y.x), max(x.y, y.y));
     }
   }
 }
@@ -128,6 +207,50 @@ class BlockSummaries {
     s.groups = groups, s.shift = shift, s.length = static_cast<int>(length), s.group = v.group;
     detail::build_block_summary<T, kRoles><<<rows_b * rows_h * rows_g, 256, 0, stream_>>>(
         v, static_cast<int2*>(p), rows_h, rows_g, groups, levels, shift, static_cast<int>(length), axis == 'q');
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      error_ = std::string("block summary: launch: ") + cudaGetErrorString(e);
+    return s;
+  }
+  // The summary of `v` (bound by tb) over its query rows and keys.
+  template <class T, unsigned kRoles>
+  BlockSummary2D<kRoles & (kAuxB | kAuxH | kAuxG)> of_rows_and_keys(const AuxView<T, kRoles>& v, const TensorBinder& tb) {
+    BlockSummary2D<kRoles & (kAuxB | kAuxH | kAuxG)> s;
+    if (v.data == nullptr || !error_.empty() || !tb.error().empty()) return s;
+    const int64_t q_length = tb.size('q'), k_length = tb.size('k');
+    const int rows_b = (kRoles & kAuxB) ? static_cast<int>(tb.size('b')) : 1;
+    const int rows_h = (kRoles & kAuxH) ? static_cast<int>(tb.size('h')) : 1;
+    const int rows_g = (kRoles & kAuxG) ? static_cast<int>(tb.size('g')) : 1;
+    const int64_t rows = int64_t{rows_b} * rows_h * rows_g;
+    int q_shift = 6, k_shift = 6, q_groups = 0, k_groups = 0, levels = 0;
+    auto shape = [&] {
+      q_groups = static_cast<int>((q_length + (int64_t{1} << q_shift) - 1) >> q_shift);
+      k_groups = static_cast<int>((k_length + (int64_t{1} << k_shift) - 1) >> k_shift);
+      levels = 1;
+      while ((1 << levels) <= k_groups) ++levels;
+      return rows * q_groups * levels * k_groups * static_cast<int64_t>(sizeof(int2));
+    };
+    while (shape() > (int64_t{256} << 20) || q_groups > 1024 || k_groups > 1024) {
+      if (q_groups >= k_groups) ++q_shift;
+      else ++k_shift;
+    }
+    host::keep_pool_memory();
+    void* p = nullptr;
+    if (cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(shape()), stream_); e != cudaSuccess) {
+      error_ = std::string("block summary: cudaMallocAsync: ") + cudaGetErrorString(e);
+      return s;
+    }
+    buffers_.push_back(p);
+    const int64_t per_row = int64_t{q_groups} * levels * k_groups;
+    s.table = static_cast<const int2*>(p);
+    s.sg = (kRoles & kAuxG) ? per_row : 0;
+    s.sh = (kRoles & kAuxH) ? per_row * rows_g : 0;
+    s.sb = (kRoles & kAuxB) ? per_row * rows_g * rows_h : 0;
+    s.q_groups = q_groups, s.k_groups = k_groups, s.levels = levels, s.q_shift = q_shift, s.k_shift = k_shift;
+    s.q_length = static_cast<int>(q_length), s.k_length = static_cast<int>(k_length), s.group = v.group;
+    detail::build_block_summary_2d<T, kRoles><<<static_cast<unsigned>(rows * q_groups), 256,
+                                                 2 * k_groups * sizeof(int), stream_>>>(
+        v, static_cast<int2*>(p), rows_h, rows_g, q_groups, k_groups, levels, q_shift, k_shift,
+        static_cast<int>(q_length), static_cast<int>(k_length));
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
       error_ = std::string("block summary: launch: ") + cudaGetErrorString(e);
     return s;

@@ -123,12 +123,18 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
   const auto keep = kernel("in keep[b k] bool\n", "keep && q >= k");
   EXPECT_TRUE(keep.first);
   EXPECT_NE(keep.second.find("a.keep_blocks.visibility(b, h, k0, k1)"), std::string::npos);
-  // Not summarised: a float input, an input over both rows and keys, a bool compared as a number.
+  // A mask tensor over rows and keys: a summary per group of rows along the keys.
+  const auto tensor = kernel("in allowed[b q k] bool\n", "allowed");
+  EXPECT_TRUE(tensor.first);
+  EXPECT_NE(tensor.second.find("napkin::BlockSummary2D<napkin::kAuxB> allowed_blocks;"), std::string::npos);
+  EXPECT_NE(tensor.second.find("a.allowed_blocks.visibility(b, h, q0, q1, k0, k1)"), std::string::npos);
+  EXPECT_NE(tensor.second.find("a.allowed_blocks = s.of_rows_and_keys(a.allowed, tb);"), std::string::npos);
+  // Not summarised: a float input, an input indexed by the value dim; a bool compared as a number.
   EXPECT_FALSE(kernel("in bias[b k] f32\n", "bias > 0").first);
-  EXPECT_FALSE(kernel("in allowed[q k] bool\n", "allowed").first);
-  const auto mixed = kernel("in allowed[q k] bool\n", "allowed && q >= k");
+  const auto mixed = kernel("in weight[b k] f32\n", "weight > 0 && q >= k");
   EXPECT_TRUE(mixed.first);  // the index conjunct still bounds it
   EXPECT_EQ(mixed.second.find("_blocks"), std::string::npos);
+  EXPECT_FALSE(kernel("in keep[b k] bool\nin keep2[b k] bool\n", "keep == keep2").first);
 }
 
 struct Refusal {

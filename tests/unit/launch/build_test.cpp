@@ -56,7 +56,7 @@ TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
   EXPECT_EQ(m["params"][0]["value"], 4096.0);
   EXPECT_TRUE(m["predicted_time_us"].is_number());
   EXPECT_EQ(m["diagram"]["hash"].get<std::string>().size(), 16u);
-  EXPECT_NE(r.out.find("mask over indices (skips blocks)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mask bounded per block (skips blocks)"), std::string::npos) << r.out;
 }
 
 TEST(Build, ASecondBuildComesFromTheCache) {
