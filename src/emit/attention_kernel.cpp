@@ -453,6 +453,12 @@ CType ctype_of(const Node& n) {
 }
 const char* ctype_name(CType t) { return t == CType::boolean ? "bool" : t == CType::integer ? "int" : "float"; }
 
+// Members of Fusion::Args named after the diagram: a prefix per kind keeps them apart from each
+// other, from Args' own `group` and from C++'s keywords (an input `float`, a param `group`).
+std::string input_member(const std::string& name) { return "in_" + name; }
+std::string param_member(const std::string& name) { return "param_" + name; }
+std::string summary_member(const std::string& name) { return "blocks_" + name; }
+
 // The AuxRole bits of a roles string (napkin/attention_kernel.h).
 std::string aux_roles_mask(const std::string& roles) {
   std::string m;
@@ -538,7 +544,9 @@ class BodyWriter {
     };
     switch (x.op) {
       case OpKind::constant:
-        if (!x.name.empty()) return t == CType::integer ? "static_cast<int>(a." + x.name + ")" : "static_cast<float>(a." + x.name + ")";
+        if (!x.name.empty())
+          return t == CType::integer ? "static_cast<int>(a." + param_member(x.name) + ")"
+                                     : "static_cast<float>(a." + param_member(x.name) + ")";
         return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : float_literal(x.scalar);
       case OpKind::iota: return index_of(x.axis);
       case OpKind::input: return aux_read(n);
@@ -597,7 +605,7 @@ class BodyWriter {
   }
   std::string aux_read(NodeId n) const {
     const Node& x = d_.node(n);
-    const std::string at = fmt::format("a.{}.at(b, h, q, {})", x.name, values_.count(f_.pv) ? "e" : "k");
+    const std::string at = fmt::format("a.{}.at(b, h, q, {})", input_member(x.name), values_.count(f_.pv) ? "e" : "k");
     switch (x.dtype) {
       case DType::bf16: return "__bfloat162float(" + at + ")";
       case DType::f16: return "__half2float(" + at + ")";
@@ -629,9 +637,9 @@ class BoundWriter {
       const char axis = summarised_axis(x, aux_.at(n));
       summarised_[n] = axis;
       const std::string name = fmt::format("r{}", n);
-      out += fmt::format("    const {} {} = a.{}_blocks.{}(b, h, {});\n",
+      out += fmt::format("    const {} {} = a.{}.{}(b, h, {});\n",
                          x.dtype == DType::boolean ? "napkin::device::BlockVisibility" : "napkin::device::IntRange", name,
-                         x.name, x.dtype == DType::boolean ? "visibility" : "range",
+                         summary_member(x.name), x.dtype == DType::boolean ? "visibility" : "range",
                          axis == '2' ? "q0, q1, k0, k1" : axis == 'q' ? "q0, q1" : "k0, k1");
       return values_[n] = name;
     }
@@ -644,7 +652,7 @@ class BoundWriter {
                            value(q.operands[0], out), static_cast<long long>(c.scalar));
       else
         out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div_real({}, a.{});\n", name,
-                           value(q.operands[0], out), c.name);
+                           value(q.operands[0], out), param_member(c.name));
       return values_[n] = name;
     }
     std::vector<std::string> ops;
@@ -660,7 +668,7 @@ class BoundWriter {
         break;
       case OpKind::constant:
         expr = x.name.empty() ? fmt::format("napkin::device::irange({}LL)", static_cast<long long>(x.scalar))
-                              : "napkin::device::range_of_real(a." + x.name + ")";
+                              : "napkin::device::range_of_real(a." + param_member(x.name) + ")";
         break;
       case OpKind::add: expr = ops[0] + " + " + ops[1]; break;
       case OpKind::sub: expr = ops[0] + " - " + ops[1]; break;
@@ -746,10 +754,11 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += "#include \"napkin/attention_kernel.h\"\n\nnamespace {\n\n";
   out += "struct Fusion : napkin::device::FusionDefaults {\n  struct Args {\n    int group;  // query heads per KV head\n";
   for (NodeId p : f.params)
-    out += fmt::format("    double {};  // param (default {})\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+    out += fmt::format("    double {};  // param {} (default {})\n", param_member(d.node(p).name), d.node(p).name,
+                       ir::format_number(d.node(p).scalar));
   for (const AuxInput& x : f.aux)
-    out += fmt::format("    napkin::AuxView<{}, {}> {};  // [{}]\n", aux_type(d.node(x.node).dtype), aux_roles_mask(x.roles),
-                       d.node(x.node).name, x.roles);
+    out += fmt::format("    napkin::AuxView<{}, {}> {};  // {}[{}]\n", aux_type(d.node(x.node).dtype), aux_roles_mask(x.roles),
+                       input_member(d.node(x.node).name), d.node(x.node).name, x.roles);
   // The mask's block bound, written first: it names the block summaries Args carries.
   std::string block_fn;
   std::map<NodeId, char> summarised;
@@ -771,8 +780,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
       for (char r : x.roles)
         if (r != 'q' && r != 'k') rows += r;
       const char axis = summarised.at(x.node);
-      out += fmt::format("    napkin::BlockSummary{}<{}> {}_blocks;  // [min, max] per block of {}\n", axis == '2' ? "2D" : "",
-                         aux_roles_mask(rows), d.node(x.node).name,
+      out += fmt::format("    napkin::BlockSummary{}<{}> {};  // [min, max] per block of {}\n", axis == '2' ? "2D" : "",
+                         aux_roles_mask(rows), summary_member(d.node(x.node).name),
                          axis == '2' ? "query rows and keys" : axis == 'q' ? "query rows" : "keys");
     }
   out += "  };\n";
@@ -820,15 +829,17 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      summarised.empty() ? "" : " s");
   if (f.aux.empty() && f.params.empty()) out += "  (void)tb;\n  (void)a;\n";
   for (const AuxInput& x : f.aux) {
-    out += fmt::format("  a.{0} = tb.aux<{1}, {3}>(tb.bind(\"{0}\", {4}, \"{2}\"), \"{2}\");\n", d.node(x.node).name,
-                       aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles), abi_dtype(d.node(x.node).dtype));
+    const std::string& name = d.node(x.node).name;
+    out += fmt::format("  a.{0} = tb.aux<{1}, {3}>(tb.bind(\"{5}\", {4}, \"{2}\"), \"{2}\");\n", input_member(name),
+                       aux_type(d.node(x.node).dtype), x.roles, aux_roles_mask(x.roles), abi_dtype(d.node(x.node).dtype), name);
     if (summarised.count(x.node) && summarised.at(x.node) == '2')
-      out += fmt::format("  a.{0}_blocks = s.of_rows_and_keys(a.{0}, tb);\n", d.node(x.node).name);
+      out += fmt::format("  a.{} = s.of_rows_and_keys(a.{}, tb);\n", summary_member(name), input_member(name));
     else if (summarised.count(x.node))
-      out += fmt::format("  a.{0}_blocks = s.of(a.{0}, tb, '{1}');\n", d.node(x.node).name, summarised.at(x.node));
+      out += fmt::format("  a.{} = s.of(a.{}, tb, '{}');\n", summary_member(name), input_member(name), summarised.at(x.node));
   }
   for (NodeId p : f.params)
-    out += fmt::format("  a.{0} = tb.param(\"{0}\", {1});\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+    out += fmt::format("  a.{} = tb.param(\"{}\", {});\n", param_member(d.node(p).name), d.node(p).name,
+                       ir::format_number(d.node(p).scalar));
   out += "}\n\n";
   const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
   out += fmt::format("constexpr napkin::AttentionSpec kSpec{{\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", {}, "

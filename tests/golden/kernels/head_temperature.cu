@@ -10,19 +10,19 @@ namespace {
 struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
-    napkin::AuxView<float, napkin::kAuxH> temp;  // [h]
+    napkin::AuxView<float, napkin::kAuxH> in_temp;  // temp[h]
   };
   static constexpr bool kScoreMod = true, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = __fdividef(v6, a.temp.at(b, h, q, k));  // S
+    const float v7 = __fdividef(v6, a.in_temp.at(b, h, q, k));  // S
     return static_cast<float>(v7);
   }
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
-  a.temp = tb.aux<float, napkin::kAuxH>(tb.bind("temp", NAPKIN_F32, "h"), "h");
+  a.in_temp = tb.aux<float, napkin::kAuxH>(tb.bind("temp", NAPKIN_F32, "h"), "h");
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 1.0f};

@@ -10,19 +10,19 @@ namespace {
 struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
-    napkin::AuxView<__nv_bfloat16, napkin::kAuxH | napkin::kAuxQ | napkin::kAuxK> bias;  // [hqk]
+    napkin::AuxView<__nv_bfloat16, napkin::kAuxH | napkin::kAuxQ | napkin::kAuxK> in_bias;  // bias[hqk]
   };
   static constexpr bool kScoreMod = true, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = v6 + __bfloat162float(a.bias.at(b, h, q, k));  // S
+    const float v7 = v6 + __bfloat162float(a.in_bias.at(b, h, q, k));  // S
     return static_cast<float>(v7);
   }
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
-  a.bias = tb.aux<__nv_bfloat16, napkin::kAuxH | napkin::kAuxQ | napkin::kAuxK>(tb.bind("bias", NAPKIN_BF16, "hqk"), "hqk");
+  a.in_bias = tb.aux<__nv_bfloat16, napkin::kAuxH | napkin::kAuxQ | napkin::kAuxK>(tb.bind("bias", NAPKIN_BF16, "hqk"), "hqk");
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 1.0f};

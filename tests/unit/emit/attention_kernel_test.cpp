@@ -117,24 +117,42 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
   };
   const auto doc = kernel("in seg_q[b h q] i32\nin seg_k[b k] i32\n", "seg_q == seg_k");
   EXPECT_TRUE(doc.first);
-  EXPECT_NE(doc.second.find("napkin::BlockSummary<napkin::kAuxB | napkin::kAuxH> seg_q_blocks;"), std::string::npos);
-  EXPECT_NE(doc.second.find("a.seg_k_blocks = s.of(a.seg_k, tb, 'k');"), std::string::npos);
+  EXPECT_NE(doc.second.find("napkin::BlockSummary<napkin::kAuxB | napkin::kAuxH> blocks_seg_q;"), std::string::npos);
+  EXPECT_NE(doc.second.find("a.blocks_seg_k = s.of(a.in_seg_k, tb, 'k');"), std::string::npos);
   EXPECT_NE(doc.second.find("bv_eq(r"), std::string::npos);
   const auto keep = kernel("in keep[b k] bool\n", "keep && q >= k");
   EXPECT_TRUE(keep.first);
-  EXPECT_NE(keep.second.find("a.keep_blocks.visibility(b, h, k0, k1)"), std::string::npos);
+  EXPECT_NE(keep.second.find("a.blocks_keep.visibility(b, h, k0, k1)"), std::string::npos);
   // A mask tensor over rows and keys: a summary per group of rows along the keys.
   const auto tensor = kernel("in allowed[b q k] bool\n", "allowed");
   EXPECT_TRUE(tensor.first);
-  EXPECT_NE(tensor.second.find("napkin::BlockSummary2D<napkin::kAuxB> allowed_blocks;"), std::string::npos);
-  EXPECT_NE(tensor.second.find("a.allowed_blocks.visibility(b, h, q0, q1, k0, k1)"), std::string::npos);
-  EXPECT_NE(tensor.second.find("a.allowed_blocks = s.of_rows_and_keys(a.allowed, tb);"), std::string::npos);
-  // Not summarised: a float input, an input indexed by the value dim; a bool compared as a number.
+  EXPECT_NE(tensor.second.find("napkin::BlockSummary2D<napkin::kAuxB> blocks_allowed;"), std::string::npos);
+  EXPECT_NE(tensor.second.find("a.blocks_allowed.visibility(b, h, q0, q1, k0, k1)"), std::string::npos);
+  EXPECT_NE(tensor.second.find("a.blocks_allowed = s.of_rows_and_keys(a.in_allowed, tb);"), std::string::npos);
+  // Not summarised: a float input.
   EXPECT_FALSE(kernel("in bias[b k] f32\n", "bias > 0").first);
   const auto mixed = kernel("in weight[b k] f32\n", "weight > 0 && q >= k");
   EXPECT_TRUE(mixed.first);  // the index conjunct still bounds it
-  EXPECT_EQ(mixed.second.find("_blocks"), std::string::npos);
-  EXPECT_FALSE(kernel("in keep[b k] bool\nin keep2[b k] bool\n", "keep == keep2").first);
+  EXPECT_EQ(mixed.second.find("blocks_"), std::string::npos);
+}
+
+// The diagram's names become Args members with a prefix per kind, so a param named `group`, an
+// input named after a C++ keyword or after another input's summary compile.
+TEST(AttentionKernel, ArgsMembersNeverCollide) {
+  const Loaded l = parse("names.napkin",
+                         "axes b=2 h=4 q=256 k=256 d=64\nparam group = 3\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                         "in V[b h k d] bf16\nin keep[b k] bool\nin blocks_keep[b k] bool\nin float[h] f32\n"
+                         "S = contract(Q, K over d) * float\n"
+                         "P = softmax(select(keep && blocks_keep && k < group * 50, S, -inf) over k)\n"
+                         "O = contract(P, V over k) as bf16\nout O\n");
+  const std::string cu = emit_for(l);
+  const std::string args = cu.substr(cu.find("struct Args {"), cu.find("};", cu.find("struct Args {")) - cu.find("struct Args {"));
+  std::set<std::string> members;
+  std::regex member(R"((\w+);  //)");
+  for (auto it = std::sregex_iterator(args.begin(), args.end(), member); it != std::sregex_iterator(); ++it)
+    EXPECT_TRUE(members.insert((*it)[1]).second) << "two members named " << (*it)[1] << " in\n" << args;
+  for (const char* m : {"group", "param_group", "in_keep", "in_blocks_keep", "blocks_keep", "blocks_blocks_keep", "in_float"})
+    EXPECT_TRUE(members.count(m)) << m << " in\n" << args;
 }
 
 struct Refusal {
