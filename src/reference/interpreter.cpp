@@ -222,10 +222,28 @@ TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
     // Each input gets its own stream, so adding an input does not change the others.
     SplitMix64 rng{seed ^ ir::stable_hash(n.name)};
     Tensor t = Tensor::zeros(d, n.axes);
-    for (double& v : t.data) {
-      if (n.dtype == DType::boolean) v = static_cast<double>(rng.next() & 1);
-      else if (n.dtype == DType::i32) v = static_cast<double>(static_cast<int>(rng.next() % 17) - 8);
-      else v = rng.normal();
+    if (n.dtype != DType::boolean && n.dtype != DType::i32) {
+      for (double& v : t.data) v = rng.normal();
+    } else {
+      // Runs of 53 along the last axis, as masks and segment ids come: a bool run is all true,
+      // all false, or coin flips; an i32 run one value in [-8, 8]. Along a long axis before it
+      // (a [q k] mask's rows) the runs change every 61 rows, along a short one (a batch) every
+      // row. Kernels that bound masks per block then meet every kind of block.
+      const std::int64_t last = n.axes.empty() ? 1 : d.axis(n.axes.back()).size;
+      const std::int64_t before = n.axes.size() < 2 ? 1 : d.axis(n.axes[n.axes.size() - 2]).size;
+      const std::int64_t rows_per_run = before >= 2 * 61 ? 61 : 1;
+      const std::uint64_t offset = rng.next() % 53, salt = rng.next();
+      for (std::size_t i = 0; i < t.data.size(); ++i) {
+        const auto at = static_cast<std::int64_t>(i);
+        const auto run = static_cast<std::uint64_t>((at % last + static_cast<std::int64_t>(offset)) / 53);
+        const auto rows = static_cast<std::uint64_t>(at / last % before / rows_per_run);
+        const auto outer = static_cast<std::uint64_t>(at / last / before);
+        const std::uint64_t h =
+            SplitMix64{salt ^ (run * 0x9e3779b97f4a7c15ULL) ^ (rows * 0xc2b2ae3d27d4eb4fULL) ^ (outer * 0x165667b19e3779f9ULL)}
+                .next();
+        if (n.dtype == DType::i32) t.data[i] = static_cast<double>(static_cast<int>(h % 17) - 8);
+        else t.data[i] = h % 3 == 0 ? 1.0 : h % 3 == 1 ? 0.0 : static_cast<double>(rng.next() & 1);
+      }
     }
     out.emplace(n.name, std::move(t));
   }

@@ -19,8 +19,10 @@ namespace napkin::reference {
 
 using TensorMap = std::map<std::string, Tensor>;  // by input or output name
 
-// Seeded inputs: floats ~ N(0, 1) (Box-Muller on splitmix64, identical on every platform),
-// i32 uniform in [-8, 8], bool uniform in {0, 1}. Each tensor in its declared axis order.
+// Seeded inputs: floats ~ N(0, 1) (Box-Muller on splitmix64, identical on every platform);
+// i32 and bool in runs of 53 along the last axis (shifted every 61 along the one before): an
+// i32 run holds one value uniform in [-8, 8], a bool run is all true, all false or uniform in
+// {0, 1}. Each tensor in its declared axis order.
 TensorMap random_inputs(const ir::Diagram& d, std::uint64_t seed);
 
 // The scalar semantics of elementwise ops (ir.h), shared with every executor so that they
