@@ -66,6 +66,10 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
     s += fmt::format("6. masks: {:.1f}% of the (tile, chunk) blocks are visited; the others are all -inf and "
                      "skipped\n",
                      c.visited_fraction * 100);
+  if (!c.mask_inputs.empty())
+    s += fmt::format("{}the masks read {}: the prediction skips no block by their values; the generated kernel "
+                     "also skips the blocks their values hide (block summaries of i32 and bool inputs)\n",
+                     c.visited_fraction < 1 ? "   " : "6. masks: ", fmt::join(c.mask_inputs, ", "));
   return s;
 }
 

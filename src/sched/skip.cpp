@@ -132,6 +132,22 @@ std::vector<NodeId> mask_predicates(const Diagram& d, AxisId stream_axis) {
   return predicates;
 }
 
+std::vector<NodeId> mask_inputs(const Diagram& d, AxisId stream_axis) {
+  std::vector<bool> read(d.nodes.size(), false);
+  std::vector<NodeId> stack = mask_predicates(d, stream_axis);
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    if (read[static_cast<std::size_t>(n)]) continue;
+    read[static_cast<std::size_t>(n)] = true;
+    for (NodeId o : d.node(n).operands) stack.push_back(o);
+  }
+  std::vector<NodeId> inputs;
+  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id)
+    if (read[static_cast<std::size_t>(id)] && d.node(id).op == OpKind::input) inputs.push_back(id);
+  return inputs;
+}
+
 BlockSkipping block_skipping(const Diagram& d, AxisId row_axis, std::int64_t row_tile, AxisId stream_axis,
                              std::int64_t chunk) {
   BlockSkipping r;

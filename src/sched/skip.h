@@ -29,6 +29,10 @@ struct BlockSkipping {
 // for each `select(pred, x, -inf)` found, `pred` (node order).
 std::vector<ir::NodeId> mask_predicates(const ir::Diagram& d, ir::AxisId stream_axis);
 
+// The inputs the masks' predicates read (node order): their values bound no block here, but a
+// generated kernel bounds i32 and bool ones through block summaries and skips by their data.
+std::vector<ir::NodeId> mask_inputs(const ir::Diagram& d, ir::AxisId stream_axis);
+
 // Tiles of `row_tile` indices along `row_axis` against chunks of `chunk` along `stream_axis`
 // (the last tile and chunk may be partial); every other axis spans its whole range. Exact up
 // to 2^16 blocks; beyond, neighbouring blocks are judged in groups, so `visited` may exceed

@@ -425,8 +425,10 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   // Blocks that a mask makes all -inf (causal: above the diagonal) are skipped (sched/skip.h);
   // the persistent scheduler spreads the remaining blocks evenly over the SMs. Only for
   // feasible configurations: the analysis walks every (tile, chunk) block.
-  if (!out.rejection)
+  if (!out.rejection) {
     out.visited_fraction = sched::block_skipping(d, last_row, last_cta, sh.stream, c.chunk).visited_fraction();
+    for (ir::NodeId in : sched::mask_inputs(d, sh.stream)) out.mask_inputs.push_back(d.node(in).name);
+  }
   out.predicted_time_s =
       waves * (out.visited_fraction * chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
 

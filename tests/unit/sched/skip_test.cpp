@@ -116,6 +116,18 @@ TEST(BlockSkipping, DataDependentMasksSkipNothing) {
   EXPECT_EQ(s.visited, s.blocks);
 }
 
+// The inputs a mask reads are named (derive says the generated kernel skips by their values).
+TEST(BlockSkipping, NamesTheInputsTheMasksRead) {
+  const ir::Diagram d = parse(
+      "axes q=64 k=64 d=16\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\nin seg_q[q] i32\nin seg_k[k] i32\n"
+      "in bias[k] f32\nS = contract(Q, K over d) + bias\nvisible = seg_q == seg_k && q >= k\n"
+      "P = softmax(select(visible, S, -inf) over k)\nO = contract(P, V over k)\nout O\n");
+  std::vector<std::string> names;
+  for (ir::NodeId n : sched::mask_inputs(d, *d.find_axis("k"))) names.push_back(d.node(n).name);
+  EXPECT_EQ(names, (std::vector<std::string>{"seg_q", "seg_k"}));  // not bias, which the scores read
+  EXPECT_TRUE(sched::mask_inputs(attention(64, 64, "visible = q >= k"), 1).empty());
+}
+
 TEST(BlockSkipping, OnlyMasksThatReachAReductionOverTheStreamedAxisCount) {
   // The -inf select feeds a softmax over d, not over k: skipping k chunks would be wrong.
   const ir::Diagram d = parse(
