@@ -3,9 +3,18 @@
 //   estimate_attention: the cost read-out of examples/attention.napkin under one schedule
 //                       (target: < 1 ms)
 //   derive_attention:   the whole search over 864 configurations (target: < 100 ms)
+//   derive_example/N:   `napkin derive` of every example as a user runs it on the H100 (the
+//                       plan search, every kernel's solver, the printed report; issue 18's
+//                       bar: < 1 s each)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include "arch/load.h"
+#include "driver/derive_command.h"
 #include "cost/cost.h"
 #include "ir/parser.h"
 #include "sched/schedule.h"
@@ -51,6 +60,31 @@ void derive_attention(benchmark::State& state) {
   }
 }
 BENCHMARK(derive_attention)->Unit(benchmark::kMillisecond);
+
+// The examples, in name order.
+std::vector<std::string> example_files() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(NAPKIN_SOURCE_DIR) + "/examples"))
+    if (e.path().extension() == ".napkin") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void derive_example(benchmark::State& state) {
+  const std::string file = example_files().at(static_cast<std::size_t>(state.range(0)));
+  state.SetLabel(std::filesystem::path(file).stem().string());
+  napkin::driver::DeriveOptions options;
+  options.machine = "h100-sxm5";
+  for (auto _ : state) {
+    auto r = napkin::driver::derive({file, {}}, options);
+    if (r.exit_code != 0) {
+      state.SkipWithError(r.err.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(derive_example)->DenseRange(0, static_cast<int>(example_files().size()) - 1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
