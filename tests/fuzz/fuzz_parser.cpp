@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: any byte string given to the parser yields a diagram or a diagnostic,
-// never a crash, hang or sanitizer report; a parsed diagram must print and re-parse equal.
+// never a crash, hang or sanitizer report; a parsed diagram must print and re-parse equal, and
+// the attention emitter must either refuse it with a diagnostic or write its kernel (the text
+// napkin build would compile: the recogniser, the fused code, the block bound and summaries).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "emit/attention_kernel.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -18,5 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string printed = napkin::ir::print_diagram(parsed->diagram);
   auto again = napkin::ir::parse_diagram({"printed.napkin", printed});
   if (!again || !(again->diagram == parsed->diagram)) __builtin_trap();  // round-trip broken
+  auto form = napkin::emit::recognise_attention(parsed->diagram, src);
+  if (!form) {
+    (void)form.error().format();
+    return 0;
+  }
+  const napkin::emit::KernelProvenance prov{"fuzz", napkin::ir::diagram_key(parsed->diagram), src.name, ""};
+  if (napkin::emit::emit_attention_kernel(parsed->diagram, *form, prov, "{}").empty()) __builtin_trap();
   return 0;
 }
