@@ -74,7 +74,7 @@ TEST(AttentionKernel, EveryAcceptedExampleHasAGoldenKernelAndCMakeCompilesExactl
   // The eight diagrams of issue 17 and the original attention examples are all accepted.
   for (const char* n : {"attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
                         "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
-                        "head_temperature", "attention_sinks"})
+                        "head_temperature", "attention_sinks", "mask_tensor"})
     EXPECT_TRUE(accepted.count(n)) << n;
 }
 
