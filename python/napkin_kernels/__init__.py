@@ -24,6 +24,7 @@ import tempfile
 _REPO = pathlib.Path(__file__).resolve().parents[2]
 _MAX_RANK = 8
 _DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2, "i32": 3, "bool": 4, "f64": 5}
+_OPS = {}  # torch.library operators registered in this process, by qualified name
 
 
 class _Tensor(ctypes.Structure):
@@ -165,44 +166,37 @@ class Kernel:
             raise ValueError(f"{self.name}: {self._err.value.decode()}")
         return out
 
+    def op(self, name=None):
+        """This kernel as a PyTorch operator, torch.ops.napkin.<name> (torch.library.custom_op):
+        opaque to torch.compile and torch.export, which take the output's shape and dtype from
+        its fake implementation; checkable with torch.library.opcheck. Arguments: the inputs in
+        the diagram's order, then the params as floats (the diagram's values by default). One
+        registration per process and name."""
+        import torch
+        qual = f"napkin::{name or self.name}"
+        if qual in _OPS:
+            return _OPS[qual]
+        n_in = len(self._input_names)
+        params = list(self.params)
+        schema = "(" + ", ".join([f"Tensor {n}" for n in self._input_names] +
+                                 [f"float {n}={float(v)!r}" for n, v in self.params.items()]) + ") -> Tensor"
 
-_OPS = {}  # torch.library operators registered in this process, by qualified name
+        def impl(*args):
+            named = dict(zip(self._input_names, args[:n_in]))
+            named.update(zip(params, args[n_in:]))
+            return self(**named)
 
+        def fake(*args):
+            sizes = {}
+            for axes, t in zip(self._axes, args[:n_in]):
+                for a, n in zip(axes, t.shape):
+                    sizes.setdefault(a, n)
+            return args[0].new_empty([sizes[a] for a in self._out_axes], dtype=_torch_dtype(self.output["dtype"]))
 
-def _as_op(kernel, name=None):
-    """`kernel` as a PyTorch operator, torch.ops.napkin.<name> (torch.library.custom_op): opaque to
-    torch.compile and torch.export, which take the output's shape and dtype from its fake
-    implementation; checkable with torch.library.opcheck. Arguments: the inputs in the diagram's
-    order, then the params as floats (the diagram's values by default). One registration per
-    process and name."""
-    import torch
-    qual = f"napkin::{name or kernel.name}"
-    if qual in _OPS:
-        return _OPS[qual]
-    n_in = len(kernel._input_names)
-    params = list(kernel.params)
-    schema = "(" + ", ".join([f"Tensor {n}" for n in kernel._input_names] +
-                             [f"float {n}={float(v)!r}" for n, v in kernel.params.items()]) + ") -> Tensor"
-
-    def impl(*args):
-        named = dict(zip(kernel._input_names, args[:n_in]))
-        named.update(zip(params, args[n_in:]))
-        return kernel(**named)
-
-    def fake(*args):
-        sizes = {}
-        for axes, t in zip(kernel._axes, args[:n_in]):
-            for a, n in zip(axes, t.shape):
-                sizes.setdefault(a, n)
-        return args[0].new_empty([sizes[a] for a in kernel._out_axes], dtype=_torch_dtype(kernel.output["dtype"]))
-
-    op = torch.library.custom_op(qual, impl, mutates_args=(), device_types="cuda", schema=schema)
-    op.register_fake(fake)
-    _OPS[qual] = op
-    return op
-
-
-Kernel.op = _as_op
+        op = torch.library.custom_op(qual, impl, mutates_args=(), device_types="cuda", schema=schema)
+        op.register_fake(fake)
+        _OPS[qual] = op
+        return op
 
 
 def load(directory):

@@ -27,30 +27,62 @@
 
 namespace napkin {
 
-// The summary of one tensor, as Fusion::block reads it; kRoles: the tensor's b, h, g roles
-// (AuxRole bits; its q or k role is the summarised axis).
+namespace detail {
+
+// [min, max] over groups [g0, g1] from one row's sparse table `t` ([level][group], `groups`
+// entries a level): two reads at the level whose runs cover the range in two.
+__device__ __forceinline__ int2 sparse_min_max(const int2* t, int groups, int g0, int g1) {
+  const int level = 31 - __clz(g1 - g0 + 1);
+  const int2* at = t + static_cast<int64_t>(level) * groups;
+  const int2 x = __ldg(at + g0), y = __ldg(at + g1 - (1 << level) + 1);
+  return make_int2(min(x.x, y.x), max(x.y, y.y));
+}
+
+// Levels 1.. of a sparse table whose level 0 the CTA has written: each from the one below it.
+__device__ __forceinline__ void build_levels(int2* t, int groups, int levels) {
+  for (int j = 1; j < levels; ++j) {
+    __syncthreads();
+    const int2* below = t + static_cast<int64_t>(j - 1) * groups;
+    for (int i = threadIdx.x; i < groups; i += blockDim.x) {
+      const int2 x = below[i], y = below[min(i + (1 << (j - 1)), groups - 1)];
+      t[static_cast<int64_t>(j) * groups + i] = make_int2(min(x.x, y.x), max(x.y, y.y));
+    }
+  }
+}
+
+// The (b, query head) of table row `row` (rows in b, h, g order).
+struct SummaryRow {
+  int b, head;
+  __device__ __forceinline__ SummaryRow(int row, int rows_h, int rows_g, int group) {
+    const int g = row % rows_g, h = (row / rows_g) % rows_h;
+    b = row / (rows_g * rows_h), head = h * group + g;
+  }
+};
+
+}  // namespace detail
+
+// The rows of a summary: one per (b, h, g) the tensor has; kRoles: its b, h, g roles.
 template <unsigned kRoles>
-struct BlockSummary {
-  const int2* table = nullptr;  // [row][level][group]: (min, max)
+struct SummaryRows {
+  const int2* table = nullptr;
   int64_t sb = 0, sh = 0, sg = 0;  // row strides in entries
-  int groups = 1, shift = 4, length = 1, group = 1;
+  int group = 1;
+  __device__ __forceinline__ const int2* row(int b, int head) const {
+    return table + batch_head_offset<kRoles>(b, head, group, sb, sh, sg);
+  }
+};
+
+// The summary of one tensor along its q or k axis, as Fusion::block reads it: [row][level][group].
+template <unsigned kRoles>
+struct BlockSummary : SummaryRows<kRoles> {
+  int groups = 1, shift = 4, length = 1;
   // [min, max] of the tensor over [lo, hi] of its summarised axis at (b, head): a superset's.
   __device__ __forceinline__ device::IntRange range(int b, int head, int lo, int hi) const {
     lo = lo < 0 ? 0 : lo;
     hi = hi >= length ? length - 1 : hi;
     if (lo > hi) lo = 0, hi = length - 1;
-    int64_t row = 0;
-    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
-      const int h = head / group, g = head - h * group;
-      if constexpr ((kRoles & kAuxH) != 0) row += h * sh;
-      if constexpr ((kRoles & kAuxG) != 0) row += g * sg;
-    }
-    if constexpr ((kRoles & kAuxB) != 0) row += b * sb;
-    const int g0 = lo >> shift, g1 = hi >> shift;
-    const int level = 31 - __clz(g1 - g0 + 1);
-    const int2* t = table + row + static_cast<int64_t>(level) * groups;
-    const int2 x = __ldg(t + g0), y = __ldg(t + g1 - (1 << level) + 1);
-    return {x.x < y.x ? x.x : y.x, x.y > y.y ? x.y : y.y};
+    const int2 r = detail::sparse_min_max(this->row(b, head), groups, lo >> shift, hi >> shift);
+    return {r.x, r.y};
   }
   // A bool tensor over the range: true somewhere (max 1), true everywhere (min 1).
   __device__ __forceinline__ device::BlockVisibility visibility(int b, int head, int lo, int hi) const {
@@ -59,32 +91,21 @@ struct BlockSummary {
   }
 };
 
-// The summary of a tensor indexed by query row and key (kRoles: its b, h, g roles).
+// The summary of a tensor indexed by query row and key: [row][q group][level][k group].
 template <unsigned kRoles>
-struct BlockSummary2D {
-  const int2* table = nullptr;  // [row][q group][level][k group]: (min, max)
-  int64_t sb = 0, sh = 0, sg = 0;  // row strides in entries
-  int q_groups = 1, k_groups = 1, levels = 1, q_shift = 6, k_shift = 6, q_length = 1, k_length = 1, group = 1;
+struct BlockSummary2D : SummaryRows<kRoles> {
+  int q_groups = 1, k_groups = 1, levels = 1, q_shift = 6, k_shift = 6, q_length = 1, k_length = 1;
   __device__ __forceinline__ device::IntRange range(int b, int head, int q0, int q1, int k0, int k1) const {
     q0 = q0 < 0 ? 0 : q0, k0 = k0 < 0 ? 0 : k0;
     q1 = q1 >= q_length ? q_length - 1 : q1, k1 = k1 >= k_length ? k_length - 1 : k1;
     if (q0 > q1) q0 = 0, q1 = q_length - 1;
     if (k0 > k1) k0 = 0, k1 = k_length - 1;
-    int64_t row = 0;
-    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
-      const int h = head / group, g = head - h * group;
-      if constexpr ((kRoles & kAuxH) != 0) row += h * sh;
-      if constexpr ((kRoles & kAuxG) != 0) row += g * sg;
-    }
-    if constexpr ((kRoles & kAuxB) != 0) row += b * sb;
-    const int g0 = k0 >> k_shift, g1 = k1 >> k_shift;
-    const int level = 31 - __clz(g1 - g0 + 1);
+    const int2* t = this->row(b, head);
     const int64_t per_q_group = static_cast<int64_t>(levels) * k_groups;
-    const int2* t = table + row + static_cast<int64_t>(level) * k_groups;
     int lo = 0x7fffffff, hi = -0x7fffffff - 1;
     for (int qg = q0 >> q_shift; qg <= (q1 >> q_shift); ++qg) {
-      const int2 x = __ldg(t + qg * per_q_group + g0), y = __ldg(t + qg * per_q_group + g1 - (1 << level) + 1);
-      lo = min(lo, min(x.x, y.x)), hi = max(hi, max(x.y, y.y));
+      const int2 r = detail::sparse_min_max(t + qg * per_q_group, k_groups, k0 >> k_shift, k1 >> k_shift);
+      lo = min(lo, r.x), hi = max(hi, r.y);
     }
     return {lo, hi};
   }
@@ -96,45 +117,35 @@ struct BlockSummary2D {
 
 namespace detail {
 
-// One CTA per row: level 0 from the tensor, then each level from the one below it.
+// One CTA per row: level 0 from the tensor, then the levels above it.
 template <class T, unsigned kRoles>
 __global__ void build_block_summary(AuxView<T, kRoles> src, int2* table, int rows_h, int rows_g, int groups,
                                     int levels, int shift, int length, bool along_q) {
-  const int row = blockIdx.x;
-  const int g = row % rows_g, h = (row / rows_g) % rows_h, b = row / (rows_g * rows_h);
-  const int head = h * src.group + g;
-  int2* t = table + static_cast<int64_t>(row) * levels * groups;
+  const SummaryRow r(blockIdx.x, rows_h, rows_g, src.group);
+  int2* t = table + static_cast<int64_t>(blockIdx.x) * levels * groups;
   for (int i = threadIdx.x; i < groups; i += blockDim.x) {
     int lo = 0x7fffffff, hi = -0x7fffffff - 1;
     const int end = min(length, (i + 1) << shift);
     for (int e = i << shift; e < end; ++e) {
-      const int v = static_cast<int>(src.at(b, head, along_q ? e : 0, along_q ? 0 : e));
+      const int v = static_cast<int>(src.at(r.b, r.head, along_q ? e : 0, along_q ? 0 : e));
       lo = min(lo, v), hi = max(hi, v);
     }
     t[i] = make_int2(lo, hi);
   }
-  for (int j = 1; j < levels; ++j) {
-    __syncthreads();
-    const int2* below = t + static_cast<int64_t>(j - 1) * groups;
-    for (int i = threadIdx.x; i < groups; i += blockDim.x) {
-      const int2 x = below[i], y = below[min(i + (1 << (j - 1)), groups - 1)];
-      t[static_cast<int64_t>(j) * groups + i] = make_int2(min(x.x, y.x), max(x.y, y.y));
-    }
-  }
+  build_levels(t, groups, levels);
 }
 
 // One CTA per (row, group of query rows): level 0 from the tensor (each warp reads 32
 // consecutive keys, which lie in one group of >= 32 keys, reduces them and updates its group's
-// [min, max] in shared memory), then each level from the one below it.
+// [min, max] in shared memory), then the levels above it.
 template <class T, unsigned kRoles>
 __global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int rows_h, int rows_g, int q_groups,
                                        int k_groups, int levels, int q_shift, int k_shift, int q_length, int k_length) {
   extern __shared__ int smem[];  // [2][k_groups]: min, max
   int* s_lo = smem;
   int* s_hi = smem + k_groups;
-  const int row = blockIdx.x / q_groups, qg = blockIdx.x % q_groups;
-  const int g = row % rows_g, h = (row / rows_g) % rows_h, b = row / (rows_g * rows_h);
-  const int head = h * src.group + g;
+  const int qg = blockIdx.x % q_groups;
+  const SummaryRow r(blockIdx.x / q_groups, rows_h, rows_g, src.group);
   for (int i = threadIdx.x; i < k_groups; i += blockDim.x) s_lo[i] = 0x7fffffff, s_hi[i] = -0x7fffffff - 1;
   __syncthreads();
   const int q_end = min(q_length, (qg + 1) << q_shift);
@@ -142,7 +153,7 @@ __global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int 
     for (int k0 = 0; k0 < k_length; k0 += blockDim.x) {
       const int k = k0 + threadIdx.x;
       int lo = 0x7fffffff, hi = -0x7fffffff - 1;
-      if (k < k_length) lo = hi = static_cast<int>(src.at(b, head, q, k));
+      if (k < k_length) lo = hi = static_cast<int>(src.at(r.b, r.head, q, k));
       lo = __reduce_min_sync(0xffffffffu, lo);
       hi = __reduce_max_sync(0xffffffffu, hi);
       if ((threadIdx.x & 31) == 0 && k < k_length) {
@@ -152,16 +163,9 @@ __global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int 
     }
   }
   __syncthreads();
-  int2* t = table + (static_cast<int64_t>(row) * q_groups + qg) * levels * k_groups;
+  int2* t = table + static_cast<int64_t>(blockIdx.x) * levels * k_groups;
   for (int i = threadIdx.x; i < k_groups; i += blockDim.x) t[i] = make_int2(s_lo[i], s_hi[i]);
-  for (int j = 1; j < levels; ++j) {
-    __syncthreads();
-    const int2* below = t + static_cast<int64_t>(j - 1) * k_groups;
-    for (int i = threadIdx.x; i < k_groups; i += blockDim.x) {
-      const int2 x = below[i], y = below[min(i + (1 << (j - 1)), k_groups - 1)];
-      t[static_cast<int64_t>(j) * k_groups + i] = make_int2(min(x.x, y.x), max(x.y, y.y));
-    }
-  }
+  build_levels(t, k_groups, levels);
 }
 
 }  // namespace detail
@@ -181,83 +185,91 @@ class BlockSummaries {
   template <class T, unsigned kRoles>
   BlockSummary<kRoles & (kAuxB | kAuxH | kAuxG)> of(const AuxView<T, kRoles>& v, const TensorBinder& tb, char axis) {
     BlockSummary<kRoles & (kAuxB | kAuxH | kAuxG)> s;
-    if (v.data == nullptr || !error_.empty() || !tb.error().empty()) return s;
     const int64_t length = tb.size(axis);
     int shift = 4;
     while ((length >> shift) > 4096) ++shift;
     const int groups = static_cast<int>((length + (int64_t{1} << shift) - 1) >> shift);
-    int levels = 1;
-    while ((1 << levels) <= groups) ++levels;
-    const int rows_b = (kRoles & kAuxB) ? static_cast<int>(tb.size('b')) : 1;
-    const int rows_h = (kRoles & kAuxH) ? static_cast<int>(tb.size('h')) : 1;
-    const int rows_g = (kRoles & kAuxG) ? static_cast<int>(tb.size('g')) : 1;
-    const int64_t per_row = static_cast<int64_t>(levels) * groups;
-    host::keep_pool_memory();
-    void* p = nullptr;
-    if (cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(rows_b) * rows_h * rows_g * per_row * sizeof(int2), stream_);
-        e != cudaSuccess) {
-      error_ = std::string("block summary: cudaMallocAsync: ") + cudaGetErrorString(e);
-      return s;
-    }
-    buffers_.push_back(p);
-    s.table = static_cast<const int2*>(p);
-    s.sg = (kRoles & kAuxG) ? per_row : 0;
-    s.sh = (kRoles & kAuxH) ? per_row * rows_g : 0;
-    s.sb = (kRoles & kAuxB) ? per_row * rows_g * rows_h : 0;
-    s.groups = groups, s.shift = shift, s.length = static_cast<int>(length), s.group = v.group;
-    detail::build_block_summary<T, kRoles><<<rows_b * rows_h * rows_g, 256, 0, stream_>>>(
-        v, static_cast<int2*>(p), rows_h, rows_g, groups, levels, shift, static_cast<int>(length), axis == 'q');
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      error_ = std::string("block summary: launch: ") + cudaGetErrorString(e);
+    const int levels = levels_for(groups);
+    const Rows rows = rows_of<kRoles>(tb);
+    if (!allocate(v, tb, s, rows, int64_t{levels} * groups)) return s;
+    s.groups = groups, s.shift = shift, s.length = static_cast<int>(length);
+    detail::build_block_summary<T, kRoles><<<static_cast<unsigned>(rows.count()), 256, 0, stream_>>>(
+        v, const_cast<int2*>(s.table), rows.h, rows.g, groups, levels, shift, static_cast<int>(length), axis == 'q');
+    check_launch();
     return s;
   }
   // The summary of `v` (bound by tb) over its query rows and keys.
   template <class T, unsigned kRoles>
   BlockSummary2D<kRoles & (kAuxB | kAuxH | kAuxG)> of_rows_and_keys(const AuxView<T, kRoles>& v, const TensorBinder& tb) {
     BlockSummary2D<kRoles & (kAuxB | kAuxH | kAuxG)> s;
-    if (v.data == nullptr || !error_.empty() || !tb.error().empty()) return s;
     const int64_t q_length = tb.size('q'), k_length = tb.size('k');
-    const int rows_b = (kRoles & kAuxB) ? static_cast<int>(tb.size('b')) : 1;
-    const int rows_h = (kRoles & kAuxH) ? static_cast<int>(tb.size('h')) : 1;
-    const int rows_g = (kRoles & kAuxG) ? static_cast<int>(tb.size('g')) : 1;
-    const int64_t rows = int64_t{rows_b} * rows_h * rows_g;
+    const Rows rows = rows_of<kRoles>(tb);
     int q_shift = 6, k_shift = 6, q_groups = 0, k_groups = 0, levels = 0;
-    auto shape = [&] {
+    auto per_row = [&] {
       q_groups = static_cast<int>((q_length + (int64_t{1} << q_shift) - 1) >> q_shift);
       k_groups = static_cast<int>((k_length + (int64_t{1} << k_shift) - 1) >> k_shift);
-      levels = 1;
-      while ((1 << levels) <= k_groups) ++levels;
-      return rows * q_groups * levels * k_groups * static_cast<int64_t>(sizeof(int2));
+      levels = levels_for(k_groups);
+      return int64_t{q_groups} * levels * k_groups;
     };
-    while (shape() > (int64_t{256} << 20) || q_groups > 1024 || k_groups > 1024) {
+    while (rows.count() * per_row() * static_cast<int64_t>(sizeof(int2)) > (int64_t{256} << 20) || q_groups > 1024 ||
+           k_groups > 1024) {
       if (q_groups >= k_groups) ++q_shift;
       else ++k_shift;
     }
-    host::keep_pool_memory();
-    void* p = nullptr;
-    if (cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(shape()), stream_); e != cudaSuccess) {
-      error_ = std::string("block summary: cudaMallocAsync: ") + cudaGetErrorString(e);
-      return s;
-    }
-    buffers_.push_back(p);
-    const int64_t per_row = int64_t{q_groups} * levels * k_groups;
-    s.table = static_cast<const int2*>(p);
-    s.sg = (kRoles & kAuxG) ? per_row : 0;
-    s.sh = (kRoles & kAuxH) ? per_row * rows_g : 0;
-    s.sb = (kRoles & kAuxB) ? per_row * rows_g * rows_h : 0;
+    if (!allocate(v, tb, s, rows, per_row())) return s;
     s.q_groups = q_groups, s.k_groups = k_groups, s.levels = levels, s.q_shift = q_shift, s.k_shift = k_shift;
-    s.q_length = static_cast<int>(q_length), s.k_length = static_cast<int>(k_length), s.group = v.group;
-    detail::build_block_summary_2d<T, kRoles><<<static_cast<unsigned>(rows * q_groups), 256,
+    s.q_length = static_cast<int>(q_length), s.k_length = static_cast<int>(k_length);
+    detail::build_block_summary_2d<T, kRoles><<<static_cast<unsigned>(rows.count() * q_groups), 256,
                                                  2 * k_groups * sizeof(int), stream_>>>(
-        v, static_cast<int2*>(p), rows_h, rows_g, q_groups, k_groups, levels, q_shift, k_shift,
+        v, const_cast<int2*>(s.table), rows.h, rows.g, q_groups, k_groups, levels, q_shift, k_shift,
         static_cast<int>(q_length), static_cast<int>(k_length));
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      error_ = std::string("block summary: launch: ") + cudaGetErrorString(e);
+    check_launch();
     return s;
   }
   const std::string& error() const { return error_; }
 
  private:
+  struct Rows {
+    int b, h, g;
+    int64_t count() const { return int64_t{b} * h * g; }
+  };
+  template <unsigned kRoles>
+  static Rows rows_of(const TensorBinder& tb) {
+    return {(kRoles & kAuxB) ? static_cast<int>(tb.size('b')) : 1, (kRoles & kAuxH) ? static_cast<int>(tb.size('h')) : 1,
+            (kRoles & kAuxG) ? static_cast<int>(tb.size('g')) : 1};
+  }
+  // Levels of a sparse table over `groups` groups: runs of 1, 2, 4, ... up to `groups`.
+  static int levels_for(int groups) {
+    int levels = 1;
+    while ((1 << levels) <= groups) ++levels;
+    return levels;
+  }
+  // The table of a summary: `per_row` entries for each of `rows`, and the row strides. False
+  // (nothing to build) where the tensor is unbound or an error came before.
+  template <class T, unsigned kRoles, unsigned kRowRoles>
+  bool allocate(const AuxView<T, kRoles>& v, const TensorBinder& tb, SummaryRows<kRowRoles>& s, Rows rows,
+                int64_t per_row) {
+    if (v.data == nullptr || !error_.empty() || !tb.error().empty()) return false;
+    host::keep_pool_memory();
+    void* p = nullptr;
+    const size_t bytes = static_cast<size_t>(rows.count() * per_row) * sizeof(int2);
+    if (cudaError_t e = cudaMallocAsync(&p, bytes, stream_); e != cudaSuccess) {
+      error_ = std::string("block summary: cudaMallocAsync: ") + cudaGetErrorString(e);
+      return false;
+    }
+    buffers_.push_back(p);
+    s.table = static_cast<const int2*>(p);
+    s.sg = (kRowRoles & kAuxG) ? per_row : 0;
+    s.sh = (kRowRoles & kAuxH) ? per_row * rows.g : 0;
+    s.sb = (kRowRoles & kAuxB) ? per_row * rows.g * rows.h : 0;
+    s.group = v.group;
+    return true;
+  }
+  void check_launch() {
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      error_ = std::string("block summary: launch: ") + cudaGetErrorString(e);
+  }
+
   cudaStream_t stream_;
   std::vector<void*> buffers_;
   std::string error_;

@@ -18,19 +18,28 @@ namespace napkin {
 // tensor has, so the address arithmetic of the others is compiled out and what depends only
 // on the row (or the head) is hoisted out of the loops over keys.
 enum AuxRole : unsigned { kAuxB = 1, kAuxH = 2, kAuxG = 4, kAuxQ = 8, kAuxK = 16 };
+
+// The offset of batch b and query head `head` (= KV head h * group + g) along the strides of
+// the roles among b, h, g that kRoles has.
+template <unsigned kRoles>
+__device__ __forceinline__ int64_t batch_head_offset(int b, int head, int group, int64_t sb, int64_t sh, int64_t sg) {
+  int64_t offset = 0;
+  if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
+    const int h = head / group, g = head - h * group;
+    if constexpr ((kRoles & kAuxH) != 0) offset += h * sh;
+    if constexpr ((kRoles & kAuxG) != 0) offset += g * sg;
+  }
+  if constexpr ((kRoles & kAuxB) != 0) offset += b * sb;
+  return offset;
+}
+
 template <class T, unsigned kRoles>
 struct AuxView {
   const T* data = nullptr;
   int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
   int group = 1;
   __device__ __forceinline__ T at(int b, int head, int q, int k) const {
-    int64_t offset = 0;
-    if constexpr ((kRoles & (kAuxH | kAuxG)) != 0) {
-      const int h = head / group, g = head - h * group;
-      if constexpr ((kRoles & kAuxH) != 0) offset += h * sh;
-      if constexpr ((kRoles & kAuxG) != 0) offset += g * sg;
-    }
-    if constexpr ((kRoles & kAuxB) != 0) offset += b * sb;
+    int64_t offset = batch_head_offset<kRoles>(b, head, group, sb, sh, sg);
     if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
     if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
     return __ldg(data + offset);  // read-only for the kernel's lifetime: the non-coherent path
