@@ -10,11 +10,13 @@
 #   bench     bench/attention/variants.py (needs the fa3-fwd wheel in .peers for FlashAttention-3)
 # Carried: build/gen, .cutlass (CuTe headers; or $CUTLASS_INC), .devbin (a napkin binary and its
 # two libraries; or $DEVBIN), .peers for FlashAttention-3 in bench. Logs go to $OUT. TESTS_K: a
-# pytest -k filter for tests (the kernels built).
+# pytest -k filter for tests (the kernels built); SANITIZE_K: the examples to sanitize (all built).
 #   bench/attention/device_generated.sh "tests sanitize bench" [variants.py args...]
 set -uo pipefail
 what=${1:-tests}; shift || true
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# The CuTe/CUTLASS headers may travel compressed (build/cutlass.tar.xz: 1 MB for 27 MB).
+[[ -d build/cutlass || ! -f build/cutlass.tar.xz ]] || tar -xJf build/cutlass.tar.xz -C build
 DEVBIN=${DEVBIN:-.devbin}
 export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/$DEVBIN:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/$DEVBIN/napkin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -34,7 +36,7 @@ fi
 if [[ $what == *sanitize* ]]; then
   sets="--iters 0"  # validation only, at napkin run's small default sizes (batch and heads 2, q 197, k 263)
   for tool in memcheck racecheck synccheck; do
-    for d in $GEN/*_d128; do n=$(basename $d _d128)
+    for d in $GEN/*_d128; do n=$(basename $d _d128); [[ -z ${SANITIZE_K:-} || " $SANITIZE_K " == *" $n "* ]] || continue
       echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run examples/$n.napkin --machine h100-sxm5 --library $d/libkernel.so --set d=128 $sets > $OUT/san_${tool}_$n.log 2>&1; echo \"$tool $n exit \$?\""
     done
   done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3}' | sort | uniq -c

@@ -15,6 +15,7 @@ for name in $(python3 -c "import ast,sys; t=open('tests/gpu/test_plans.py').read
 done
 inc=$(python3 -c "import cutlass_library, os; print(os.path.join(os.path.dirname(cutlass_library.__file__), 'source', 'include'))")
 rm -rf build/cutlass && mkdir -p build/cutlass && cp -r "$inc/cute" "$inc/cutlass" build/cutlass/
+tar -cJf build/cutlass.tar.xz -C build cutlass  # carry this one (1 MB): the device scripts unpack it
 cp "$NAPKIN" build/devbin/napkin && strip build/devbin/napkin
 for l in $(ldd "$NAPKIN" | awk '/fmt|toml/ {print $3}'); do cp "$l" build/devbin/; done
-echo "$(ls build/plans | wc -l) plans under build/plans; $(du -sh build/plans build/cutlass build/devbin | tr '\n' ' ')"
+echo "$(ls build/plans | wc -l) plans under build/plans; $(du -sh build/plans build/cutlass.tar.xz build/devbin | tr '\n' ' ')"

@@ -11,6 +11,8 @@
 set -uo pipefail
 what=${1:-"validate bench"}; shift || true
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# The CuTe/CUTLASS headers may travel compressed (build/cutlass.tar.xz: 1 MB for 27 MB).
+[[ -d build/cutlass || ! -f build/cutlass.tar.xz ]] || tar -xJf build/cutlass.tar.xz -C build
 export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/build/devbin/napkin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s)

@@ -22,13 +22,13 @@ const char* name(FwdScheduleKind k) {
   return "?";
 }
 
-void expect(int head_dim, bool causal, int seqlen_q, int seqlen_k, FwdScheduleKind want) {
+void expect(int head_dim, bool causal, int seqlen_q, int seqlen_k, FwdScheduleKind want, int longest_visit = -1) {
   napkin::AttentionFwdArgs a;
   a.head_dim = head_dim, a.causal = causal, a.seqlen_q = seqlen_q, a.seqlen_k = seqlen_k;
-  const FwdScheduleKind got = napkin::detail::choose_fwd_schedule(a);
+  const FwdScheduleKind got = napkin::detail::choose_fwd_schedule(a, longest_visit);
   if (got != want) {
-    std::printf("FAIL d=%d causal=%d seqlen_q=%d seqlen_k=%d: %s, expected %s\n", head_dim, causal, seqlen_q,
-                seqlen_k, name(got), name(want));
+    std::printf("FAIL d=%d causal=%d seqlen_q=%d seqlen_k=%d longest_visit=%d: %s, expected %s\n", head_dim, causal,
+                seqlen_q, seqlen_k, longest_visit, name(got), name(want));
     ++failures;
   }
 }
@@ -66,6 +66,14 @@ int main() {
   expect(128, true, 17, 1025, K::kD128Overlapped);
   expect(128, true, 2048, 1024, K::kPlain);
   expect(128, true, 16384, 16384, K::kD128Overlapped);
+  // A mask whose tiles visit few keys at any length (a window, local chunks) takes the schedules
+  // of short sequences; one visiting every key takes those of its lengths.
+  expect(64, true, 16384, 16384, K::kD64Short, 1152);
+  expect(64, true, 16384, 16384, K::kD64Short, 2048);
+  expect(64, true, 16384, 16384, K::kPlain, 2176);
+  expect(64, true, 1024, 1024, K::kD64Short, 1024);
+  expect(128, true, 16384, 16384, K::kPlain, 1024);
+  expect(128, true, 16384, 16384, K::kD128Overlapped, 1152);
   // d = 256: one schedule.
   expect(256, false, 512, 512, K::kPlain);
   expect(256, true, 16384, 16384, K::kPlain);

@@ -554,7 +554,16 @@ class BodyWriter {
       case OpKind::exp2: return "napkin::device::exp2_approx(" + opf(0) + ")";
       case OpKind::log: return "__logf(" + opf(0) + ")";
       case OpKind::tanh: return "napkin::device::fast_tanh(" + opf(0) + ")";
-      case OpKind::floor: return t == CType::integer ? op(0) : "floorf(" + op(0) + ")";
+      case OpKind::floor: {
+        if (t == CType::integer) return op(0);
+        // floor(a / c) corrected to the exact quotient's floor (napkin::device::floor_quotient), as
+        // the reference interpreter and the block bound compute it: a fast quotient would move
+        // an exact multiple of c below its integer.
+        const Node& q = d_.node(x.operands[0]);
+        if (q.op == OpKind::div)
+          return "napkin::device::floor_quotient(" + as(q.operands[0], CType::real) + ", " + as(q.operands[1], CType::real) + ")";
+        return "floorf(" + op(0) + ")";
+      }
       case OpKind::neg: return "-" + op(0);
       case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
       case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
@@ -769,10 +778,12 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     for (NodeId p : preds) bterms.push_back(bw.value(p, bbody));
     std::string combined = bterms[0];
     for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
-    block_fn = "  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
-               "int k0, int k1) {\n    const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};\n";
-    block_fn += bbody + "    return " + combined + ";\n  }\n";
     summarised = bw.summarised();
+    // A bound over indices and params alone is also a host function (kBlockOnHost).
+    block_fn = fmt::format("  {}static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
+                           "int k0, int k1) {{\n    const napkin::device::IntRange qr{{q0, q1}}, kr{{k0, k1}};\n",
+                           summarised.empty() ? "__host__ __device__ " : "__device__ ");
+    block_fn += bbody + "    return " + combined + ";\n  }\n";
   }
   for (const AuxInput& x : f.aux)
     if (summarised.count(x.node)) {
@@ -792,6 +803,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   });
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
+  if (!block_fn.empty() && summarised.empty()) out += "  static constexpr bool kBlockOnHost = true;\n";
 
 
   auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {

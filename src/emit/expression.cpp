@@ -99,7 +99,10 @@ std::string Writer::expression(NodeId n) {
       case OpKind::add: return op(0) + " + " + op(1);
       case OpKind::sub: return op(0) + " - " + op(1);
       case OpKind::mul: return op(0) + " * " + op(1);
-      case OpKind::div: return t == CType::integer ? op(0) + " / " + op(1) : opf(0) + " / " + opf(1);
+      case OpKind::div:
+        if (t == CType::integer) return op(0) + " / " + op(1);
+        if (const auto r = reciprocals_.find(x.operands[1]); r != reciprocals_.end()) return opf(0) + " * " + r->second;
+        return opf(0) + " / " + opf(1);
       case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_max(" + op(0) + ", " + op(1) + ")";
       case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_min(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");

@@ -550,6 +550,22 @@ class Emitter {
     }
     for (NodeId o : stores) chunk += fmt::format("{}{} {}[kV];\n", in, ctype_name(ctype_of(nd_.node(o))), out_vector_.at(o));
     Writer w(nd_, known);
+    // A division by a value of the row (a norm's deviation) multiplies by its reciprocal, taken
+    // once per row.
+    for (NodeId n : cone) {
+      const Node& x = nd_.node(n);
+      if (x.op != OpKind::div || ctype_of(x) != CType::real) continue;
+      const NodeId divisor = x.operands[1];
+      const auto known_divisor = row_known_.find(divisor);
+      if (known_divisor == row_known_.end() || nd_.node(divisor).op == OpKind::constant) continue;
+      if (!reciprocals_.count(divisor)) {
+        reciprocals_[divisor] = fmt::format("inv{}", divisor);
+        const std::string v = ctype_of(nd_.node(divisor)) == CType::real ? known_divisor->second
+                                                                          : "static_cast<float>(" + known_divisor->second + ")";
+        pre += fmt::format("{}const float {} = 1.0f / {};\n", indent, reciprocals_.at(divisor), v);
+      }
+      w.divide_by_reciprocal(divisor, reciprocals_.at(divisor));
+    }
     std::string body;
     for (const Sink& s : sinks) {
       const std::string v = w.value(s.node, body, in2);
@@ -581,6 +597,23 @@ class Emitter {
                          memory_type(x.dtype), fragment_.at(in.node), x.name, rn_);
         s += fmt::format("  g.load({}, a.{});\n", fragment_.at(in.node), x.name);
       }
+    // Rows kept in registers are loaded one row ahead: the next row's loads are in flight while
+    // this row reduces and writes, so a CTA always has memory traffic outstanding.
+    std::vector<NodeId> ahead;
+    for (const RowInput& in : f_.inputs)
+      if (in.read == RowRead::rows && used_.count(in.node) && l_.in_registers) ahead.push_back(in.node);
+    if (!ahead.empty()) {
+      std::string loads;
+      for (NodeId n : ahead) {
+        const Node& x = nd_.node(n);
+        s += fmt::format("  napkin::rows::Vector<{}, kV> next_{}[Shape::kVectors];  // {}[{}] of the next row\n", memory_type(x.dtype),
+                         fragment_.at(n), x.name, names_of(nd_, x.axes));
+        loads += fmt::format("    g.load(next_{}, a.{} + ({}));\n", fragment_.at(n), x.name, row_offset(x.name, x.axes));
+      }
+      s += "  auto load_ahead = [&](int64_t first) {\n    int64_t row = first + g.row < a.rows_ ? first + g.row : a.rows_ - 1;\n";
+      s += decompose("    ") + loads + "  };\n";
+      s += "  if (int64_t(blockIdx.x) * kRowsPerCta < a.rows_) load_ahead(int64_t(blockIdx.x) * kRowsPerCta);\n";
+    }
     s += "  for (int64_t first = int64_t(blockIdx.x) * kRowsPerCta; first < a.rows_; first += int64_t(gridDim.x) * kRowsPerCta) {\n";
     s += "    const bool live = first + g.row < a.rows_;\n";
     s += "    int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing\n";
@@ -590,12 +623,15 @@ class Emitter {
       const Node& x = nd_.node(in.node);
       const std::string base = fmt::format("a.{} + ({})", x.name, row_offset(x.name, x.axes));
       if (l_.in_registers)
-        s += fmt::format("    napkin::rows::Vector<{}, kV> {}[Shape::kVectors];  // {}[{}]\n    g.load({}, {});\n", memory_type(x.dtype),
-                         fragment_.at(in.node), x.name, names_of(nd_, x.axes), fragment_.at(in.node), base);
+        s += fmt::format("    napkin::rows::Vector<{}, kV> {}[Shape::kVectors];  // {}[{}]\n"
+                         "    #pragma unroll\n    for (int k = 0; k < Shape::kVectors; ++k) {}[k] = next_{}[k];\n",
+                         memory_type(x.dtype), fragment_.at(in.node), x.name, names_of(nd_, x.axes), fragment_.at(in.node), fragment_.at(in.node));
       else
         s += fmt::format("    const {}* const {} = {};  // {}[{}], re-read in every pass\n", memory_type(x.dtype), pointer_.at(in.node), base,
                          x.name, names_of(nd_, x.axes));
     }
+    if (!ahead.empty())
+      s += "    if (first + int64_t(gridDim.x) * kRowsPerCta < a.rows_) load_ahead(first + int64_t(gridDim.x) * kRowsPerCta);\n";
     for (const RowOutput& o : f_.outputs) {
       if (o.write == RowWrite::per_row) continue;
       const ir::Output& out = nd_.outputs[o.index];
@@ -836,6 +872,7 @@ class Emitter {
   const RowLaunch& l_;
   std::string rn_;
   std::map<NodeId, std::string> row_known_;  // values known at row scope (constants, statistics, per-row values)
+  std::map<NodeId, std::string> reciprocals_;  // divisor known at row scope -> the name of its reciprocal
   std::vector<NodeId> params_;
   std::set<NodeId> used_;
   std::map<NodeId, std::string> fragment_, pointer_, out_vector_;

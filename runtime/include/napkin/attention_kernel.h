@@ -75,6 +75,36 @@ cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fu
                                       fusion);
 }
 
+// The most keys one tile of 128 query rows visits, counted in 128-key chunks by the mask's block
+// bound on the host (batch 0, head 0; nine tiles spread over the rows, the last included), or -1
+// where the bound reads tensors. Only the schedule choice reads it. Kept per thread for the last
+// lengths and arguments, since a call's host time counts at short lengths.
+template <class Fusion>
+int longest_visit(const typename Fusion::Args& f, const AttentionFwdArgs& a) {
+  if constexpr (!Fusion::kSkipsBlocks || !Fusion::kBlockOnHost) {
+    return -1;
+  } else {
+    using Args = typename Fusion::Args;
+    thread_local struct { int seqlen_q = -1, seqlen_k = -1, longest = -1; unsigned char args[sizeof(Args)] = {}; } last;
+    if (last.seqlen_q == a.seqlen_q && last.seqlen_k == a.seqlen_k && std::memcmp(last.args, &f, sizeof(Args)) == 0)
+      return last.longest;
+    constexpr int kRows = 128, kKeys = 128, kSamples = 9;
+    const int tiles = (a.seqlen_q + kRows - 1) / kRows, chunks = (a.seqlen_k + kKeys - 1) / kKeys;
+    int longest = 0;
+    for (int s = 0; s < kSamples; ++s) {
+      const int tile = static_cast<int>(static_cast<int64_t>(tiles - 1) * s / (kSamples - 1));
+      const int q0 = tile * kRows, q1 = std::min(q0 + kRows, a.seqlen_q) - 1;
+      int visited = 0;
+      for (int c = 0; c < chunks; ++c)
+        visited += Fusion::block(f, 0, 0, q0, q1, c * kKeys, std::min((c + 1) * kKeys, a.seqlen_k) - 1).may;
+      longest = std::max(longest, std::min(visited * kKeys, a.seqlen_k));
+    }
+    last.seqlen_q = a.seqlen_q, last.seqlen_k = a.seqlen_k, last.longest = longest;
+    std::memcpy(last.args, &f, sizeof(Args));
+    return longest;
+  }
+}
+
 inline std::string finish(cudaError_t err) {
   return err == cudaSuccess ? std::string() : std::string("CUDA error: ") + cudaGetErrorString(err);
 }
@@ -82,7 +112,8 @@ inline std::string finish(cudaError_t err) {
 }  // namespace detail
 
 // Launches the schedule the measured table gives for these lengths (a.causal is read as
-// "tiles of uneven work", which is Fusion::kSkipsBlocks) with the fused code. Only the
+// "tiles of uneven work", which is Fusion::kSkipsBlocks; the keys a tile visits, where the host
+// can bound them, as longest_visit) with the fused code. Only the
 // schedules that can be taken are instantiated; the long-key d = 128 schedule only for fusions
 // with no per-score code. Arguments are checked (attention_fwd_check)
 // first; returns "" or the reason.
@@ -93,7 +124,7 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
   cudaError_t err = cudaSuccess;
-  const FwdScheduleKind kind = choose_fwd_schedule(a);
+  const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a));
   if constexpr (kHeadDim == 64) {
     if constexpr (Fusion::kSkipsBlocks) {
       if (kind == FwdScheduleKind::kD64Short) err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);

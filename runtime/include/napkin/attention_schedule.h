@@ -63,9 +63,13 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // runtime/tests/schedule_choice.cpp checks the thresholds without a GPU; tests/gpu and
 // runtime/tests/sanitize_attention.cu run lengths on both sides of each, so every kernel is
 // tested on the GPU.
+// `longest_visit`: the most keys one tile of query rows visits where the host knows it (a mask
+// whose block bound reads no tensor: a window of 1024 keys visits about 1024 at any length), or
+// -1; the short and the overlapped schedules follow it rather than the sequence lengths.
 enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped };
-inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a) {
-  if (a.head_dim == 64 && a.causal && a.seqlen_q <= 2048) return FwdScheduleKind::kD64Short;
+inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1) {
+  const int visited = longest_visit >= 0 ? longest_visit : a.causal ? a.seqlen_q : a.seqlen_k;
+  if (a.head_dim == 64 && a.causal && visited <= 2048) return FwdScheduleKind::kD64Short;
   if (a.head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;
@@ -73,7 +77,7 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a) {
     if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
   }
   if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
-  if (a.head_dim == 128 && a.seqlen_k > 1024) return FwdScheduleKind::kD128Overlapped;
+  if (a.head_dim == 128 && (longest_visit >= 0 ? longest_visit : a.seqlen_k) > 1024) return FwdScheduleKind::kD128Overlapped;
   return FwdScheduleKind::kPlain;
 }
 

@@ -13,11 +13,12 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kBlockOnHost = true;
   __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
     const bool v8 = q >= k;
     return v8;
   }
-  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
+  __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
     const napkin::device::BlockVisibility r8 = napkin::device::bv_ge(qr, kr);
     return r8;

@@ -14,17 +14,18 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kBlockOnHost = true;
   __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
     const bool v9 = q >= k;
     const float v11 = __fdividef(static_cast<float>(q), static_cast<float>(a.param_c));
-    const float v12 = floorf(v11);
+    const float v12 = napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c));
     const float v14 = __fdividef(static_cast<float>(k), static_cast<float>(a.param_c));
-    const float v15 = floorf(v14);
+    const float v15 = napkin::device::floor_quotient(static_cast<float>(k), static_cast<float>(a.param_c));
     const bool v16 = v12 == v15;
     const bool v17 = v9 & v16;  // visible
     return v17;
   }
-  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
+  __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
     const napkin::device::BlockVisibility r9 = napkin::device::bv_ge(qr, kr);
     const napkin::device::IntRange r12 = napkin::device::range_floor_div_real(qr, a.param_c);

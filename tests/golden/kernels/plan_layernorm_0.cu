@@ -26,12 +26,21 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
   using Shape = napkin::rows::RowShape<kRowLength, kThreadsPerRow, kRowsPerCta, kV>;
   const napkin::rows::RowThread<Shape> g;  // this thread's row in the CTA and place in the row
   __shared__ uint32_t sPartials[2][Shape::kRows * Shape::kWarps * 1];  // per pass: [reduction][row][warp]
+  napkin::rows::Vector<__nv_bfloat16, kV> next_rX[Shape::kVectors];  // X[t e] of the next row
+  auto load_ahead = [&](int64_t first) {
+    int64_t row = first + g.row < a.rows_ ? first + g.row : a.rows_ - 1;
+    const int64_t i_t = row;
+    g.load(next_rX, a.X + (i_t * a.s_X_t));
+  };
+  if (int64_t(blockIdx.x) * kRowsPerCta < a.rows_) load_ahead(int64_t(blockIdx.x) * kRowsPerCta);
   for (int64_t first = int64_t(blockIdx.x) * kRowsPerCta; first < a.rows_; first += int64_t(gridDim.x) * kRowsPerCta) {
     const bool live = first + g.row < a.rows_;
     int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing
     const int64_t i_t = row;
     napkin::rows::Vector<__nv_bfloat16, kV> rX[Shape::kVectors];  // X[t e]
-    g.load(rX, a.X + (i_t * a.s_X_t));
+    #pragma unroll
+    for (int k = 0; k < Shape::kVectors; ++k) rX[k] = next_rX[k];
+    if (first + int64_t(gridDim.x) * kRowsPerCta < a.rows_) load_ahead(first + int64_t(gridDim.x) * kRowsPerCta);
     __nv_bfloat16* const gY = a.Y + (i_t * a.s_Y_t);  // Y[t e]
     // Pass 1 over the row
     napkin::rows::Acc<napkin::rows::Sum> acc0;  // sum over e: the 'layernorm' at 6:5
@@ -66,6 +75,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
     const float v12 = logf(v11);
     const float v13 = v12 * 0.5f;
     const float v14 = expf(v13);
+    const float inv14 = 1.0f / v14;
     #pragma unroll
     for (int k = 0; k < Shape::kVectors; ++k) {
       if (!g.owns(k)) continue;
@@ -77,7 +87,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
       #pragma unroll
       for (int v = 0; v < kV; ++v) {
         const float v6 = rX[k][v] - v5;
-        const float v15 = v6 / v14;
+        const float v15 = v6 * inv14;
         const float v16 = v15 * rgamma[v];
         const float v17 = v16 + rbeta[v];
         const float v18 = napkin::rows::round_bf16(v17);  // Y

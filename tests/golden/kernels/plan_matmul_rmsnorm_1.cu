@@ -27,12 +27,21 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
   __shared__ uint32_t sPartials[1][Shape::kRows * Shape::kWarps * 1];  // per pass: [reduction][row][warp]
   napkin::rows::Vector<float, kV> rgamma[Shape::kVectors];  // gamma[f]: the same in every row, loaded once
   g.load(rgamma, a.gamma);
+  napkin::rows::Vector<float, kV> next_rY[Shape::kVectors];  // Y[t f] of the next row
+  auto load_ahead = [&](int64_t first) {
+    int64_t row = first + g.row < a.rows_ ? first + g.row : a.rows_ - 1;
+    const int64_t i_t = row;
+    g.load(next_rY, a.Y + (i_t * a.s_Y_t));
+  };
+  if (int64_t(blockIdx.x) * kRowsPerCta < a.rows_) load_ahead(int64_t(blockIdx.x) * kRowsPerCta);
   for (int64_t first = int64_t(blockIdx.x) * kRowsPerCta; first < a.rows_; first += int64_t(gridDim.x) * kRowsPerCta) {
     const bool live = first + g.row < a.rows_;
     int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing
     const int64_t i_t = row;
     napkin::rows::Vector<float, kV> rY[Shape::kVectors];  // Y[t f]
-    g.load(rY, a.Y + (i_t * a.s_Y_t));
+    #pragma unroll
+    for (int k = 0; k < Shape::kVectors; ++k) rY[k] = next_rY[k];
+    if (first + int64_t(gridDim.x) * kRowsPerCta < a.rows_) load_ahead(first + int64_t(gridDim.x) * kRowsPerCta);
     __nv_bfloat16* const gZ = a.Z + (i_t * a.s_Z_t);  // Z[t f]
     // Pass 1 over the row
     napkin::rows::Acc<napkin::rows::Sum> acc0;  // sum over f: the 'rmsnorm' at 7:5
@@ -53,13 +62,14 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
     const float v8 = logf(v7);
     const float v9 = v8 * 0.5f;
     const float v10 = expf(v9);
+    const float inv10 = 1.0f / v10;
     #pragma unroll
     for (int k = 0; k < Shape::kVectors; ++k) {
       if (!g.owns(k)) continue;
       float oZ[kV];
       #pragma unroll
       for (int v = 0; v < kV; ++v) {
-        const float v11 = rY[k][v] / v10;
+        const float v11 = rY[k][v] * inv10;
         const float v12 = v11 * rgamma[k][v];
         const float v13 = napkin::rows::round_bf16(v12);  // Z
         oZ[v] = v13;

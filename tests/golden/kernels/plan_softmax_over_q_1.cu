@@ -26,6 +26,15 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
   using Shape = napkin::rows::RowShape<kRowLength, kThreadsPerRow, kRowsPerCta, kV>;
   const napkin::rows::RowThread<Shape> g;  // this thread's row in the CTA and place in the row
   __shared__ uint32_t sPartials[2][Shape::kRows * Shape::kWarps * 1];  // per pass: [reduction][row][warp]
+  napkin::rows::Vector<float, kV> next_rS[Shape::kVectors];  // S[b h k q] of the next row
+  auto load_ahead = [&](int64_t first) {
+    int64_t row = first + g.row < a.rows_ ? first + g.row : a.rows_ - 1;
+    const int64_t i_k = a.div_k_.split(row);
+    const int64_t i_h = a.div_h_.split(row);
+    const int64_t i_b = row;
+    g.load(next_rS, a.S + (i_b * a.s_S_b + i_h * a.s_S_h + i_k * a.s_S_k));
+  };
+  if (int64_t(blockIdx.x) * kRowsPerCta < a.rows_) load_ahead(int64_t(blockIdx.x) * kRowsPerCta);
   for (int64_t first = int64_t(blockIdx.x) * kRowsPerCta; first < a.rows_; first += int64_t(gridDim.x) * kRowsPerCta) {
     const bool live = first + g.row < a.rows_;
     int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing
@@ -33,7 +42,9 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
     const int64_t i_h = a.div_h_.split(row);
     const int64_t i_b = row;
     napkin::rows::Vector<float, kV> rS[Shape::kVectors];  // S[b h k q]
-    g.load(rS, a.S + (i_b * a.s_S_b + i_h * a.s_S_h + i_k * a.s_S_k));
+    #pragma unroll
+    for (int k = 0; k < Shape::kVectors; ++k) rS[k] = next_rS[k];
+    if (first + int64_t(gridDim.x) * kRowsPerCta < a.rows_) load_ahead(first + int64_t(gridDim.x) * kRowsPerCta);
     __nv_bfloat16* const gP = a.P + (i_b * a.s_P_b + i_h * a.s_P_h + i_k * a.s_P_k);  // P[b h q k]
     // Pass 1 over the row
     napkin::rows::Acc<napkin::rows::Max> acc0;  // max over q: the 'softmax' at 8:5
@@ -66,6 +77,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
     // The outputs along the row
     const bool v9 = r1 == 0.0f;
     const float v11 = v9 ? 1.0f : r1;
+    const float inv11 = 1.0f / v11;
     #pragma unroll
     for (int k = 0; k < Shape::kVectors; ++k) {
       if (!g.owns(k)) continue;
@@ -74,7 +86,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
         const int i_q = g.element(k) + v;
         const float v6 = rS[k][v] - v5;
         const float v7 = expf(v6);
-        const float v12 = v7 / v11;
+        const float v12 = v7 * inv11;
         const float v13 = napkin::rows::round_bf16(v12);  // P
         if (live) napkin::rows::put(gP + int64_t(i_q) * a.s_P_q, v13);
       }

@@ -14,13 +14,14 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kBlockOnHost = true;
   __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
     const bool v8 = static_cast<float>(k) < static_cast<float>(a.param_p);
     const bool v11 = q >= k;
     const bool v12 = v8 | v11;  // visible
     return v12;
   }
-  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
+  __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
     const napkin::device::BlockVisibility r8 = napkin::device::bv_lt(kr, napkin::device::range_of_real(a.param_p));
     const napkin::device::BlockVisibility r11 = napkin::device::bv_ge(qr, kr);

@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
     // The outputs along the row
     const bool v9 = r1 == 0.0f;
     const float v11 = v9 ? 1.0f : r1;
+    const float inv11 = 1.0f / v11;
     #pragma unroll 4
     for (int k = 0; k < Shape::kVectors; ++k) {
       if (!g.owns(k)) continue;
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {
       for (int v = 0; v < kV; ++v) {
         const float v6 = rS[v] - v5;
         const float v7 = expf(v6);
-        const float v12 = v7 / v11;
+        const float v12 = v7 * inv11;
         const float v13 = napkin::rows::round_bf16(v12);  // P
         oP[v] = v13;
       }

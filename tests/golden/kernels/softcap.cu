@@ -13,6 +13,7 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = true, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kBlockOnHost = true;
   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
     const float v5 = raw * 0.0625f;
     const float v6 = 50.0f * napkin::device::fast_tanh(v5 * 0.0199999996f);  // S
@@ -22,7 +23,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const bool v9 = q >= k;
     return v9;
   }
-  __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
+  __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
     const napkin::device::BlockVisibility r9 = napkin::device::bv_ge(qr, kr);
     return r9;

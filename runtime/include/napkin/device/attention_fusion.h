@@ -16,6 +16,8 @@
 //                                false: P = prob(raw) summed plainly into O (no max, no sum)
 //   kReadsRowsOrKeys             the fused code reads tensors indexed by query row or key (the
 //                                kernel then clamps rows and keys past the ends before calling)
+//   kBlockOnHost                 block() is also a host function (it reads no tensor), so the
+//                                host sees which chunks each tile visits when it picks a schedule
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
 //   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
@@ -47,7 +49,8 @@ struct BlockVisibility {
 struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
-                        kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+                        kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
+                        kBlockOnHost = false;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A>
   __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }
@@ -79,65 +82,76 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
+// floor(x / c) as the reference interpreter's f64 gives it wherever x, c and the quotient are
+// integers below 2^24 (a chunk or document index): the fast quotient (2 ulp) is corrected by
+// the sign of the exact remainder x - m c (one FMA), so an exact multiple of c never lands
+// below its integer.
+__device__ __forceinline__ float floor_quotient(float x, float c) {
+  const float cs = fabsf(c), xs = c < 0.f ? -x : x;  // floor(x / c) = floor(-x / -c)
+  const float m = floorf(__fdividef(xs, cs));
+  const float r = fmaf(-m, cs, xs);  // |c| (x / c - m), exact in sign: in [0, |c|) when m is right
+  return m + (r >= cs ? 1.f : 0.f) - (r < 0.f ? 1.f : 0.f);
+}
+
 // Integer interval arithmetic for block(): the emitter writes a predicate's bounds with these.
 struct IntRange {
   long long lo, hi;
 };
-__device__ __forceinline__ IntRange irange(long long v) { return {v, v}; }
+__host__ __device__ __forceinline__ IntRange irange(long long v) { return {v, v}; }
 // A real value (a param) bounds integers by its floor and ceiling (clamped far from overflow).
-__device__ __forceinline__ IntRange range_of_real(double v) {
+__host__ __device__ __forceinline__ IntRange range_of_real(double v) {
   const double lo = fmax(-1e15, fmin(1e15, floor(v))), hi = fmax(-1e15, fmin(1e15, ceil(v)));
   return {static_cast<long long>(lo), static_cast<long long>(v == v ? hi : 1e15)};
 }
-__device__ __forceinline__ IntRange operator+(IntRange a, IntRange b) { return {a.lo + b.lo, a.hi + b.hi}; }
-__device__ __forceinline__ IntRange operator-(IntRange a, IntRange b) { return {a.lo - b.hi, a.hi - b.lo}; }
-__device__ __forceinline__ IntRange operator-(IntRange a) { return {-a.hi, -a.lo}; }
-__device__ __forceinline__ IntRange range_mul(IntRange a, IntRange b) {
+__host__ __device__ __forceinline__ IntRange operator+(IntRange a, IntRange b) { return {a.lo + b.lo, a.hi + b.hi}; }
+__host__ __device__ __forceinline__ IntRange operator-(IntRange a, IntRange b) { return {a.lo - b.hi, a.hi - b.lo}; }
+__host__ __device__ __forceinline__ IntRange operator-(IntRange a) { return {-a.hi, -a.lo}; }
+__host__ __device__ __forceinline__ IntRange range_mul(IntRange a, IntRange b) {
   const long long p[4] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
   long long lo = p[0], hi = p[0];
   for (int i = 1; i < 4; ++i) lo = p[i] < lo ? p[i] : lo, hi = p[i] > hi ? p[i] : hi;
   return {lo, hi};
 }
-__device__ __forceinline__ IntRange range_abs(IntRange a) {
+__host__ __device__ __forceinline__ IntRange range_abs(IntRange a) {
   if (a.lo >= 0) return a;
   if (a.hi <= 0) return -a;
   return {0, a.hi > -a.lo ? a.hi : -a.lo};
 }
-__device__ __forceinline__ IntRange range_min(IntRange a, IntRange b) {
+__host__ __device__ __forceinline__ IntRange range_min(IntRange a, IntRange b) {
   return {a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
 }
-__device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
+__host__ __device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
   return {a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
 }
 // floor(a / c) for a constant c > 0: monotone in a.
-__device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
-__device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
+__host__ __device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
+__host__ __device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
 // floor(a / c) for a runtime c: monotone in a where c > 0; unbounded otherwise.
-__device__ __forceinline__ IntRange range_floor_div_real(IntRange a, double c) {
+__host__ __device__ __forceinline__ IntRange range_floor_div_real(IntRange a, double c) {
   if (!(c > 0)) return {-1000000000000000LL, 1000000000000000LL};
   return {static_cast<long long>(floor(a.lo / c)), static_cast<long long>(floor(a.hi / c))};
 }
 
 // A bool over a block: `may` (true somewhere) and `must` (true everywhere), as BlockVisibility.
-__device__ __forceinline__ BlockVisibility bv_lt(IntRange a, IntRange b) { return {a.lo < b.hi, a.hi < b.lo}; }
-__device__ __forceinline__ BlockVisibility bv_le(IntRange a, IntRange b) { return {a.lo <= b.hi, a.hi <= b.lo}; }
-__device__ __forceinline__ BlockVisibility bv_gt(IntRange a, IntRange b) { return bv_lt(b, a); }
-__device__ __forceinline__ BlockVisibility bv_ge(IntRange a, IntRange b) { return bv_le(b, a); }
-__device__ __forceinline__ BlockVisibility bv_eq(IntRange a, IntRange b) {
+__host__ __device__ __forceinline__ BlockVisibility bv_lt(IntRange a, IntRange b) { return {a.lo < b.hi, a.hi < b.lo}; }
+__host__ __device__ __forceinline__ BlockVisibility bv_le(IntRange a, IntRange b) { return {a.lo <= b.hi, a.hi <= b.lo}; }
+__host__ __device__ __forceinline__ BlockVisibility bv_gt(IntRange a, IntRange b) { return bv_lt(b, a); }
+__host__ __device__ __forceinline__ BlockVisibility bv_ge(IntRange a, IntRange b) { return bv_le(b, a); }
+__host__ __device__ __forceinline__ BlockVisibility bv_eq(IntRange a, IntRange b) {
   return {a.lo <= b.hi && b.lo <= a.hi, a.lo == a.hi && b.lo == b.hi && a.lo == b.lo};
 }
-__device__ __forceinline__ BlockVisibility bv_ne(IntRange a, IntRange b) {
+__host__ __device__ __forceinline__ BlockVisibility bv_ne(IntRange a, IntRange b) {
   const BlockVisibility e = bv_eq(a, b);
   return {!e.must, !e.may};
 }
-__device__ __forceinline__ BlockVisibility bv_and(BlockVisibility a, BlockVisibility b) {
+__host__ __device__ __forceinline__ BlockVisibility bv_and(BlockVisibility a, BlockVisibility b) {
   return {a.may && b.may, a.must && b.must};
 }
-__device__ __forceinline__ BlockVisibility bv_or(BlockVisibility a, BlockVisibility b) {
+__host__ __device__ __forceinline__ BlockVisibility bv_or(BlockVisibility a, BlockVisibility b) {
   return {a.may || b.may, a.must || b.must};
 }
-__device__ __forceinline__ BlockVisibility bv_not(BlockVisibility a) { return {!a.must, !a.may}; }
+__host__ __device__ __forceinline__ BlockVisibility bv_not(BlockVisibility a) { return {!a.must, !a.may}; }
 // Unknown (data-dependent): may be visible, not surely.
-__device__ __forceinline__ BlockVisibility bv_unknown() { return {true, false}; }
+__host__ __device__ __forceinline__ BlockVisibility bv_unknown() { return {true, false}; }
 
 }  // namespace napkin::device

@@ -555,16 +555,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // indexed by them (Fusion::kReadsRowsOrKeys); they are masked or never stored.
       constexpr bool kPerScoreCode = Fusion::kScoreMod || !Fusion::kNormalise;
       constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
+      // Keys outer, rows inner: what the fused code derives from a key is used by both rows at
+      // once, not kept live over the whole chunk (32 registers a value at 128-key chunks).
       auto fuse_scores = [&](int n, bool masked) {
         const int col_base = n * kBlockN;
         CUTE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          int row = row0 + acc_row(warp_in_wg, lane, r);
-          if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
+        for (int j = 0; j < kBlockN / 4; ++j) {
+          const int col = col_base + acc_col(lane, j);
+          const int key = Fusion::kReadsRowsOrKeys ? min(col, p.seqlen_k - 1) : col;
           CUTE_UNROLL
-          for (int j = 0; j < kBlockN / 4; ++j) {
-            const int col = col_base + acc_col(lane, j);
-            const int key = Fusion::kReadsRowsOrKeys ? min(col, p.seqlen_k - 1) : col;
+          for (int r = 0; r < 2; ++r) {
+            int row = row0 + acc_row(warp_in_wg, lane, r);
+            if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
             float& s = rS(acc_index(r, j));
             if constexpr (kPerScoreCode) {
               if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, s, tc.batch, tc.head, row, key);
