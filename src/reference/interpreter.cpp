@@ -67,6 +67,20 @@ Tensor map(const Diagram& d, const std::vector<AxisId>& out_axes,
   return out;
 }
 
+// The accumulator of sums and of the values inside composite ops: T = double is the
+// specification, T = float the low-precision baseline's (Arithmetic::low_precision). For T =
+// double every helper is the identity, so the f64 evaluation is the same bits as without them.
+template <class T> T to_acc(double x);
+template <> double to_acc<double>(double x) { return x; }
+// A double outside float's range is undefined behaviour for static_cast; round_to_dtype rounds
+// it as IEEE 754 does (to +-inf, or to FLT_MAX within half an ulp of it).
+template <> float to_acc<float>(double x) {
+  return std::fabs(x) <= std::numeric_limits<float>::max() ? static_cast<float>(x)
+                                                            : static_cast<float>(round_to_dtype(x, DType::f32));
+}
+template <class T> double acc_round(double x) { return static_cast<double>(to_acc<T>(x)); }
+template <class T> double acc_add(double a, double b) { return static_cast<double>(to_acc<T>(a) + to_acc<T>(b)); }
+
 // Reduces x over `over` with `combine`, starting from `init`.
 template <class Combine>
 Tensor reduce(const Diagram& d, const Tensor& x, const std::vector<AxisId>& over, double init,
@@ -86,6 +100,9 @@ Tensor reduce(const Diagram& d, const Tensor& x, const std::vector<AxisId>& over
   return out;
 }
 
+// The product and the running sum in T, one term at a time in index order of `over` (the
+// contracted axes are the innermost loops).
+template <class T>
 Tensor contract(const Diagram& d, const Node& n, const std::vector<const Tensor*>& xs) {
   Tensor out = Tensor::zeros(d, n.axes);
   std::vector<AxisId> loop = n.axes;
@@ -93,9 +110,10 @@ Tensor contract(const Diagram& d, const Node& n, const std::vector<const Tensor*
   std::vector<std::vector<std::int64_t>> strides{strides_over(out, loop)};
   for (const Tensor* x : xs) strides.push_back(strides_over(*x, loop));
   strided_loop(sizes_of(d, loop), strides, [&](const std::int64_t* off) {
-    double p = xs[0]->data[static_cast<std::size_t>(off[1])];
-    for (std::size_t j = 1; j < xs.size(); ++j) p *= xs[j]->data[static_cast<std::size_t>(off[j + 1])];
-    out.data[static_cast<std::size_t>(off[0])] += p;
+    T p = to_acc<T>(xs[0]->data[static_cast<std::size_t>(off[1])]);
+    for (std::size_t j = 1; j < xs.size(); ++j) p *= to_acc<T>(xs[j]->data[static_cast<std::size_t>(off[j + 1])]);
+    double& acc = out.data[static_cast<std::size_t>(off[0])];
+    acc = static_cast<double>(to_acc<T>(acc) + p);
   });
   return out;
 }
@@ -104,9 +122,12 @@ double count_over(const Diagram& d, const std::vector<AxisId>& over) {
   return static_cast<double>(d.elements(over));
 }
 
+// Intermediate values rounded to T and sums in T (the caller rounds the result to the node's
+// dtype in the low-precision evaluation).
+template <class T>
 Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
   const auto max2 = [](double a, double b) { return maximum(a, b); };
-  const auto add2 = [](double a, double b) { return a + b; };
+  const auto add2 = [](double a, double b) { return acc_add<T>(a, b); };
   switch (n.op) {
     case OpKind::softmax:
     case OpKind::logsumexp: {
@@ -114,7 +135,7 @@ Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
       // A slice that is entirely -inf (fully masked) has m = -inf: softmax gives 0 there. A NaN
       // in the slice makes m NaN, and with it every exp, the sum and the result.
       const Tensor e = map(d, x.axes, {&x, &m}, [](const double* v) {
-        return v[1] == -kInf ? 0.0 : std::exp(v[0] - v[1]);
+        return v[1] == -kInf ? 0.0 : acc_round<T>(std::exp(v[0] - v[1]));
       });
       const Tensor s = reduce(d, e, n.over, 0.0, add2);
       if (n.op == OpKind::logsumexp)
@@ -125,7 +146,7 @@ Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
     }
     case OpKind::rmsnorm: {
       const double count = count_over(d, n.over), eps = n.scalar;
-      const Tensor sq = map(d, x.axes, {&x}, [](const double* v) { return v[0] * v[0]; });
+      const Tensor sq = map(d, x.axes, {&x}, [](const double* v) { return acc_round<T>(v[0] * v[0]); });
       const Tensor ss = reduce(d, sq, n.over, 0.0, add2);
       return map(d, n.axes, {&x, &ss}, [&](const double* v) {
         return v[0] / std::sqrt(v[1] / count + eps);
@@ -134,8 +155,8 @@ Tensor composite(const Diagram& d, const Node& n, const Tensor& x) {
     case OpKind::layernorm: {
       const double count = count_over(d, n.over), eps = n.scalar;
       const Tensor sum = reduce(d, x, n.over, 0.0, add2);
-      const Tensor centred = map(d, x.axes, {&x, &sum}, [&](const double* v) { return v[0] - v[1] / count; });
-      const Tensor sq = map(d, x.axes, {&centred}, [](const double* v) { return v[0] * v[0]; });
+      const Tensor centred = map(d, x.axes, {&x, &sum}, [&](const double* v) { return acc_round<T>(v[0] - v[1] / count); });
+      const Tensor sq = map(d, x.axes, {&centred}, [](const double* v) { return acc_round<T>(v[0] * v[0]); });
       const Tensor var = reduce(d, sq, n.over, 0.0, add2);
       return map(d, n.axes, {&centred, &var}, [&](const double* v) {
         return v[0] / std::sqrt(v[1] / count + eps);
@@ -250,13 +271,17 @@ TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   return out;
 }
 
-Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inputs) {
+Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inputs, const EvalOptions& options) {
+  const bool low = options.arithmetic == Arithmetic::low_precision;
   std::vector<Tensor> values;
   values.reserve(d.nodes.size());
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
     const Node& n = d.nodes[i];
     std::vector<const Tensor*> xs;
     for (ir::NodeId o : n.operands) xs.push_back(&values[static_cast<std::size_t>(o)]);
+    // The low-precision evaluation sums in float unless the node is f64 (docs/language.md:
+    // contract accumulates in f64 only if all its operands are f64).
+    const bool in_float = low && n.dtype != DType::f64;
     Tensor v;
     switch (ir::op_class(n.op)) {
       case ir::OpClass::leaf:
@@ -290,20 +315,74 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
         v = map(d, n.axes, xs, [](const double* x) { return x[0] != 0.0 ? x[1] : x[2]; });
         break;
       case ir::OpClass::reduction:
-        if (n.op == OpKind::reduce_sum)
+        if (n.op == OpKind::reduce_sum && in_float)
+          v = reduce(d, *xs[0], n.over, 0.0, [](double a, double b) { return acc_add<float>(a, b); });
+        else if (n.op == OpKind::reduce_sum)
           v = reduce(d, *xs[0], n.over, 0.0, [](double a, double b) { return a + b; });
         else
           v = reduce(d, *xs[0], n.over, -kInf, [](double a, double b) { return maximum(a, b); });
         break;
-      case ir::OpClass::contraction: v = contract(d, n, xs); break;
-      case ir::OpClass::composite: v = composite(d, n, *xs[0]); break;
+      case ir::OpClass::contraction: v = in_float ? contract<float>(d, n, xs) : contract<double>(d, n, xs); break;
+      case ir::OpClass::composite:
+        v = in_float ? composite<float>(d, n, *xs[0]) : composite<double>(d, n, *xs[0]);
+        break;
     }
+    // Every node rounded to its dtype; i32 and bool values are integers already.
+    if (low && is_float(n.dtype) && n.dtype != DType::f64)
+      for (double& x : v.data) x = round_to_dtype(x, n.dtype);
     NAPKIN_CHECK(v.axes == n.axes, fmt::format("interpreter produced {} for node {} typed {}",
                                                ir::axes_text(d, v.axes), d.label(static_cast<ir::NodeId>(i)),
                                                ir::axes_text(d, n.axes)));
     values.push_back(std::move(v));
   }
   return values;
+}
+
+namespace {
+
+// |x - reference| where the reference is finite (infinite where x is not); elsewhere 0 if x is
+// the reference's own value (the same infinity, NaN for NaN), else infinite.
+double element_error(double x, double reference) {
+  if (std::isfinite(reference)) return std::isfinite(x) ? std::fabs(x - reference) : kInf;
+  const bool same = std::isnan(reference) ? std::isnan(x) : x == reference;
+  return same ? 0.0 : kInf;
+}
+
+double max_error(const Tensor& x, const Tensor& reference) {
+  double e = 0;
+  for (std::size_t i = 0; i < reference.data.size(); ++i) e = std::max(e, element_error(x.data[i], reference.data[i]));
+  return e;
+}
+
+}  // namespace
+
+ErrorRuleVerdict flash_attention_rule(const Diagram& d, const Tensor& reference, const Tensor& baseline,
+                                      const Tensor& result) {
+  NAPKIN_CHECK(baseline.data.size() == reference.data.size() && result.data.size() == reference.data.size(),
+               "flash_attention_rule: the reference, the baseline and the result differ in size");
+  ErrorRuleVerdict v;
+  std::vector<std::string> narrow;  // the diagram's dtypes narrower than f32, in DType order
+  for (DType t : {DType::tf32, DType::bf16, DType::f16, DType::fp8e4m3, DType::fp8e5m2})
+    if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& n) { return n.dtype == t; }))
+      narrow.emplace_back(dtype_name(t));
+  if (narrow.empty()) {
+    v.message = "FlashAttention's rule not applied: every dtype of the diagram is f32 or wider, so there is "
+                "no low-precision arithmetic to take as the baseline";
+    return v;
+  }
+  v.applied = true;
+  for (double x : reference.data)
+    if (std::isfinite(x)) v.slack = std::max(v.slack, std::fabs(x));
+  v.slack *= kFlashAttentionSlack;
+  v.max_error = max_error(result, reference);
+  v.baseline_error = max_error(baseline, reference);
+  v.bound = 2 * v.baseline_error + v.slack;
+  // An infinite error (a NaN or an infinity where the reference is finite) never passes, even
+  // against a baseline that overflows.
+  v.passed = std::isfinite(v.max_error) && v.max_error <= v.bound;
+  v.message = fmt::format("max error {:.3g} {} 2 x {:.3g} + {:.3g} (FlashAttention's rule: an f32-accumulating {} baseline)",
+                          v.max_error, v.passed ? "<=" : ">", v.baseline_error, v.slack, fmt::join(narrow, "/"));
+  return v;
 }
 
 double work_estimate(const Diagram& d) {
@@ -316,13 +395,13 @@ double work_estimate(const Diagram& d) {
   return work;
 }
 
-Result<TensorMap> evaluate(const Diagram& d, const TensorMap& inputs) {
+Result<TensorMap> evaluate(const Diagram& d, const TensorMap& inputs, const EvalOptions& options) {
   for (const auto& [name, t] : inputs) {
     const auto id = d.find_node(name);
     if (!id || d.node(*id).op != OpKind::input)
       return plain_error(fmt::format("'{}' is not an input of the diagram", name));
   }
-  auto values = evaluate_all(d, inputs);
+  auto values = evaluate_all(d, inputs, options);
   if (!values) return values.error();
   TensorMap out;
   for (const ir::Output& o : d.outputs)

@@ -7,11 +7,20 @@
 // NaN propagates as IEEE 754 arithmetic makes it: `max` and `min` are IEEE 754-2019
 // maximum/minimum (a NaN operand gives NaN, never the other operand), so a NaN anywhere in a
 // reduced slice makes the max, sum, softmax or logsumexp of that slice NaN.
+//
+// A second arithmetic, Arithmetic::low_precision, is the baseline of FlashAttention's error rule
+// (flash_attention_rule below): the diagram as eager PyTorch would compute it in the diagram's
+// dtypes. Every node's value is rounded to the node's dtype (f32 to float, bf16 to bf16, ...;
+// i32 and bool values are integers and stay as they are), and contract, sum and the sums inside
+// softmax, logsumexp, rmsnorm and layernorm accumulate in float (in double for an f64 node),
+// one term at a time in index order; their intermediate values are rounded to float too.
+// Elementwise ops compute in f64 from their rounded operands before the node's rounding.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "reference/tensor.h"
 
@@ -49,12 +58,49 @@ std::string non_finite_text(const NonFinite& n);
 // passes). Used to refuse evaluations that would take minutes.
 double work_estimate(const ir::Diagram& d);
 
+enum class Arithmetic : std::uint8_t {
+  f64,            // the specification: nothing rounds but inputs and casts
+  low_precision,  // every node rounded to its dtype, sums in float (see the top of this file)
+};
+struct EvalOptions {
+  Arithmetic arithmetic = Arithmetic::f64;
+};
+
 // Evaluates every output (in its Output axis order). `inputs` must hold a tensor for every
-// input, over exactly its declared axes and sizes; errors name the input.
-Result<TensorMap> evaluate(const ir::Diagram& d, const TensorMap& inputs);
+// input, over exactly its declared axes and sizes; errors name the input. The default options
+// are the f64 specification.
+Result<TensorMap> evaluate(const ir::Diagram& d, const TensorMap& inputs, const EvalOptions& options = {});
 
 // Evaluates every node; result[i] is node i's value over node i's axes. For tests and
 // executors that compare intermediate values.
-Result<std::vector<Tensor>> evaluate_all(const ir::Diagram& d, const TensorMap& inputs);
+Result<std::vector<Tensor>> evaluate_all(const ir::Diagram& d, const TensorMap& inputs,
+                                         const EvalOptions& options = {});
+
+// FlashAttention's error rule (the FlashAttention repository's tests; bench/attention and
+// bench/gemm apply it at full size): a result is accurate if its max absolute error against the
+// f64 reference is at most twice the max absolute error of a low-precision baseline (the
+// Arithmetic::low_precision evaluation) against the same reference, plus a slack of
+// kFlashAttentionSlack times the reference's max |x| (so that a baseline that happens to be
+// exact does not demand an exact result). Errors are taken over the elements where the
+// reference is finite; a non-finite result there is an infinite error, and elsewhere a result
+// that is not the reference's own value (the same infinity, or NaN for NaN) is one too.
+inline constexpr double kFlashAttentionSlack = 1e-3;
+struct ErrorRuleVerdict {
+  bool applied = false;       // false: the diagram has no dtype narrower than f32
+  bool passed = true;         // true when not applied
+  double max_error = 0;       // max |result - reference|
+  double baseline_error = 0;  // max |baseline - reference|
+  double slack = 0;           // kFlashAttentionSlack * max |reference|
+  double bound = 0;           // 2 * baseline_error + slack
+  // "max error 0.0123 <= 2 x 0.0081 + 0.0005 (FlashAttention's rule: an f32-accumulating bf16
+  // baseline)" (">" when it fails), or why the rule is not applied.
+  std::string message;
+};
+// Pre: reference, baseline and result hold the same number of elements, in the same order
+// (the baseline evaluated on the same inputs as the reference). d is the diagram they come from:
+// the rule applies when one of its nodes is tf32, bf16, f16 or fp8, whose names the message
+// gives. Post: applied == false exactly when no node has such a dtype.
+ErrorRuleVerdict flash_attention_rule(const ir::Diagram& d, const Tensor& reference, const Tensor& baseline,
+                                      const Tensor& result);
 
 }  // namespace napkin::reference
