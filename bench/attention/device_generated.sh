@@ -39,8 +39,10 @@ if [[ $what == *sanitize* ]]; then
     for d in $GEN/*_d128; do n=$(basename $d _d128); [[ -z ${SANITIZE_K:-} || " $SANITIZE_K " == *" $n "* ]] || continue
       echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run examples/$n.napkin --machine h100-sxm5 --library $d/libkernel.so --set d=128 $sets > $OUT/san_${tool}_$n.log 2>&1; echo \"$tool $n exit \$?\""
     done
-  done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3}' | sort | uniq -c
+  done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3, $4}' | sort | uniq -c
   grep -v "exit 0" "$OUT/sanitize.txt" | head
+  grep -H "SUMMARY" $OUT/san_*.log | sed "s|$OUT/||" | tee -a "$OUT/sanitize.txt" | grep -v " 0 errors\| 0 hazards" | head
+  tar -czf "$OUT/sanitize_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls san_*.log) && rm -f $OUT/san_*.log  # one file back, not dozens
 fi
 if [[ $what == *suite* ]]; then  # FlashAttention-3's suite on generated kernels (bench/attention/suite_diagrams.py)
   mkdir -p /tmp/suite; t0=$(date +%s)

@@ -803,7 +803,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   });
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
-  if (!block_fn.empty() && summarised.empty()) out += "  static constexpr bool kBlockOnHost = true;\n";
+  if (!block_fn.empty())
+    out += summarised.empty() ? "  static constexpr bool kBlockOnHost = true;\n" : "  static constexpr bool kBlockReadsTensors = true;\n";
 
 
   auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {

@@ -362,18 +362,22 @@ ErrorRuleVerdict flash_attention_rule(const Diagram& d, const Tensor& reference,
                "flash_attention_rule: the reference, the baseline and the result differ in size");
   ErrorRuleVerdict v;
   std::vector<std::string> narrow;  // the diagram's dtypes narrower than f32, in DType order
-  for (DType t : {DType::tf32, DType::bf16, DType::f16, DType::fp8e4m3, DType::fp8e5m2})
-    if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& n) { return n.dtype == t; }))
+  int mantissa_bits = 23;           // the narrowest's explicit mantissa bits
+  for (auto [t, bits] : {std::pair{DType::tf32, 10}, {DType::bf16, 7}, {DType::f16, 10}, {DType::fp8e4m3, 3}, {DType::fp8e5m2, 2}})
+    if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& n) { return n.dtype == t; })) {
       narrow.emplace_back(dtype_name(t));
+      mantissa_bits = std::min(mantissa_bits, bits);
+    }
   if (narrow.empty()) {
     v.message = "FlashAttention's rule not applied: every dtype of the diagram is f32 or wider, so there is "
                 "no low-precision arithmetic to take as the baseline";
     return v;
   }
   v.applied = true;
+  double largest = 0;
   for (double x : reference.data)
-    if (std::isfinite(x)) v.slack = std::max(v.slack, std::fabs(x));
-  v.slack *= kFlashAttentionSlack;
+    if (std::isfinite(x)) largest = std::max(largest, std::fabs(x));
+  if (largest > 0) v.slack = std::ldexp(1.0, std::ilogb(largest) - mantissa_bits);
   v.max_error = max_error(result, reference);
   v.baseline_error = max_error(baseline, reference);
   v.bound = 2 * v.baseline_error + v.slack;

@@ -18,6 +18,8 @@
 //                                kernel then clamps rows and keys past the ends before calling)
 //   kBlockOnHost                 block() is also a host function (it reads no tensor), so the
 //                                host sees which chunks each tile visits when it picks a schedule
+//   kBlockReadsTensors           block() reads tensors (block summaries): the visible chunks
+//                                may have gaps, so each tile's are listed before the kernel
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
 //   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
@@ -50,7 +52,7 @@ struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
-                        kBlockOnHost = false;
+                        kBlockOnHost = false, kBlockReadsTensors = false;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A>
   __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }

@@ -60,6 +60,10 @@ struct FwdConfig {
   // skips blocks (causal and other masks): they keep the late claims that balance them.
   using Fusion = Fusion_;
   static constexpr bool kCausal = Fusion::kSkipsBlocks;
+  // A bound that reads tensors (block summaries) may leave hidden chunks between visible ones
+  // (a block-sparse mask, padding in runs): a pre-pass lists each tile's visible chunks
+  // (fwd_chunk_lists_kernel) and the tile visits those alone.
+  static constexpr bool kChunkLists = Fusion::kSkipsBlocks && Fusion::kBlockReadsTensors;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // The order a tile walks its key chunks (fwd_chunk_at_step). Always upwards from key 0, so
   // the tiles of a head, which start together, read each K/V chunk at about the same time,
@@ -235,7 +239,39 @@ struct FwdParams {
   float scale_log2;  // softmax_scale * log2(e); log2(e) where Fusion::score applies the scale
   typename Cfg::Fusion::Args fusion;
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
+  // Cfg::kChunkLists: tile t's visible chunks, ascending, at chunk_list[t * chunks_per_row],
+  // chunk_count[t] of them (t = (batch * heads_q + head) * num_m_blocks + m_block); null where
+  // the lists would not fit (fwd_chunk_range's [first, last] range then, the rest masked).
+  const uint16_t* chunk_list = nullptr;
+  const int* chunk_count = nullptr;
+  int chunks_per_row = 0;
 };
+
+template <class Cfg>
+__device__ __forceinline__ int fwd_tile_index(FwdParams<Cfg> const& p, TileCoord tc) {
+  return (tc.batch * p.heads_q + tc.head) * p.num_m_blocks + tc.m_block;
+}
+
+// One warp per tile: the chunks Fusion::block may leave visible over the tile's rows, 32 at a
+// time (a ballot), written in ascending order.
+template <class Cfg>
+__global__ void fwd_chunk_lists_kernel(FwdParams<Cfg> const p, uint16_t* list, int* count) {
+  const int tile = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+  if (tile >= p.num_tiles) return;
+  const int bh = tile / p.num_m_blocks, m_block = tile - bh * p.num_m_blocks;
+  const int head = bh % p.heads_q, batch = bh / p.heads_q;
+  const int q0 = m_block * Cfg::kBlockM, q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
+  int written = 0;
+  for (int base = 0; base < p.chunks_per_row; base += 32) {
+    const int n = base + lane;
+    const bool may = n < p.chunks_per_row &&
+                     Cfg::Fusion::block(p.fusion, batch, head, q0, q1, n * Cfg::kBlockN, min((n + 1) * Cfg::kBlockN, p.seqlen_k) - 1).may;
+    const unsigned ballot = __ballot_sync(0xffffffffu, may);
+    if (may) list[static_cast<int64_t>(tile) * p.chunks_per_row + written + __popc(ballot & ((1u << lane) - 1))] = static_cast<uint16_t>(n);
+    written += __popc(ballot);
+  }
+  if (lane == 0) count[tile] = written;
+}
 
 // The key chunks [begin, end) a tile visits; empty when every row is masked out. Without
 // block skipping, every chunk. With it (Fusion::kSkipsBlocks), the first and last chunks the
@@ -249,6 +285,8 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
   if constexpr (!Cfg::Fusion::kSkipsBlocks) {
     return {0, n_total};
   } else {
+    if constexpr (Cfg::kChunkLists)
+      if (p.chunk_list != nullptr) return {0, p.chunk_count[fwd_tile_index(p, tc)]};  // steps of the list
     const int q0 = tc.m_block * Cfg::kBlockM;
     const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
     auto may = [&](int n0, int n1) {  // chunks [n0, n1)
@@ -289,6 +327,14 @@ template <class Cfg>
 __device__ __forceinline__ int fwd_chunk_at_step(int step, int n_blocks) {
   if constexpr (Cfg::kLastChunkFirst) return step == 0 ? n_blocks - 1 : step - 1;
   return step;
+}
+// The key chunk of step `step` of a tile whose range fwd_chunk_range gave (from its chunk list
+// where there is one).
+template <class Cfg>
+__device__ __forceinline__ int fwd_chunk_of(FwdParams<Cfg> const& p, TileCoord tc, ChunkRange range, int step) {
+  if constexpr (Cfg::kChunkLists)
+    if (p.chunk_list != nullptr) return p.chunk_list[static_cast<int64_t>(fwd_tile_index(p, tc)) * p.chunks_per_row + step];
+  return range.begin + fwd_chunk_at_step<Cfg>(step, range.end - range.begin);
 }
 
 // One WGMMA batch: c (+)= a * b over the K mode, committed as one group. kARegs: a is a
@@ -464,8 +510,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         Tensor tKsK = tma_k.partition_D(sK);
         Tensor tVgV = tma_v.partition_S(gV);
         Tensor tVsV = tma_v.partition_D(sV);
+        int n_next = fwd_chunk_of<Cfg>(p, tc, range, 0);
         for (int step = 0; step < n_blocks; ++step) {
-          const int n = range.begin + fwd_chunk_at_step<Cfg>(step, n_blocks);
+          const int n = n_next;
+          // (Read a step ahead: a chunk list's entry comes from L2 while this step waits for a slot.)
+          if (step + 1 < n_blocks) n_next = fwd_chunk_of<Cfg>(p, tc, range, step + 1);
           ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
@@ -665,7 +714,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         // Chunks in the order of fwd_chunk_at_step, as the producer loads them.
         int i = n_blocks - 1;  // chunks left after this one
         load_q_to_registers();
-        const int n0 = fwd_chunk_at_step<Cfg>(0, n_blocks);
+        const int n0 = fwd_chunk_of<Cfg>(p, tc, range, 0);
         ss.k_ring.consumer_wait(k_st);
         trace(FwdEvent::kFirstK, w);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
@@ -673,13 +722,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         trace(FwdEvent::kIssued, w);
-        const bool masked0 = needs_mask(range.begin + n0);
+        const bool masked0 = needs_mask(n0);
         warpgroup_wait<0>();
         trace(FwdEvent::kSReady, w);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
-        modify_scores(range.begin + n0, masked0);
+        modify_scores(n0, masked0);
         normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
@@ -696,7 +745,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           first_pv = false;
         };
         for (--i; i >= 0; --i) {
-          const int n = range.begin + fwd_chunk_at_step<Cfg>(n_blocks - 1 - i, n_blocks);
+          const int n = fwd_chunk_of<Cfg>(p, tc, range, n_blocks - 1 - i);
           // Issue S_n = Q K_n^T, then O += P V of the previous step's chunk, as one batch.
           // (ptxas places the softmax of S_n after both complete; ping-pong hides it:
           // docs/runtime.md.)
@@ -914,8 +963,31 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   if (cudaError_t err = fmha_fwd_resident_ctas<Cfg>(&resident_ctas); err != cudaSuccess) return err;
   dim3 grid(std::min(p.num_tiles, resident_ctas));
   p.tile_counter = tile_counter;
+  // Chunk lists (Cfg::kChunkLists): stream-ordered memory, listed by a pre-pass and freed after
+  // the kernel; past 256 MB (or 65,536 chunks a row) the kernel takes ranges instead.
+  void* lists = nullptr;
+  if constexpr (Cfg::kChunkLists) {
+    p.chunks_per_row = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    const size_t list_bytes = static_cast<size_t>(p.num_tiles) * p.chunks_per_row * sizeof(uint16_t);
+    const size_t count_offset = (list_bytes + 3) / 4 * 4;
+    const size_t bytes = count_offset + static_cast<size_t>(p.num_tiles) * sizeof(int);
+    if (p.chunks_per_row <= 65536 && bytes <= (size_t{256} << 20)) {
+      if (cudaError_t err = cudaMallocAsync(&lists, bytes, stream); err != cudaSuccess) return err;
+      uint16_t* list = static_cast<uint16_t*>(lists);
+      int* count = reinterpret_cast<int*>(static_cast<char*>(lists) + count_offset);
+      constexpr int kWarpsPerCta = 8;
+      fwd_chunk_lists_kernel<Cfg><<<(p.num_tiles + kWarpsPerCta - 1) / kWarpsPerCta, 32 * kWarpsPerCta, 0, stream>>>(p, list, count);
+      p.chunk_list = list;
+      p.chunk_count = count;
+    }
+  }
   fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  cudaError_t err = cudaGetLastError();
+  if (lists != nullptr) {
+    const cudaError_t freed = cudaFreeAsync(lists, stream);
+    if (err == cudaSuccess) err = freed;
+  }
+  return err;
 }
 
 }  // namespace napkin::device
