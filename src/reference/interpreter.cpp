@@ -271,6 +271,19 @@ TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   return out;
 }
 
+// Explicit mantissa bits of a floating dtype (integers and bool: wider than any, never narrowed to).
+static int mantissa_bits(DType t) {
+  switch (t) {
+    case DType::f64: return 52;
+    case DType::f32: return 23;
+    case DType::tf32: case DType::f16: return 10;
+    case DType::bf16: return 7;
+    case DType::fp8e4m3: return 3;
+    case DType::fp8e5m2: return 2;
+    default: return 64;
+  }
+}
+
 Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inputs, const EvalOptions& options) {
   const bool low = options.arithmetic == Arithmetic::low_precision;
   std::vector<Tensor> values;
@@ -322,7 +335,26 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
         else
           v = reduce(d, *xs[0], n.over, -kInf, [](double a, double b) { return maximum(a, b); });
         break;
-      case ir::OpClass::contraction: v = in_float ? contract<float>(d, n, xs) : contract<double>(d, n, xs); break;
+      case ir::OpClass::contraction: {
+        // Low precision: tensor cores multiply operands of one type, so an operand wider than
+        // the narrowest is rounded to it first (FlashAttention's P in bf16 before P V; a GEMM
+        // reading an f32 intermediate beside bf16 weights).
+        std::vector<Tensor> narrowed;
+        if (low) {
+          DType narrowest = DType::f64;
+          for (ir::NodeId o : n.operands)
+            if (mantissa_bits(d.node(o).dtype) < mantissa_bits(narrowest)) narrowest = d.node(o).dtype;
+          narrowed.reserve(xs.size());
+          for (std::size_t k = 0; k < xs.size(); ++k)
+            if (const int bits = mantissa_bits(d.node(n.operands[k]).dtype); bits > mantissa_bits(narrowest) && bits <= 52) {
+              narrowed.push_back(*xs[k]);
+              for (double& x : narrowed.back().data) x = round_to_dtype(x, narrowest);
+              xs[k] = &narrowed.back();
+            }
+        }
+        v = in_float ? contract<float>(d, n, xs) : contract<double>(d, n, xs);
+        break;
+      }
       case ir::OpClass::composite:
         v = in_float ? composite<float>(d, n, *xs[0]) : composite<double>(d, n, *xs[0]);
         break;
@@ -362,11 +394,11 @@ ErrorRuleVerdict flash_attention_rule(const Diagram& d, const Tensor& reference,
                "flash_attention_rule: the reference, the baseline and the result differ in size");
   ErrorRuleVerdict v;
   std::vector<std::string> narrow;  // the diagram's dtypes narrower than f32, in DType order
-  int mantissa_bits = 23;           // the narrowest's explicit mantissa bits
-  for (auto [t, bits] : {std::pair{DType::tf32, 10}, {DType::bf16, 7}, {DType::f16, 10}, {DType::fp8e4m3, 3}, {DType::fp8e5m2, 2}})
+  int narrowest_bits = 23;
+  for (DType t : {DType::tf32, DType::bf16, DType::f16, DType::fp8e4m3, DType::fp8e5m2})
     if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& n) { return n.dtype == t; })) {
       narrow.emplace_back(dtype_name(t));
-      mantissa_bits = std::min(mantissa_bits, bits);
+      narrowest_bits = std::min(narrowest_bits, mantissa_bits(t));
     }
   if (narrow.empty()) {
     v.message = "FlashAttention's rule not applied: every dtype of the diagram is f32 or wider, so there is "
@@ -377,7 +409,7 @@ ErrorRuleVerdict flash_attention_rule(const Diagram& d, const Tensor& reference,
   double largest = 0;
   for (double x : reference.data)
     if (std::isfinite(x)) largest = std::max(largest, std::fabs(x));
-  if (largest > 0) v.slack = std::ldexp(1.0, std::ilogb(largest) - mantissa_bits);
+  if (largest > 0) v.slack = std::ldexp(1.0, std::ilogb(largest) - narrowest_bits);
   v.max_error = max_error(result, reference);
   v.baseline_error = max_error(baseline, reference);
   v.bound = 2 * v.baseline_error + v.slack;

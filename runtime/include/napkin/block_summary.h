@@ -135,9 +135,11 @@ __global__ void build_block_summary(AuxView<T, kRoles> src, int2* table, int row
   build_levels(t, groups, levels);
 }
 
-// One CTA per (row, group of query rows): level 0 from the tensor (each warp reads 32
-// consecutive keys, which lie in one group of >= 32 keys, reduces them and updates its group's
-// [min, max] in shared memory), then the levels above it.
+// One CTA per (row, group of query rows): level 0 from the tensor, then the levels above it.
+// Thread t folds key k = k0 + t over the group's rows in registers (consecutive threads read
+// consecutive keys: coalesced; the rows' loads independent, so in flight together); a warp's 32
+// keys lie in one group of >= 32 keys, so one reduction and one shared-memory update per warp
+// and pass, not per element.
 template <class T, unsigned kRoles>
 __global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int rows_h, int rows_g, int q_groups,
                                        int k_groups, int levels, int q_shift, int k_shift, int q_length, int k_length) {
@@ -148,18 +150,22 @@ __global__ void build_block_summary_2d(AuxView<T, kRoles> src, int2* table, int 
   const SummaryRow r(blockIdx.x / q_groups, rows_h, rows_g, src.group);
   for (int i = threadIdx.x; i < k_groups; i += blockDim.x) s_lo[i] = 0x7fffffff, s_hi[i] = -0x7fffffff - 1;
   __syncthreads();
-  const int q_end = min(q_length, (qg + 1) << q_shift);
-  for (int q = qg << q_shift; q < q_end; ++q) {
-    for (int k0 = 0; k0 < k_length; k0 += blockDim.x) {
-      const int k = k0 + threadIdx.x;
-      int lo = 0x7fffffff, hi = -0x7fffffff - 1;
-      if (k < k_length) lo = hi = static_cast<int>(src.at(r.b, r.head, q, k));
-      lo = __reduce_min_sync(0xffffffffu, lo);
-      hi = __reduce_max_sync(0xffffffffu, hi);
-      if ((threadIdx.x & 31) == 0 && k < k_length) {
-        atomicMin(&s_lo[k >> k_shift], lo);
-        atomicMax(&s_hi[k >> k_shift], hi);
+  const int q_begin = qg << q_shift, q_end = min(q_length, (qg + 1) << q_shift);
+  for (int k0 = 0; k0 < k_length; k0 += blockDim.x) {
+    const int k = k0 + threadIdx.x;
+    int lo = 0x7fffffff, hi = -0x7fffffff - 1;
+    if (k < k_length) {
+#pragma unroll 8
+      for (int q = q_begin; q < q_end; ++q) {
+        const int v = static_cast<int>(src.at(r.b, r.head, q, k));
+        lo = min(lo, v), hi = max(hi, v);
       }
+    }
+    lo = __reduce_min_sync(0xffffffffu, lo);
+    hi = __reduce_max_sync(0xffffffffu, hi);
+    if ((threadIdx.x & 31) == 0 && k < k_length) {
+      atomicMin(&s_lo[k >> k_shift], lo);
+      atomicMax(&s_hi[k >> k_shift], hi);
     }
   }
   __syncthreads();
