@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "driver/driver.h"
+#include "reference/tensor.h"
+#include "support/dtype.h"
 
 namespace napkin::launch {
 using driver::CommandOutput;
@@ -32,6 +34,18 @@ struct RunOptions {
   bool json = false;
 };
 CommandOutput run(const DiagramArgs& args, const RunOptions& options);
+
+// A tensor as napkin run hands it to a kernel, in host memory: to_host rounds each element to
+// `dtype` (as the reference interpreter rounds its inputs, so the kernel and the reference see
+// the same values) and stores it in that dtype's bytes; host_value reads element i back.
+struct HostTensor {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<unsigned char> bytes;
+};
+HostTensor to_host(const std::string& name, DType dtype, const reference::Tensor& x);
+double host_value(const HostTensor& h, std::size_t i);
 
 // Where the generated kernels find the device library and the CuTe headers, nvcc, and the
 // build cache: NAPKIN_RUNTIME_INCLUDE, NAPKIN_CUTLASS_INCLUDE, NAPKIN_NVCC, NAPKIN_CACHE
