@@ -129,11 +129,34 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
   EXPECT_NE(tensor.second.find("napkin::BlockSummary2D<napkin::kAuxB> blocks_allowed;"), std::string::npos);
   EXPECT_NE(tensor.second.find("a.blocks_allowed.visibility(b, h, q0, q1, k0, k1)"), std::string::npos);
   EXPECT_NE(tensor.second.find("a.blocks_allowed = s.of_rows_and_keys(a.in_allowed, tb);"), std::string::npos);
+  // A bound that reads summaries lists each tile's visible chunks before the kernel; one over
+  // indices alone is also a host function, which picks the schedule by the keys a tile visits.
+  for (const auto* reads : {&doc, &keep, &tensor}) {
+    EXPECT_NE(reads->second.find("static constexpr bool kBlockReadsTensors = true;"), std::string::npos);
+    EXPECT_EQ(reads->second.find("kBlockOnHost"), std::string::npos);
+    EXPECT_NE(reads->second.find("  __device__ static napkin::device::BlockVisibility block("), std::string::npos);
+  }
   // Not summarised: a float input.
   EXPECT_FALSE(kernel("in bias[b k] f32\n", "bias > 0").first);
   const auto mixed = kernel("in weight[b k] f32\n", "weight > 0 && q >= k");
   EXPECT_TRUE(mixed.first);  // the index conjunct still bounds it
   EXPECT_EQ(mixed.second.find("blocks_"), std::string::npos);
+  EXPECT_NE(mixed.second.find("static constexpr bool kBlockOnHost = true;"), std::string::npos);
+  EXPECT_NE(mixed.second.find("__host__ __device__ static napkin::device::BlockVisibility block("), std::string::npos);
+  EXPECT_EQ(mixed.second.find("kBlockReadsTensors"), std::string::npos);
+}
+
+// floor(x / c) in a mask: the corrected quotient, exact on integers as the reference and the
+// block bound compute it (a fast quotient could put an exact multiple of c below its integer).
+TEST(AttentionKernel, FloorOfAQuotientIsExact) {
+  const Loaded l = parse("chunks.napkin",
+                         "axes b=2 h=4 q=256 k=256 d=64\nparam c = 100\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                         "in V[b h k d] bf16\nS = contract(Q, K over d)\n"
+                         "P = softmax(select(floor(q / c) == floor(k / c), S, -inf) over k)\n"
+                         "O = contract(P, V over k) as bf16\nout O\n");
+  const std::string cu = emit_for(l);
+  EXPECT_NE(cu.find("napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c))"), std::string::npos);
+  EXPECT_EQ(cu.find("floorf(__fdividef"), std::string::npos);
 }
 
 // The diagram's names become Args members with a prefix per kind, so a param named `group`, an
