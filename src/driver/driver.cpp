@@ -189,7 +189,8 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
                                            options.output_dir, ec.message())),
                    options.json);
   const auto start = std::chrono::steady_clock::now();
-  auto outputs = reference::evaluate(d, inputs);
+  auto outputs = reference::evaluate(
+      d, inputs, {options.low_precision ? reference::Arithmetic::low_precision : reference::Arithmetic::f64});
   if (!outputs) return failure(outputs.error(), options.json);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

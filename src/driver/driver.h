@@ -53,6 +53,7 @@ struct EvalOptions {
   std::vector<std::string> inputs;  // NAME=PATH.npy
   std::string output_dir;
   double max_work = 1e10;           // refuse evaluations needing more scalar steps than this
+  bool low_precision = false;       // FlashAttention's baseline (reference::Arithmetic::low_precision)
   bool json = false;
 };
 CommandOutput eval(const DiagramArgs& args, const EvalOptions& options);

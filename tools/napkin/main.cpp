@@ -80,6 +80,9 @@ CommandOutput execute(const std::vector<std::string>& args) {
   eval->add_option("--max-work", eval_options.max_work,
                    "refuse diagrams needing more f64 steps than this (default 1e10)")
       ->check(positive_number("--max-work", "1e9"));
+  eval->add_flag("--low-precision", eval_options.low_precision,
+                 "FlashAttention's baseline instead of the f64 specification: every node rounded to its dtype, "
+                 "sums in f32, a contraction's operands in the narrowest of their dtypes");
   eval->add_flag("--json", eval_options.json, "print what was written as JSON");
   eval->callback([&] { run = [&] { return napkin::driver::eval(eval_args, eval_options); }; });
 

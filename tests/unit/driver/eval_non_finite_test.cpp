@@ -55,3 +55,34 @@ TEST(EvalNonFinite, CountsThemPerInputAndOutput) {
 
 }  // namespace
 }  // namespace napkin
+
+namespace napkin {
+namespace {
+
+// `napkin eval --low-precision` writes FlashAttention's baseline (every node in its dtype, sums
+// in f32): 1 + 2^-25 + 2^-25 is 1 + 2^-24 in f64 but 1 summed in f32, in order.
+TEST(EvalLowPrecision, WritesTheBaselineBesideTheSpecification) {
+  const auto dir = std::filesystem::temp_directory_path() / ("napkin_eval_low_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto napkin = dir / "a.napkin";
+  std::ofstream(napkin) << "axes m=1 k=3\nin A[m k] bf16\nin B[k] bf16\nY = contract(A, B over k)\nout Y\n";
+  const double tiny = std::ldexp(1.0, -25);
+  NpyArray a{{1, 3}, {1.0, tiny, tiny}}, b{{3}, {1.0, 1.0, 1.0}};
+  ASSERT_TRUE(write_npy((dir / "a.npy").string(), a).ok());
+  ASSERT_TRUE(write_npy((dir / "b.npy").string(), b).ok());
+  const std::string args = "eval '" + napkin.string() + "' --input A='" + (dir / "a.npy").string() + "' --input B='" +
+                           (dir / "b.npy").string() + "' -o '";
+  auto spec = run_napkin(args + (dir / "spec").string() + "'");
+  auto low = run_napkin(args + (dir / "low").string() + "' --low-precision");
+  ASSERT_EQ(spec.exit_code, 0) << spec.err;
+  ASSERT_EQ(low.exit_code, 0) << low.err;
+  auto ys = read_npy((dir / "spec" / "Y.npy").string());
+  auto yl = read_npy((dir / "low" / "Y.npy").string());
+  ASSERT_TRUE(ys.ok() && yl.ok());
+  EXPECT_EQ(ys->data[0], 1.0 + 2 * tiny);
+  EXPECT_EQ(yl->data[0], 1.0);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace napkin
