@@ -77,8 +77,9 @@ cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fu
 
 // The most keys one tile of 128 query rows visits, counted in 128-key chunks by the mask's block
 // bound on the host (batch 0, head 0; nine tiles spread over the rows, the last included), or -1
-// where the bound reads tensors. Only the schedule choice reads it. Kept per thread for the last
-// lengths and arguments, since a call's host time counts at short lengths.
+// where the bound reads tensors. Only the schedule choice reads it (runtime/tests/longest_visit.cu).
+// Kept per thread for the last lengths and arguments, since a call's host time counts at short
+// lengths.
 template <class Fusion>
 int longest_visit(const typename Fusion::Args& f, const AttentionFwdArgs& a) {
   if constexpr (!Fusion::kSkipsBlocks || !Fusion::kBlockOnHost) {
