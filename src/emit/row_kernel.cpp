@@ -597,14 +597,15 @@ class Emitter {
                          memory_type(x.dtype), fragment_.at(in.node), x.name, rn_);
         s += fmt::format("  g.load({}, a.{});\n", fragment_.at(in.node), x.name);
       }
+    std::vector<NodeId> rows_read;  // inputs over the rows themselves (X[t e])
+    for (const RowInput& in : f_.inputs)
+      if (in.read == RowRead::rows && used_.count(in.node)) rows_read.push_back(in.node);
     // Rows kept in registers are loaded one row ahead: the next row's loads are in flight while
     // this row reduces and writes, so a CTA always has memory traffic outstanding.
-    std::vector<NodeId> ahead;
-    for (const RowInput& in : f_.inputs)
-      if (in.read == RowRead::rows && used_.count(in.node) && l_.in_registers) ahead.push_back(in.node);
-    if (!ahead.empty()) {
+    const bool ahead = l_.in_registers && !rows_read.empty();
+    if (ahead) {
       std::string loads;
-      for (NodeId n : ahead) {
+      for (NodeId n : rows_read) {
         const Node& x = nd_.node(n);
         s += fmt::format("  napkin::rows::Vector<{}, kV> next_{}[Shape::kVectors];  // {}[{}] of the next row\n", memory_type(x.dtype),
                          fragment_.at(n), x.name, names_of(nd_, x.axes));
@@ -618,19 +619,17 @@ class Emitter {
     s += "    const bool live = first + g.row < a.rows_;\n";
     s += "    int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing\n";
     s += decompose("    ");
-    for (const RowInput& in : f_.inputs) {
-      if (in.read != RowRead::rows || !used_.count(in.node)) continue;
-      const Node& x = nd_.node(in.node);
-      const std::string base = fmt::format("a.{} + ({})", x.name, row_offset(x.name, x.axes));
+    for (NodeId n : rows_read) {
+      const Node& x = nd_.node(n);
       if (l_.in_registers)
         s += fmt::format("    napkin::rows::Vector<{}, kV> {}[Shape::kVectors];  // {}[{}]\n"
                          "    #pragma unroll\n    for (int k = 0; k < Shape::kVectors; ++k) {}[k] = next_{}[k];\n",
-                         memory_type(x.dtype), fragment_.at(in.node), x.name, names_of(nd_, x.axes), fragment_.at(in.node), fragment_.at(in.node));
+                         memory_type(x.dtype), fragment_.at(n), x.name, names_of(nd_, x.axes), fragment_.at(n), fragment_.at(n));
       else
-        s += fmt::format("    const {}* const {} = {};  // {}[{}], re-read in every pass\n", memory_type(x.dtype), pointer_.at(in.node), base,
-                         x.name, names_of(nd_, x.axes));
+        s += fmt::format("    const {}* const {} = a.{} + ({});  // {}[{}], re-read in every pass\n", memory_type(x.dtype), pointer_.at(n),
+                         x.name, row_offset(x.name, x.axes), x.name, names_of(nd_, x.axes));
     }
-    if (!ahead.empty())
+    if (ahead)
       s += "    if (first + int64_t(gridDim.x) * kRowsPerCta < a.rows_) load_ahead(first + int64_t(gridDim.x) * kRowsPerCta);\n";
     for (const RowOutput& o : f_.outputs) {
       if (o.write == RowWrite::per_row) continue;

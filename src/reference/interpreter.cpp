@@ -271,19 +271,6 @@ TensorMap random_inputs(const Diagram& d, std::uint64_t seed) {
   return out;
 }
 
-// Explicit mantissa bits of a floating dtype (integers and bool: wider than any, never narrowed to).
-static int mantissa_bits(DType t) {
-  switch (t) {
-    case DType::f64: return 52;
-    case DType::f32: return 23;
-    case DType::tf32: case DType::f16: return 10;
-    case DType::bf16: return 7;
-    case DType::fp8e4m3: return 3;
-    case DType::fp8e5m2: return 2;
-    default: return 64;
-  }
-}
-
 Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inputs, const EvalOptions& options) {
   const bool low = options.arithmetic == Arithmetic::low_precision;
   std::vector<Tensor> values;
@@ -343,10 +330,10 @@ Result<std::vector<Tensor>> evaluate_all(const Diagram& d, const TensorMap& inpu
         if (low) {
           DType narrowest = DType::f64;
           for (ir::NodeId o : n.operands)
-            if (mantissa_bits(d.node(o).dtype) < mantissa_bits(narrowest)) narrowest = d.node(o).dtype;
+            if (const DType t = d.node(o).dtype; is_float(t) && mantissa_bits(t) < mantissa_bits(narrowest)) narrowest = t;
           narrowed.reserve(xs.size());
           for (std::size_t k = 0; k < xs.size(); ++k)
-            if (const int bits = mantissa_bits(d.node(n.operands[k]).dtype); bits > mantissa_bits(narrowest) && bits <= 52) {
+            if (const DType t = d.node(n.operands[k]).dtype; is_float(t) && mantissa_bits(t) > mantissa_bits(narrowest)) {
               narrowed.push_back(*xs[k]);
               for (double& x : narrowed.back().data) x = round_to_dtype(x, narrowest);
               xs[k] = &narrowed.back();

@@ -79,6 +79,8 @@ int dtype_bytes(DType t) {
 
 bool is_float(DType t) { return t != DType::i32 && t != DType::boolean; }
 
+int mantissa_bits(DType t) { return float_format(t).mantissa_bits; }
+
 DType promote_float(DType a, DType b) {
   const FloatFormat fa = float_format(a), fb = float_format(b);
   if (fa.mantissa_bits != fb.mantissa_bits) return fa.mantissa_bits > fb.mantissa_bits ? a : b;

@@ -21,6 +21,8 @@ std::optional<DType> parse_dtype(std::string_view name);
 // Bytes one value occupies in memory (tf32 is stored in 4 bytes, bool in 1).
 int dtype_bytes(DType t);
 bool is_float(DType t);
+// Explicit fraction bits of a floating type (f64 52, f32 23, bf16 7, ...).
+int mantissa_bits(DType t);
 
 // The wider of two floating types (more mantissa bits, then more exponent range); the
 // result type of an elementwise op on mixed floating inputs.

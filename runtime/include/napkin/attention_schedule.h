@@ -68,8 +68,10 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // -1; the short and the overlapped schedules follow it rather than the sequence lengths.
 enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped };
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1) {
-  const int visited = longest_visit >= 0 ? longest_visit : a.causal ? a.seqlen_q : a.seqlen_k;
-  if (a.head_dim == 64 && a.causal && visited <= 2048) return FwdScheduleKind::kD64Short;
+  // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
+  const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
+  const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
+  if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
   if (a.head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;
@@ -77,7 +79,7 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
     if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
   }
   if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
-  if (a.head_dim == 128 && (longest_visit >= 0 ? longest_visit : a.seqlen_k) > 1024) return FwdScheduleKind::kD128Overlapped;
+  if (a.head_dim == 128 && row_keys > 1024) return FwdScheduleKind::kD128Overlapped;
   return FwdScheduleKind::kPlain;
 }
 
