@@ -243,8 +243,10 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
                            {"seed", options.seed}, {"seconds", seconds}, {"outputs", written},
                            {"inputs", read}});
   } else {
-    r.out = fmt::format("evaluated {} in f64 ({:.3f} s, seed {}):\n{}", args.file, seconds,
-                        options.seed, table);
+    r.out = fmt::format("evaluated {} in {} ({:.3f} s, seed {}):\n{}", args.file,
+                        options.low_precision ? "low precision (FlashAttention's baseline: each node in its dtype, sums in f32)"
+                                              : "f64",
+                        seconds, options.seed, table);
   }
   return r;
 }

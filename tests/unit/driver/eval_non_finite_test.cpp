@@ -76,6 +76,9 @@ TEST(EvalLowPrecision, WritesTheBaselineBesideTheSpecification) {
   auto low = run_napkin(args + (dir / "low").string() + "' --low-precision");
   ASSERT_EQ(spec.exit_code, 0) << spec.err;
   ASSERT_EQ(low.exit_code, 0) << low.err;
+  EXPECT_NE(low.out.find("in low precision (FlashAttention's baseline: each node in its dtype, sums in f32)"), std::string::npos)
+      << low.out;
+  EXPECT_NE(spec.out.find(" in f64 ("), std::string::npos) << spec.out;
   auto ys = read_npy((dir / "spec" / "Y.npy").string());
   auto yl = read_npy((dir / "low" / "Y.npy").string());
   ASSERT_TRUE(ys.ok() && yl.ok());
