@@ -805,6 +805,10 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      f.lse >= 0, reads_rows_or_keys);
   if (!block_fn.empty())
     out += summarised.empty() ? "  static constexpr bool kBlockOnHost = true;\n" : "  static constexpr bool kBlockReadsTensors = true;\n";
+  // A summary over query rows (axis 'q', or both: '2') makes the visible blocks follow the
+  // tensor's row blocks.
+  if (std::any_of(summarised.begin(), summarised.end(), [](const auto& s) { return s.second != 'k'; }))
+    out += "  static constexpr bool kBlockRowsFromTensors = true;\n";
 
 
   auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {

@@ -40,6 +40,13 @@ struct FwdScheduleD64Short : FwdScheduleDefaults {
   static constexpr bool kQInRegisters = true;
 };
 
+// d = 64 under a mask that a tensor varies by query row (a mask tensor, segment ids; the
+// fusion's kBlockRowsFromTensors): tiles of 128 rows in two warpgroups, so a tile covers whole
+// blocks of the 128 rows users lay such masks out in (FlexAttention's block size). A 192-row
+// tile straddles two such blocks and visits the union of their chunks: under a block-sparse
+// mask of density 0.3, 0.51 of the chunks for 0.3 of the work (bench/NOTES.md, 2026-11-25 4th).
+struct FwdScheduleD64RowBlocks : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
+
 // Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows
 // all lie past seqlen_q computes nothing. Worth it from 1/16 of the warpgroups idle (512 and 1k:
 // 1/9; measured +1-3 %), not below (2k-8k: 1/33 to 1/129; measured -2 to -5 %): bench/NOTES.md, v23.
@@ -66,12 +73,15 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // `longest_visit`: the most keys one tile of query rows visits where the host knows it (a mask
 // whose block bound reads no tensor: a window of 1024 keys visits about 1024 at any length), or
 // -1; the short and the overlapped schedules follow it rather than the sequence lengths.
-enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped };
-inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1) {
+// `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64RowBlocks };
+inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1,
+                                           bool rows_from_tensors = false) {
   // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
   if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
+  if (a.head_dim == 64 && a.causal && rows_from_tensors) return FwdScheduleKind::kD64RowBlocks;
   if (a.head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;

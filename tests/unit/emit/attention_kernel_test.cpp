@@ -136,6 +136,10 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
     EXPECT_EQ(reads->second.find("kBlockOnHost"), std::string::npos);
     EXPECT_NE(reads->second.find("  __device__ static napkin::device::BlockVisibility block("), std::string::npos);
   }
+  // Tensors indexed by the query row lay the tiles over whole row blocks; one by key alone not.
+  for (const auto* rows : {&doc, &tensor})
+    EXPECT_NE(rows->second.find("static constexpr bool kBlockRowsFromTensors = true;"), std::string::npos);
+  EXPECT_EQ(keep.second.find("kBlockRowsFromTensors"), std::string::npos);
   // Not summarised: a float input.
   EXPECT_FALSE(kernel("in bias[b k] f32\n", "bias > 0").first);
   const auto mixed = kernel("in weight[b k] f32\n", "weight > 0 && q >= k");

@@ -20,6 +20,9 @@
 //                                host sees which chunks each tile visits when it picks a schedule
 //   kBlockReadsTensors           block() reads tensors (block summaries): the visible chunks
 //                                may have gaps, so each tile's are listed before the kernel
+//   kBlockRowsFromTensors        block() reads a tensor indexed by query row (a mask tensor,
+//                                segment ids): its visible blocks change with the tensor's row
+//                                blocks, so tiles are laid over whole 128-row blocks
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
 //   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
@@ -52,7 +55,7 @@ struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
-                        kBlockOnHost = false, kBlockReadsTensors = false;
+                        kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A>
   __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }
