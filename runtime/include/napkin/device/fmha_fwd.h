@@ -46,9 +46,6 @@ struct ChunkRange {
   int begin, end;
 };
 
-// How a consumer warpgroup masks one chunk's scores (see needs_mask in the consumer).
-enum class ChunkMask { kNone, kElements, kHidden };
-
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
           bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
@@ -592,15 +589,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
 
-      // How chunk n is masked for this warpgroup's 64 rows: kNone, kElements (per element), or
-      // kHidden (the bound hides the whole chunk from these rows, though the tile visits it for
-      // another warpgroup's: every score masked, no element read).
       auto needs_mask = [&](int n) {
-        ChunkMask m = (n + 1) * kBlockN > p.seqlen_k ? ChunkMask::kElements : ChunkMask::kNone;
+        bool m = (n + 1) * kBlockN > p.seqlen_k;
         if constexpr (Fusion::kMask) {
           const int q0 = min(row0, p.seqlen_q - 1), q1 = min(row0 + 63, p.seqlen_q - 1);
-          const BlockVisibility v = Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * kBlockN, (n + 1) * kBlockN - 1);
-          m = !v.may ? ChunkMask::kHidden : !v.must ? ChunkMask::kElements : m;
+          m = m || !Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * kBlockN, (n + 1) * kBlockN - 1).must;
         }
         return m;
       };
@@ -639,15 +632,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       };
       // `masked`: needs_mask(n), evaluated before the wait for S_n (its reads of block summaries
       // then overlap the GEMM).
-      auto modify_scores = [&](int n, ChunkMask masked) {
-        if (masked == ChunkMask::kHidden) {
-          CUTE_UNROLL
-          for (int i = 0; i < size(rS); ++i) rS(i) = kMasked;
-        } else if (masked == ChunkMask::kElements) {
-          fuse_scores(n, true);
-        } else if constexpr (kPerScoreCode) {
-          fuse_scores(n, false);
-        }
+      auto modify_scores = [&](int n, bool masked) {
+        if (masked) fuse_scores(n, true);
+        else if constexpr (kPerScoreCode) fuse_scores(n, false);
       };
 
       // An idle warpgroup (Cfg::kSkipIdleWarpgroups) computes nothing: it keeps its place in
@@ -735,7 +722,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         wgmma_batch<true, Cfg::kQInRegisters>(mma_qk, tSrQ, tSrK(_, _, _, k_st.index), rS);
         pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
         trace(FwdEvent::kIssued, w);
-        const ChunkMask masked0 = needs_mask(n0);
+        const bool masked0 = needs_mask(n0);
         warpgroup_wait<0>();
         trace(FwdEvent::kSReady, w);
         release(ss.k_ring, k_st);
@@ -770,7 +757,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           issue_pv();
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           trace(FwdEvent::kIssued, w);
-          const ChunkMask masked = needs_mask(n);
+          const bool masked = needs_mask(n);
           warpgroup_wait<1>();
           trace(FwdEvent::kSReady, w);
           release(ss.k_ring, k_st);
