@@ -71,6 +71,7 @@ def reference(name, sets, inputs, tmp, low_precision=False):
     """napkin eval on the same inputs: the output in f64 (the output's axis order), or with
     low_precision FlashAttention's baseline (every node in its dtype, sums in f32)."""
     import numpy as np
+    tmp.mkdir(parents=True, exist_ok=True)
     cmd = [napkin_bin(), "eval", str(REPO / "examples" / f"{name}.napkin"), "-o", str(tmp)]
     if low_precision:
         cmd.append("--low-precision")
