@@ -38,11 +38,14 @@ struct AuxView {
   const T* data = nullptr;
   int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
   int group = 1;
-  __device__ __forceinline__ T at(int b, int head, int q, int k) const {
+  __device__ __forceinline__ int64_t offset(int b, int head, int q, int k) const {
     int64_t offset = batch_head_offset<kRoles>(b, head, group, sb, sh, sg);
     if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
     if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
-    return __ldg(data + offset);  // read-only for the kernel's lifetime: the non-coherent path
+    return offset;
+  }
+  __device__ __forceinline__ T at(int b, int head, int q, int k) const {
+    return __ldg(data + offset(b, head, q, k));  // read-only for the kernel's lifetime: the non-coherent path
   }
 };
 
