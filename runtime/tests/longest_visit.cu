@@ -81,6 +81,21 @@ int main() {
     std::printf("FAIL schedule choice by visited keys\n");
     ++failures;
   }
+  // The bounds' floor(a / c) without a division: exact on integers, multiples of c included,
+  // for whole and fractional c (the chunk index the kernel's visible() computes).
+  for (const double c : {1.0, 3.0, 100.0, 1024.0, 2.5, 0.75, 1e-3, 12345.678}) {
+    for (long long x = -5000; x <= 5000; x += 7) {
+      for (const long long a : {x, x * 1024, x * 997 + 1}) {
+        const long long got = dev::floor_div_real(a, c, 1.0 / c);
+        // Exact: got c <= a < (got + 1) c, compared in long double.
+        const long double lo = static_cast<long double>(got) * c, hi = static_cast<long double>(got + 1) * c;
+        if (!(lo <= a && a < hi)) {
+          std::printf("FAIL floor_div_real(%lld, %g) = %lld\n", a, c, got);
+          ++failures;
+        }
+      }
+    }
+  }
   if (failures == 0) std::printf("longest_visit: all cases as expected\n");
   return failures == 0 ? 0 : 1;
 }

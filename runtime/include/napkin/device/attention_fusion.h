@@ -131,10 +131,25 @@ __host__ __device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
 // floor(a / c) for a constant c > 0: monotone in a.
 __host__ __device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
 __host__ __device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
+// floor(a / c), exact, for an integer |a| <= 2^50 and a real c > 0, given inv_c ~ 1 / c: the
+// quotient by the reciprocal, put right by the sign of the exact remainder a - m c (one FMA),
+// as floor_quotient in f32. An f64 division is a long dependent sequence, and the producer's
+// search for a tile's chunks evaluates the bound a dozen times in a row.
+__host__ __device__ __forceinline__ long long floor_div_real(long long a, double c, double inv_c) {
+  const double x = static_cast<double>(a);
+  const double m = floor(x * inv_c);
+  const double r = fma(-m, c, x);
+  return static_cast<long long>(m + (r >= c ? 1.0 : 0.0) - (r < 0.0 ? 1.0 : 0.0));
+}
 // floor(a / c) for a runtime c: monotone in a where c > 0; unbounded otherwise.
 __host__ __device__ __forceinline__ IntRange range_floor_div_real(IntRange a, double c) {
   if (!(c > 0)) return {-1000000000000000LL, 1000000000000000LL};
-  return {static_cast<long long>(floor(a.lo / c)), static_cast<long long>(floor(a.hi / c))};
+#ifdef __CUDA_ARCH__
+  const double inv_c = __drcp_rn(c);
+#else
+  const double inv_c = 1.0 / c;
+#endif
+  return {floor_div_real(a.lo, c, inv_c), floor_div_real(a.hi, c, inv_c)};
 }
 
 // A bool over a block: `may` (true somewhere) and `must` (true everywhere), as BlockVisibility.
