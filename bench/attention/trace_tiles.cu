@@ -43,6 +43,9 @@
 #ifndef TRACE_Q_IN_REGISTERS
 #define TRACE_Q_IN_REGISTERS false
 #endif
+#ifndef TRACE_CLAIM_AHEAD
+#define TRACE_CLAIM_AHEAD false
+#endif
 #ifndef TRACE_STAGGER
 #define TRACE_STAGGER 0
 #endif
@@ -56,7 +59,21 @@ struct TraceCausal : napkin::device::FusionDefaults {
     return {k0 <= q1, k1 <= q0};
   }
 };
-using TraceFusion = std::conditional_t<TRACE_CAUSAL, TraceCausal, napkin::device::FusionDefaults>;
+// Local chunks of TRACE_LOCAL_CHUNK keys (0: off): causal within each chunk, as chunked_local.
+#ifndef TRACE_LOCAL_CHUNK
+#define TRACE_LOCAL_CHUNK 0
+#endif
+struct TraceLocalChunks : napkin::device::FusionDefaults {
+  static constexpr bool kMask = true, kSkipsBlocks = true;
+  static constexpr int c = TRACE_LOCAL_CHUNK > 0 ? TRACE_LOCAL_CHUNK : 1;
+  __device__ static bool visible(Args const&, int, int, int q, int k) { return k <= q && q / c == k / c; }
+  __device__ static napkin::device::BlockVisibility block(Args const&, int, int, int q0, int q1, int k0, int k1) {
+    return {k0 <= q1 && k1 / c >= q0 / c && k0 / c <= q1 / c,
+            k1 <= q0 && q0 / c == q1 / c && k0 / c == k1 / c && q0 / c == k0 / c};
+  }
+};
+using TraceFusion = std::conditional_t<(TRACE_LOCAL_CHUNK > 0), TraceLocalChunks,
+                                       std::conditional_t<TRACE_CAUSAL, TraceCausal, napkin::device::FusionDefaults>>;
 using Cfg = napkin::device::FwdConfig<Element, TRACE_D, TRACE_N, TRACE_WGS, 2, TraceFusion, TRACE_CTAS_PER_SM, false,
                                       TRACE_OVERLAP, TRACE_Q_IN_REGISTERS, TRACE_STAGGER>;
 using napkin::device::FwdEvent;
@@ -108,7 +125,7 @@ int main(int argc, char** argv) {
   auto launch = [&] {
     CHECK(napkin::device::launch_fmha_fwd<Cfg>(q, k, v, o, nullptr, batch, heads, heads, seqlen, seqlen, strides,
                                                strides, strides, strides, 1.0f / std::sqrt(float(d)), true, counter,
-                                               nullptr));
+                                               nullptr, {}, TRACE_CLAIM_AHEAD));
   };
   for (int i = 0; i < 5; ++i) launch();
   static unsigned long long zero[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
@@ -130,7 +147,8 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpyFromSymbol(trace, napkin::device::g_fwd_trace, sizeof(trace)));
   static unsigned long long trace_ns[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];
   CHECK(cudaMemcpyFromSymbol(trace_ns, napkin::device::g_fwd_trace_ns, sizeof(trace_ns)));
-  const double flops = 4.0 * batch * heads * double(seqlen) * seqlen * d / (TRACE_CAUSAL ? 2 : 1);
+  const double flops = TRACE_LOCAL_CHUNK > 0 ? 4.0 * batch * heads * double(seqlen) * (TRACE_LOCAL_CHUNK + 1) / 2 * d
+                                            : 4.0 * batch * heads * double(seqlen) * seqlen * d / (TRACE_CAUSAL ? 2 : 1);
   std::printf("d%d N%d WGs%d causal=%d b%d s%d h%d: %.1f us, %.0f TFLOP/s (traced launch)\n", d, TRACE_N, TRACE_WGS,
               int(TRACE_CAUSAL), batch, seqlen, heads, ms * 1e3, flops / ms / 1e9);
 
