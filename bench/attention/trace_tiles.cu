@@ -43,9 +43,6 @@
 #ifndef TRACE_Q_IN_REGISTERS
 #define TRACE_Q_IN_REGISTERS false
 #endif
-#ifndef TRACE_CLAIM_AHEAD
-#define TRACE_CLAIM_AHEAD false
-#endif
 #ifndef TRACE_STAGGER
 #define TRACE_STAGGER 0
 #endif
@@ -125,7 +122,7 @@ int main(int argc, char** argv) {
   auto launch = [&] {
     CHECK(napkin::device::launch_fmha_fwd<Cfg>(q, k, v, o, nullptr, batch, heads, heads, seqlen, seqlen, strides,
                                                strides, strides, strides, 1.0f / std::sqrt(float(d)), true, counter,
-                                               nullptr, {}, TRACE_CLAIM_AHEAD));
+                                               nullptr));
   };
   for (int i = 0; i < 5; ++i) launch();
   static unsigned long long zero[FwdTrace::kCtas][FwdTrace::kWarpgroups][FwdTrace::kEvents];

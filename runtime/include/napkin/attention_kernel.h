@@ -60,8 +60,7 @@ inline cudaError_t tile_counter_for(cudaStream_t stream, int** counter) {
 }
 
 template <class Fusion, class Element, int kHeadDim, class Sched>
-cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream,
-                      bool claim_ahead) {
+cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, Fusion,
                                 Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
                                 Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
@@ -73,7 +72,7 @@ cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fu
   const int64_t os[3] = {a.o_batch_stride, a.o_seq_stride, a.o_head_stride};
   return device::launch_fmha_fwd<Cfg>(a.q, a.k, a.v, a.o, a.lse, a.batch, a.heads_q, a.heads_kv, a.seqlen_q,
                                       a.seqlen_k, qs, ks, vs, os, a.softmax_scale, a.pingpong, counter, stream,
-                                      fusion, claim_ahead);
+                                      fusion);
 }
 
 // The most keys one tile of 128 query rows visits, counted in 128-key chunks by the mask's block
@@ -126,37 +125,32 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
   cudaError_t err = cudaSuccess;
-  const int visit = longest_visit<Fusion>(fusion, a);
-  const FwdScheduleKind kind = choose_fwd_schedule(a, visit, Fusion::kBlockRowsFromTensors);
-  // Tiles that visit at most 2048 keys claim the next tile ahead (FwdParams::claim_ahead): a
-  // late claim would balance at most one short tile, and the claim and the next tile's chunk
-  // search then leave the boundary between tiles (measured: bench/NOTES.md, 2026-11-25 4th).
-  const bool claim_ahead = visit >= 0 && visit <= 2048;
+  const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a), Fusion::kBlockRowsFromTensors);
   if constexpr (kHeadDim == 64) {
     if constexpr (Fusion::kSkipsBlocks) {
       if (kind == FwdScheduleKind::kD64Short) {
-        err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream, claim_ahead);
+        err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
       } else if constexpr (Fusion::kBlockRowsFromTensors) {
-        err = run_fused<Fusion, Element, 64, FwdScheduleD64RowBlocks>(a, fusion, stream, claim_ahead);
+        err = run_fused<Fusion, Element, 64, FwdScheduleD64RowBlocks>(a, fusion, stream);
       } else {
-        err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream, claim_ahead);
+        err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
       }
     } else {
-      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream, claim_ahead);
-      else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream, claim_ahead);
+      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
+      else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
     }
   } else if constexpr (kHeadDim == 128) {
     // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
     if constexpr (!Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise) {
-      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream, claim_ahead));
+      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream));
     }
     if (kind == FwdScheduleKind::kD128Overlapped)
-      err = run_fused<Fusion, Element, 128, FwdScheduleD128Overlapped>(a, fusion, stream, claim_ahead);
+      err = run_fused<Fusion, Element, 128, FwdScheduleD128Overlapped>(a, fusion, stream);
     else
-      err = run_fused<Fusion, Element, 128, FwdSchedule<128>>(a, fusion, stream, claim_ahead);
+      err = run_fused<Fusion, Element, 128, FwdSchedule<128>>(a, fusion, stream);
   } else {
     static_assert(kHeadDim == 256, "head dim 64, 128 or 256");
-    err = run_fused<Fusion, Element, 256, FwdSchedule<256>>(a, fusion, stream, claim_ahead);
+    err = run_fused<Fusion, Element, 256, FwdSchedule<256>>(a, fusion, stream);
   }
   return finish(err);
 }

@@ -239,10 +239,6 @@ struct FwdParams {
   float scale_log2;  // softmax_scale * log2(e); log2(e) where Fusion::score applies the scale
   typename Cfg::Fusion::Args fusion;
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
-  // Tiles of uneven work claim ahead as equal ones do (see kClaimAhead): set where the host
-  // bounds the keys any tile visits (a window, local chunks), so that no late claim is needed
-  // to balance them and the claim and the next tile's chunk search leave the tile boundary.
-  bool claim_ahead = false;
   // Cfg::kChunkLists: tile t's visible chunks, ascending, at chunk_list[t * chunks_per_row],
   // chunk_count[t] of them (t = (batch * heads_q + head) * num_m_blocks + m_block); null where
   // the lists would not fit (fwd_chunk_range's [first, last] range then, the rest masked).
@@ -466,10 +462,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // even elsewhere (v47). Causal tiles keep the late claim that balances them, and a single
       // Q buffer's L2 prefetch stays at the claim.
       constexpr bool kClaimAhead = !Cfg::kCausal && Cfg::kQBuffers == 2;
-      const bool claim_ahead = kClaimAhead || p.claim_ahead;
-      int next_tile = -1;  // claim_ahead: claimed while this tile loads
-      ChunkRange next_range{0, 0};  // p.claim_ahead: its chunks, searched while this tile loads
-      bool next_searched = false;
+      int next_tile = -1;  // kClaimAhead: claimed while this tile loads
       if constexpr (!Cfg::kCausal && Cfg::kStaggerClocksPerChunk > 0) {
         const int grid = static_cast<int>(gridDim.x), later = p.num_tiles % grid;  // CTAs [later, grid)
         if (p.num_tiles > grid && later != 0 && static_cast<int>(blockIdx.x) >= later) {
@@ -494,8 +487,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           break;
         }
         const TileCoord tc = sched.decode(tile);
-        const ChunkRange range = next_searched ? next_range : fwd_chunk_range<Cfg>(p, tc);
-        next_searched = false;
+        const ChunkRange range = fwd_chunk_range<Cfg>(p, tc);
         const int n_blocks = range.end - range.begin;
         ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
         atomicExch(&ss.tile_idx[qb], tile);
@@ -534,13 +526,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
-          if (claim_ahead && step == 0) {
-            next_tile = claim();
-            if (p.claim_ahead && next_tile < p.num_tiles) {
-              next_range = fwd_chunk_range<Cfg>(p, sched.decode(next_tile));
-              next_searched = true;
-            }
-          }
+          if constexpr (kClaimAhead)
+            if (step == 0) next_tile = claim();
         }
         ++o_tiles;
       }
@@ -936,7 +923,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
                             const int64_t (&q_strides)[3], const int64_t (&k_strides)[3],
                             const int64_t (&v_strides)[3], const int64_t (&o_strides)[3],
                             float softmax_scale, bool pingpong, int* tile_counter, cudaStream_t stream,
-                            typename Cfg::Fusion::Args const& fusion = {}, bool claim_ahead = false) {
+                            typename Cfg::Fusion::Args const& fusion = {}) {
   using namespace cute;
   using Element = typename Cfg::Element;
   // strides: {batch, seq, head}
@@ -971,7 +958,6 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.scale_log2 = (Cfg::Fusion::kScoreMod ? 1.f : softmax_scale) * 1.4426950408889634f;
   p.fusion = fusion;
   p.pingpong = pingpong;
-  p.claim_ahead = claim_ahead && Cfg::kCausal;
 
   int resident_ctas = 0;
   if (cudaError_t err = fmha_fwd_resident_ctas<Cfg>(&resident_ctas); err != cudaSuccess) return err;
