@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 import napkin_kernels  # noqa: E402
-from variants import VARIANTS, aux_tensors  # noqa: E402
+from variants import VARIANTS, napkin_tensors, problem  # noqa: E402
 
 
 def main():
@@ -25,22 +25,15 @@ def main():
     ap.add_argument("--seqlens", default="2048,8192,16384")
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
-    spec = VARIANTS[args.variant]
+    if args.variant not in VARIANTS:
+        sys.exit(f"unknown variant '{args.variant}': one of {', '.join(VARIANTS)}")
     root = pathlib.Path(os.environ.get("NAPKIN_KERNELS", "build/gen"))
     for d in map(int, args.dims.split(",")):
         kernel = napkin_kernels.load(root / f"{args.variant}_d{d}")
         for s in map(int, args.seqlens.split(",")):
-            b, h = 16384 // s, 2048 // d
-            hkv = h // spec.get("groups", 1)
-            gen = torch.Generator().manual_seed(s + d)
-            q = torch.randn(b, s, h, d, generator=gen).to(torch.bfloat16).cuda()
-            k = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
-            v = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
-            aux = aux_tensors(args.variant, b, h, s, gen)
+            b, h, _, _, q, k, v, aux = problem(args.variant, s, d)
             o = torch.empty_like(q)
-            tensors = dict(zip([i["name"] for i in kernel.inputs[:3]], [q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)]))
-            tensors.update(aux)
-            tensors.update(spec.get("params", {}))
+            tensors = napkin_tensors(kernel, args.variant, q, k, v, aux)
             for _ in range(3):
                 kernel(out=o.transpose(1, 2), **tensors)
             torch.cuda.synchronize()

@@ -91,6 +91,26 @@ def aux_tensors(name, batch, heads, seqlen, gen):
     return {}
 
 
+def problem(name, s, d):
+    """The benchmark's shape at sequence length s and head dim d (b * s = 16384, h = 2048 / d)
+    and its random inputs: (b, h, kv heads, generator, q, k, v in (b, s, h, d), aux)."""
+    b, h = 16384 // s, 2048 // d
+    hkv = h // VARIANTS[name].get("groups", 1)
+    gen = torch.Generator().manual_seed(s + d)
+    q = torch.randn(b, s, h, d, generator=gen).to(torch.bfloat16).cuda()
+    k = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
+    v = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
+    return b, h, hkv, gen, q, k, v, aux_tensors(name, b, h, s, gen)
+
+
+def napkin_tensors(kernel, name, q, k, v, aux):
+    """A generated kernel's inputs by name: Q, K, V as (b, h, s, d) views, aux tensors, params."""
+    tensors = dict(zip([i["name"] for i in kernel.inputs[:3]], [q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)]))
+    tensors.update(aux)
+    tensors.update(VARIANTS[name].get("params", {}))
+    return tensors
+
+
 # ------------------------------------------------------------------------------ reference
 def reference(v_spec, q, k, v, aux, rows, dtype, scale):
     """O for query rows `rows` in `dtype` (q, k, v in (b, s, h, d); GQA by repetition)."""
@@ -245,22 +265,13 @@ def main():
             kernel = napkin_kernels.load(kernels_root / f"{name}_d{d}")
             scale = spec.get("scale", 0.08838834764831845)  # the diagram's literal
             for s in map(int, args.seqlens.split(",")):
-                b, h = 16384 // s, 2048 // d
-                hkv = h // spec.get("groups", 1)
-                gen = torch.Generator().manual_seed(s + d)
-                q = torch.randn(b, s, h, d, generator=gen).to(torch.bfloat16).cuda()
-                k = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
-                v = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
-                aux = aux_tensors(name, b, h, s, gen)
+                b, h, hkv, gen, q, k, v, aux = problem(name, s, d)
                 o = torch.empty_like(q)
                 if name == "gqa":  # Q[b g r q d], K[b g k d], O[b q g r d]
                     qn, kn, vn = q.view(b, s, hkv, h // hkv, d).permute(0, 2, 3, 1, 4), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
                     napkin_fn = lambda: kernel(qn, kn, vn, out=o.view(b, s, hkv, h // hkv, d))  # noqa: E731
                 else:
-                    tensors = dict(zip([i["name"] for i in kernel.inputs[:3]],
-                                       [q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)]))
-                    tensors.update(aux)
-                    tensors.update(spec.get("params", {}))
+                    tensors = napkin_tensors(kernel, name, q, k, v, aux)
                     napkin_fn = lambda t=tensors: kernel(out=o.transpose(1, 2), **t)  # noqa: E731
                 impls, notes = {"napkin": lambda: (napkin_fn(), o)[1]}, {}
                 for peer, make in (("flex", lambda: flex_call(spec, q, k, v, aux, scale, cache)),
