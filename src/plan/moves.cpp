@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/builder.h"
 #include "plan/subgraph.h"
@@ -192,14 +193,88 @@ std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
   return std::nullopt;
 }
 
+// sum(A * B over x) in f32, as a contraction of A and B over x computes it (bf16 and f16
+// products are exact in f32; the sum is f32 either way), cast to `dtype` where that is narrower.
+ir::Value vector_sum(ir::Builder& b, ir::Value a, DType a_dtype, ir::Value bv, DType b_dtype, AxisId x, DType dtype) {
+  auto wide = [&](ir::Value v, DType t) { return t == DType::f32 ? v : b.cast(v, DType::f32); };
+  ir::Value r = b.reduce(OpKind::reduce_sum, wide(a, a_dtype) * wide(bv, b_dtype), {x});
+  return dtype == DType::f32 ? r : b.cast(r, dtype);
+}
+
+// A contraction over one axis one of whose operands has no axis of its own (a matrix-vector
+// product: no M or N for a GEMM) as the row reduction it is: sum(A * B over x).
+std::optional<Variant> vector_contraction(const ir::Diagram& d, NodeId c) {
+  const Node& cn = d.node(c);
+  if (cn.operands.size() != 2 || cn.over.size() != 1) return std::nullopt;
+  const NodeId a = cn.operands[0], bb = cn.operands[1];
+  const std::set<AxisId> sa = axes_of(d, a), sb = axes_of(d, bb);
+  const bool b_in_a = std::includes(sa.begin(), sa.end(), sb.begin(), sb.end());
+  const bool a_in_b = std::includes(sb.begin(), sb.end(), sa.begin(), sa.end());
+  if (!b_in_a && !a_in_b) return std::nullopt;
+  auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    if (n != c) return {};
+    ir::Value out = vector_sum(b, val[static_cast<std::size_t>(a)], d.node(a).dtype, val[static_cast<std::size_t>(bb)],
+                               d.node(bb).dtype, cn.over[0], cn.dtype);
+    if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
+    return out;
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), {fmt::format("{} = {} . {} has no axis of {}'s own: a row reduction sum({} * {} over {})",
+                                             d.label(c), d.label(a), d.label(bb), d.label(b_in_a ? bb : a), d.label(a),
+                                             d.label(bb), d.axis(cn.over[0]).name)}};
+}
+
+// sum(contract(A, B over x) over K), K axes of B alone, pushed into B: A . sum(B over K), a
+// matrix-vector product, run as the row reduction sum(A * KS over x) (normalised linear
+// attention's denominator: phi(Q) . sum_k phi(K), not a q x k score matrix). Only where the
+// product is such a vector product over one axis; the contraction stays for its other users.
+std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
+  const Node& rn = d.node(r);
+  if (rn.op != OpKind::reduce_sum) return std::nullopt;
+  const NodeId c = rn.operands[0];
+  const Node& cn = d.node(c);
+  if (cn.op != OpKind::contract || cn.operands.size() != 2 || cn.over.size() != 1) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    const NodeId a = cn.operands[static_cast<std::size_t>(1 - side)], bb = cn.operands[static_cast<std::size_t>(side)];
+    const std::set<AxisId> sa = axes_of(d, a), sb = axes_of(d, bb);
+    bool only_b = true;
+    for (AxisId k : rn.over) only_b = only_b && sb.count(k) && !sa.count(k);
+    if (!only_b) continue;
+    std::set<AxisId> rest = sb;  // the axes of sum(B over K)
+    for (AxisId k : rn.over) rest.erase(k);
+    if (!std::includes(sa.begin(), sa.end(), rest.begin(), rest.end())) continue;  // not a vector product
+    const std::string name = fresh_name(d, (d.node(bb).name.empty() ? fmt::format("t{}", bb) : d.node(bb).name) + "_sum");
+    auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+      if (n != r) return {};
+      ir::Value bv = val[static_cast<std::size_t>(bb)];
+      if (d.node(bb).dtype != DType::f32) bv = b.cast(bv, DType::f32);
+      const ir::Value ks = b.named(name, b.reduce(OpKind::reduce_sum, bv, rn.over));
+      ir::Value out = vector_sum(b, val[static_cast<std::size_t>(a)], d.node(a).dtype, ks, DType::f32, cn.over[0], rn.dtype);
+      if (!rn.name.empty()) out = b.named(rn.name, out, rn.loc);
+      return out;
+    });
+    if (!v) continue;
+    std::vector<std::string> over;
+    for (AxisId k : rn.over) over.push_back(d.axis(k).name);
+    return Variant{std::move(*v), {fmt::format("sum over {} pushed into {}: {} = {} . {} ({} = sum({} over {})), a row "
+                                               "reduction instead of the contraction's {:.3g} GFLOP",
+                                               fmt::join(over, " "), d.label(bb), d.label(r), d.label(a), name, name,
+                                               d.label(bb), fmt::join(over, " "),
+                                               2 * volume(d, set_union(sa, sb)) / 1e9)}};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<Variant> applicable_moves(const ir::Diagram& d) {
   std::vector<Variant> out;
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
     if (d.node(n).op != OpKind::contract) continue;
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
+    if (auto v = vector_contraction(d, n)) out.push_back(std::move(*v));
   }
   return out;
 }

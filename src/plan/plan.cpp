@@ -332,10 +332,12 @@ std::string why_not(const Plan& loser, const Plan& winner) {
 
 Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& options) {
   if (d.outputs.empty()) return plain_error("the diagram has no outputs");
-  // 1. Variants: as written, then with each move that applies, and with all of them.
+  // 1. Variants: as written, then with each move that applies, and with all of them, one after
+  // another (a move may open another: a sum pushed into an operand leaves a contraction of
+  // single use, which then reassociates).
   std::vector<Variant> variants{{d, {}}};
   for (Variant& v : applicable_moves(d)) variants.push_back(std::move(v));
-  if (variants.size() > 2) {
+  if (variants.size() > 1) {
     Variant all{d, {}};
     for (int round = 0; round < 8; ++round) {
       auto more = applicable_moves(all.diagram);
@@ -343,7 +345,7 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
       for (auto& mv : more[0].moves) all.moves.push_back(mv);
       all.diagram = std::move(more[0].diagram);
     }
-    variants.push_back(std::move(all));
+    if (all.moves.size() > 1) variants.push_back(std::move(all));
   }
   // 2. Fusion per variant; the fastest feasible plan wins.
   Derivation out;

@@ -133,6 +133,37 @@ TEST(Plan, LinearAttentionIsReassociated) {
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::elementwise, K::gemm, K::gemm}));
 }
 
+// Normalised linear attention: the denominator sum_k (phi(Q) . phi(K)) is phi(Q) . sum_k phi(K)
+// (a row reduction), which leaves the scores of single use, so the numerator reassociates too:
+// no q x k matrix at all.
+TEST(Plan, NormalisedLinearAttentionPushesTheSumAndReassociates) {
+  const auto r = derive(parse(R"(axes b=2 h=8 q=2048 k=2048 d=64 e=64
+in Q[b h q d] bf16
+in K[b h k d] bf16
+in V[b h k e] bf16
+FQ = select(Q > 0, Q + 1, exp(Q))
+FK = select(K > 0, K + 1, exp(K))
+S = contract(FQ, FK over d)
+N = contract(S, V over k)
+Z = sum(S over k)
+O = N / Z as bf16
+out O
+)"));
+  ASSERT_EQ(r.chosen.moves.size(), 2u);
+  EXPECT_NE(r.chosen.moves[0].find("sum over k pushed into 'FK'"), std::string::npos) << r.chosen.moves[0];
+  EXPECT_NE(r.chosen.moves[1].find("reassociated"), std::string::npos) << r.chosen.moves[1];
+  for (const auto& m : r.chosen.materialised) EXPECT_EQ(m.find("q k"), std::string::npos) << m;
+}
+
+// A contraction whose operand has no axis of its own (no M or N for a GEMM) derives as a row
+// reduction; before, no kernel family ran it.
+TEST(Plan, AMatrixVectorContractionIsARowReduction) {
+  const auto r = derive(parse("axes t=4096 e=1024\nin X[t e] bf16\nin w[e] bf16\nY = contract(X, w over e)\nout Y\n"));
+  ASSERT_EQ(r.chosen.moves.size(), 1u);
+  EXPECT_NE(r.chosen.moves[0].find("a row reduction"), std::string::npos) << r.chosen.moves[0];
+  EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::row_reduction});
+}
+
 TEST(Plan, SoftmaxOverQueriesStoresScoresQueryInnermost) {
   const auto r = derive(example("softmax_over_q"));
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::row_reduction, K::gemm}));
