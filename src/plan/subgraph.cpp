@@ -328,7 +328,12 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
       if (so.count(x)) nset.insert(x);
       else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
     }
-  if (kset.size() != 1) return invalid(fmt::format("{} contracted axes: the GEMM kernel contracts one", kset.size()));
+  if (kset.empty()) return invalid("the contraction sums over no axis: an outer product, not a GEMM");
+  // The kernel flattens each class of axes into one mode (emit/gemm_kernel.cpp), up to four.
+  for (const auto* cls : {&mset, &nset, &kset, &lset})
+    if (cls->size() > 4)
+      return invalid(fmt::format("{} axes of one class (M, N, K or L): the GEMM kernel flattens at most 4 into a mode",
+                                 cls->size()));
   if (mset.empty() || nset.empty()) return invalid("a GEMM needs an axis of each operand alone (M and N)");
   // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
   // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's

@@ -112,5 +112,24 @@ TEST(PlanExec, MovedPlansMatchTheReference) {
   }
 }
 
+// A contraction over two axes is one GEMM whose K mode flattens both (emit/gemm_kernel.cpp).
+TEST(PlanExec, AContractionOverTwoAxesIsOneGemmAndMatches) {
+  auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(m.ok());
+  auto p = ir::parse_diagram(SourceText{"<test>", "axes m=67 k=9 l=13 n=45\nin A[m k l] bf16\nin B[k l n] bf16\n"
+                                                   "C = contract(A, B over k l) as bf16\nout C\n"});
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  auto r = plan::derive_plan(p->diagram, *m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->chosen.kernels.size(), 1u);
+  EXPECT_EQ(r->chosen.kernels[0].kind, plan::KernelKind::gemm);
+  const auto inputs = reference::random_inputs(p->diagram, 3);
+  auto want = reference::evaluate(p->diagram, inputs);
+  ASSERT_TRUE(want.ok());
+  auto got = exec::execute_plan(r->chosen, p->diagram, inputs);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_LT(scaled_error(got->outputs.at("C"), want->at("C")), 3e-2);
+}
+
 }  // namespace
 }  // namespace napkin
