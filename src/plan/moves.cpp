@@ -265,6 +265,71 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
   return std::nullopt;
 }
 
+// A contraction of three or more operands, as a pair contracted first (the pair whose product
+// is smallest, summing the axes no other operand and not the result has) and the rest after:
+// GEMMs take two operands. Applied again (the chained variant) until every contraction is of two.
+std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
+  const Node& cn = d.node(c);
+  if (cn.op != OpKind::contract || cn.operands.size() < 3) return std::nullopt;
+  const std::set<AxisId> so = axes_of(d, c);
+  const std::size_t n = cn.operands.size();
+  // The axes the pair (i, j) can sum: contracted, and in no other operand.
+  auto summable = [&](std::size_t i, std::size_t j) {
+    std::vector<AxisId> out;
+    for (AxisId x : cn.over) {
+      bool elsewhere = so.count(x) > 0;
+      for (std::size_t o = 0; o < n; ++o)
+        if (o != i && o != j) elsewhere = elsewhere || axes_of(d, cn.operands[o]).count(x);
+      if (!elsewhere) out.push_back(x);
+    }
+    return out;
+  };
+  std::size_t bi = 0, bj = 1;
+  double best = -1;
+  // Operands over the same axes, or one over a subset of the other's: an elementwise product.
+  auto elementwise = [&](std::size_t i, std::size_t j) {
+    const std::set<AxisId> a = axes_of(d, cn.operands[i]), b = axes_of(d, cn.operands[j]);
+    return std::includes(a.begin(), a.end(), b.begin(), b.end()) || std::includes(b.begin(), b.end(), a.begin(), a.end());
+  };
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      const std::vector<AxisId> over = summable(i, j);
+      if (over.empty() && !elementwise(i, j)) continue;  // (an outer product first: never cheaper)
+      std::set<AxisId> kept = set_union(axes_of(d, cn.operands[i]), axes_of(d, cn.operands[j]));
+      for (AxisId x : over) kept.erase(x);
+      const double v = volume(d, kept);
+      if (best < 0 || v < best) best = v, bi = i, bj = j;
+    }
+  if (best < 0) return std::nullopt;
+  const std::vector<AxisId> first_over = summable(bi, bj);
+  auto label = [&](NodeId x) { return d.node(x).name.empty() ? fmt::format("t{}", x) : d.node(x).name; };
+  const std::string name = fresh_name(d, label(cn.operands[bi]) + label(cn.operands[bj]));
+  auto v = rebuild(d, [&](NodeId m, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    if (m != c) return {};
+    auto at = [&](std::size_t i) { return val[static_cast<std::size_t>(cn.operands[i])]; };
+    const ir::Value pair = b.named(name, first_over.empty() ? at(bi) * at(bj) : b.contract({at(bi), at(bj)}, first_over));
+    std::vector<ir::Value> rest;
+    for (std::size_t i = 0; i < n; ++i)
+      if (i != bi && i != bj) rest.push_back(at(i));
+    rest.push_back(pair);
+    std::vector<AxisId> over;
+    for (AxisId x : cn.over)
+      if (std::find(first_over.begin(), first_over.end(), x) == first_over.end()) over.push_back(x);
+    // (Nothing left to sum: the remaining operands times the pair, elementwise.)
+    ir::Value out = rest[0];
+    if (over.empty()) {
+      for (std::size_t i = 1; i < rest.size(); ++i) out = out * rest[i];
+    } else {
+      out = b.contract(rest, over, cn.loc);
+    }
+    if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
+    return out;
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), {fmt::format("{} of {} operands split: {} = {} . {} first", d.label(c), n, name,
+                                             d.label(cn.operands[bi]), d.label(cn.operands[bj]))}};
+}
+
 }  // namespace
 
 std::vector<Variant> applicable_moves(const ir::Diagram& d) {
@@ -275,6 +340,7 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d) {
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
     if (auto v = vector_contraction(d, n)) out.push_back(std::move(*v));
+    if (auto v = split_contraction(d, n)) out.push_back(std::move(*v));
   }
   return out;
 }

@@ -87,7 +87,9 @@ TEST(PlanExec, MovedPlansMatchTheReference) {
       {"normalised linear attention", "S = contract(FQ, FK over d)\nN = contract(S, V over k)\nZ = sum(S over k)\n"
                                       "O = N / Z as bf16\nout O\n"},
       {"a matrix-vector contraction", "KS = sum(FK over k)\nZ = contract(FQ, KS over d)\nout Z\n"},
-      {"a vector on the left", "KS = sum(FK over k)\nZ = contract(KS, FQ over d) as bf16\nout Z\n"}};
+      {"a vector on the left", "KS = sum(FK over k)\nZ = contract(KS, FQ over d) as bf16\nout Z\n"},
+      {"a contraction of three operands", "W = contract(FQ, FK, V over d k) as bf16\nout W\n"},
+      {"a contraction of four operands", "W = contract(Q, FQ, FK, V over d k) as bf16\nout W\n"}};
   for (const auto& [what, body] : cases) {
     SCOPED_TRACE(what);
     auto p = ir::parse_diagram(SourceText{"<test>", prefix + body});

@@ -164,6 +164,15 @@ TEST(Plan, AMatrixVectorContractionIsARowReduction) {
   EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::row_reduction});
 }
 
+// A contraction of three operands splits into GEMMs of two, the smaller product first.
+TEST(Plan, AContractionOfThreeOperandsSplitsIntoGemms) {
+  const auto r = derive(parse("axes m=4096 k=1024 n=4096 p=64\nin A[m k] bf16\nin B[k n] bf16\nin C[n p] bf16\n"
+                              "D = contract(A, B, C over k n) as bf16\nout D\n"));
+  ASSERT_EQ(r.chosen.moves.size(), 1u);
+  EXPECT_NE(r.chosen.moves[0].find("BC = 'B' . 'C' first"), std::string::npos) << r.chosen.moves[0];
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+}
+
 TEST(Plan, SoftmaxOverQueriesStoresScoresQueryInnermost) {
   const auto r = derive(example("softmax_over_q"));
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::row_reduction, K::gemm}));
