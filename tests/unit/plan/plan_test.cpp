@@ -164,6 +164,22 @@ TEST(Plan, AMatrixVectorContractionIsARowReduction) {
   EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::row_reduction});
 }
 
+// Attention and its output projection over (heads, head dim): an attention kernel, then one
+// GEMM whose K mode flattens h and d.
+TEST(Plan, AttentionThenItsOutputProjection) {
+  const auto r = derive(parse(R"(axes b=2 h=16 q=2048 k=2048 d=128 c=2048
+in Q[b h q d] bf16
+in K[b h k d] bf16
+in V[b h k d] bf16
+in Wo[h d c] bf16
+P = softmax(contract(Q, K over d) * 0.08838834764831845 over k)
+O = contract(P, V over k) as bf16
+Y = contract(O, Wo over h d) as bf16
+out Y
+)"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::attention, K::gemm}));
+}
+
 // A contraction of three operands splits into GEMMs of two, the smaller product first.
 TEST(Plan, AContractionOfThreeOperandsSplitsIntoGemms) {
   const auto r = derive(parse("axes m=4096 k=1024 n=4096 p=64\nin A[m k] bf16\nin B[k n] bf16\nin C[n p] bf16\n"
