@@ -56,6 +56,34 @@ std::string boundary_name(const ir::Diagram& d, NodeId n) {
 
 }  // namespace
 
+// Each class of a GEMM operand's axes (batch L, its own M or N, contracted K) must be adjacent in
+// its storage order: the kernel flattens a class into one mode (emit/gemm_kernel.cpp). An
+// intermediate stored otherwise (an attention output [b h q d] read over h and d) is stored as
+// [L, M, K]: L and K in the other operand's order, so the two flatten alike, K innermost.
+void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o, Boundary& b) {
+  const NodeId other = contraction.operands[0] == o ? contraction.operands[1] : contraction.operands[0];
+  const auto& mine = d.node(o).axes;
+  const auto& theirs = d.node(other).axes;
+  auto has = [](const std::vector<AxisId>& v, AxisId a) { return std::find(v.begin(), v.end(), a) != v.end(); };
+  auto cls = [&](AxisId a) { return has(theirs, a) ? (has(contraction.axes, a) ? 0 : 2) : 1; };  // L, M, K
+  std::vector<AxisId> order;
+  for (const std::string& n : b.order) order.push_back(*d.find_axis(n));
+  bool adjacent = true;  // each class's positions one run
+  for (int c = 0; c < 3; ++c) {
+    int first = -1, last = -1, count = 0;
+    for (int i = 0; i < static_cast<int>(order.size()); ++i)
+      if (cls(order[static_cast<std::size_t>(i)]) == c) first = first < 0 ? i : first, last = i, ++count;
+    adjacent = adjacent && (count == 0 || last - first + 1 == count);
+  }
+  if (adjacent) return;
+  std::vector<std::string> fixed;
+  for (int c = 0; c < 3; ++c)
+    for (AxisId a : c == 1 ? order : theirs)
+      if (has(mine, a) && cls(a) == c) fixed.push_back(d.axis(a).name);
+  b.note = fmt::format("stored as [{}] for the GEMM that reads it (each class of axes one mode)", fmt::join(fixed, " "));
+  b.order = std::move(fixed);
+}
+
 std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
   std::map<NodeId, Boundary> out;
   auto add = [&](NodeId n) -> Boundary& {
@@ -84,6 +112,7 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<in
             b.dtype = d.node(other).dtype;
           }
       }
+      if (node.op == OpKind::contract && node.operands.size() == 2) gemm_operand_order(d, node, o, b);
       if (is_reduction(node.op) && node.over.size() == 1) {
         const std::string r = d.axis(node.over[0]).name;
         auto it = std::find(b.order.begin(), b.order.end(), r);
@@ -329,6 +358,34 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
       else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
     }
   if (kset.empty()) return invalid("the contraction sums over no axis: an outer product, not a GEMM");
+  // Each class one run of adjacent dims in every tensor, as the kernel flattens it into a mode.
+  auto runs = [&](const std::vector<AxisId>& order, const std::vector<const std::set<AxisId>*>& classes) {
+    std::string broken;
+    for (const std::set<AxisId>* cls : classes) {
+      int first = -1, last = -1, count = 0;
+      for (int i = 0; i < static_cast<int>(order.size()); ++i)
+        if (cls->count(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
+      if (count > 0 && last - first + 1 != count) {
+        std::vector<std::string> names;
+        for (AxisId x : order)
+          if (cls->count(x)) names.push_back(kd.axis(x).name);
+        broken = fmt::format("{}", fmt::join(names, " "));
+      }
+    }
+    return broken;
+  };
+  const std::vector<std::pair<const Node*, std::vector<const std::set<AxisId>*>>> operands = {
+      {&a, {&lset, &mset, &kset}}, {&bnode, {&lset, &nset, &kset}}};
+  for (const auto& [t, classes] : operands)
+    if (std::string broken = runs(t->axes, classes); !broken.empty()) {
+      std::vector<std::string> fixed;  // batch axes, its own, the contracted ones
+      for (const std::set<AxisId>* cls : classes)
+        for (AxisId x : t->axes)
+          if (cls->count(x)) fixed.push_back(kd.axis(x).name);
+      return invalid(fmt::format("{}'s axes [{}] are one GEMM mode but not adjacent in its storage order (the kernel "
+                                 "flattens each class of axes into one mode): declare it as {}[{}]",
+                                 t->name, broken, t->name, fmt::join(fixed, " ")));
+    }
   // The kernel flattens each class of axes into one mode (emit/gemm_kernel.cpp), up to four.
   for (const auto* cls : {&mset, &nset, &kset, &lset})
     if (cls->size() > 4)

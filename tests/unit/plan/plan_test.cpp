@@ -178,6 +178,22 @@ Y = contract(O, Wo over h d) as bf16
 out Y
 )"));
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::attention, K::gemm}));
+  // O is stored as the GEMM reads it: batch and query rows (M) together, h and d (K) together.
+  ASSERT_EQ(r.chosen.materialised.size(), 1u);
+  EXPECT_NE(r.chosen.materialised[0].find("O[b q h d] bf16"), std::string::npos) << r.chosen.materialised[0];
+}
+
+// An input whose GEMM mode is split in its storage order: refused, with the order that derives.
+TEST(Plan, AGemmInputWithAModeSplitNamesTheOrderThatDerives) {
+  auto r = plan::derive_plan(parse("axes b=2 q=64 h=4 d=32 c=128\nin O[b h q d] bf16\nin W[h d c] bf16\n"
+                                   "Y = contract(O, W over h d) as bf16\nout Y\n"),
+                             h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("declare it as O[b q h d]"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(plan::derive_plan(parse("axes b=2 q=64 h=4 d=32 c=128\nin O[b q h d] bf16\nin W[h d c] bf16\n"
+                                      "Y = contract(O, W over h d) as bf16\nout Y\n"),
+                                h100())
+                  .ok());
 }
 
 // A contraction of three operands splits into GEMMs of two, the smaller product first.
