@@ -40,6 +40,7 @@ CLI::Validator non_negative_integer(std::string option,                     // -
 CLI::Validator non_negative_number(std::string option, std::string example);  // --overhead 0.5
 CLI::Validator positive_number(std::string option, std::string example);    // --max-work 1e9
 CLI::Validator non_empty(std::string option, std::string what);             // --schedule TEXT
+CLI::Validator output_path(std::string option, std::string what);          // -o DIR (not "-x")
 CLI::Validator binding(std::string option);                                // --set NAME=VALUE
 CLI::Validator named_path(std::string option, std::string example);         // --input NAME=PATH
 CLI::Validator one_of(std::string option, std::vector<std::string> values);  // --row-layout quad

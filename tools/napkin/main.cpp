@@ -76,7 +76,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
       ->check(named_path("--input", "Q=q.npy"));
   eval->add_option("--output-dir,-o", eval_options.output_dir, "directory for the outputs")
       ->required()
-      ->check(non_empty("--output-dir", "a directory"));
+      ->check(output_path("--output-dir", "a directory"));
   eval->add_option("--max-work", eval_options.max_work,
                    "refuse diagrams needing more f64 steps than this (default 1e10)")
       ->check(positive_number("--max-work", "1e9"));
@@ -199,7 +199,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
       ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
   draw->add_option("--output-dir,-o", draw_options.output_dir, "directory for the drawings")
       ->required()
-      ->check(non_empty("--output-dir", "a directory"));
+      ->check(output_path("--output-dir", "a directory"));
   draw->callback([&] { run = [&] { return napkin::driver::draw(draw_args, draw_options); }; });
 
   napkin::driver::DrawTraceOptions draw_trace_options;
@@ -214,7 +214,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
       ->check(positive_number("--clock-mhz", "1755"));
   draw_trace->add_option("--output,-o", draw_trace_options.output, "the SVG file to write")
       ->required()
-      ->check(non_empty("--output", "a path for the SVG"));
+      ->check(output_path("--output", "a path for the SVG"));
   draw_trace->callback([&] { run = [&] { return napkin::driver::draw_trace(draw_trace_options); }; });
 
   DiagramArgs report_args;
@@ -225,7 +225,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
   add_machine_arg(report, report_options.machine);
   report->add_option("--output-dir,-o", report_options.output_dir, "directory for report.html")
       ->required()
-      ->check(non_empty("--output-dir", "a directory"));
+      ->check(output_path("--output-dir", "a directory"));
   report->add_option("--top", report_options.top, "how many ranked schedules to list (default 10)")
       ->check(positive_integer("--top", "10"));
   report->callback([&] { run = [&] { return napkin::driver::report(report_args, report_options); }; });
@@ -236,7 +236,9 @@ CommandOutput execute(const std::vector<std::string>& args) {
       "build", "generate the diagram's fused kernel: DIR/kernel.cu, DIR/libkernel.so (nvcc, sm_90a), DIR/manifest.json");
   add_diagram_args(build, build_args);
   add_machine_arg(build, build_options.machine);
-  build->add_option("--output-dir,-o", build_options.out_dir, "directory for the kernel")->required();
+  build->add_option("--output-dir,-o", build_options.out_dir, "directory for the kernel")
+      ->required()
+      ->check(output_path("--output-dir", "a directory"));
   build->add_flag("!--no-compile", build_options.compile, "write kernel.cu and manifest.json only");
   build->add_flag("--json", build_options.json, "print the result and the manifest as JSON");
   build->callback([&] { run = [&] { return napkin::launch::build(build_args, build_options); }; });
@@ -247,7 +249,8 @@ CommandOutput execute(const std::vector<std::string>& args) {
       "run", "on a GPU: build the kernel, validate it against the reference interpreter, time it beside the estimate");
   add_diagram_args(run_cmd, run_args);
   add_machine_arg(run_cmd, run_options.machine);
-  run_cmd->add_option("--output-dir,-o", run_options.out_dir, "directory for the kernel (default out/kernels/NAME)");
+  run_cmd->add_option("--output-dir,-o", run_options.out_dir, "directory for the kernel (default out/kernels/NAME)")
+      ->check(output_path("--output-dir", "a directory"));
   run_cmd->add_option("--check-set", run_options.check_sets,
                       "sizes of the validation against the reference (default: batch and heads 2, q 197, k 263)")
       ->type_name("NAME=VALUE")

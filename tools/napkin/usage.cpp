@@ -165,6 +165,16 @@ CLI::Validator non_empty(std::string option, std::string what) {
   });
 }
 
+CLI::Validator output_path(std::string option, std::string what) {
+  return check([=](const std::string& v) -> std::string {
+    if (v.empty()) return fmt::format("{}: expected {}, found an empty string", option, what);
+    if (v[0] == '-')
+      return fmt::format("{}: expected {}, found '{}', which reads as an option (write ./{} for a path that begins "
+                         "with '-')", option, what, v, v);
+    return {};
+  });
+}
+
 CLI::Validator binding(std::string option) {
   return check([=](const std::string& v) -> std::string {
     auto b = ir::parse_binding(v);  // its messages begin "--set "

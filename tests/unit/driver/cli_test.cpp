@@ -188,6 +188,13 @@ TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
        "error: --dtypes int4: expected one of: bf16 f16 fp8 fp8e4m3 fp8e5m2 tf32 f32"},
       {"draw-trace t.txt -o t.svg --clock-mhz 0",
        "error: --clock-mhz 0: expected a finite decimal number > 0, e.g. --clock-mhz 1755"},
+      // An option where a path belongs (found by fuzz_cli: `-o --json` wrote a file named --json).
+      {"draw-trace t.txt --section 1 -o --json",
+       "error: --output: expected a path for the SVG, found '--json', which reads as an option (write ./--json for a "
+       "path that begins with '-')"},
+      {"eval examples/matmul.napkin -o -x",
+       "error: --output-dir: expected a directory, found '-x', which reads as an option (write ./-x for a path that "
+       "begins with '-')"},
   };
   for (const Case& c : cases) {
     auto r = run_napkin(c.args);
