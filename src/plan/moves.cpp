@@ -24,6 +24,11 @@ namespace {
 
 bool narrow(DType t) { return t == DType::bf16 || t == DType::f16; }
 
+// A node's name, or t<id> for an unnamed temporary: the stem of the names moves give new values.
+std::string plain_name(const ir::Diagram& d, NodeId n) {
+  return d.node(n).name.empty() ? fmt::format("t{}", n) : d.node(n).name;
+}
+
 std::string fresh_name(const ir::Diagram& d, std::string base) {
   while (d.find_node(base) || d.find_axis(base)) base += "_";
   return base;
@@ -165,8 +170,7 @@ std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
       }
     }
     if (!pick) continue;
-    auto plain = [&](NodeId n) { return d.node(n).name.empty() ? fmt::format("t{}", n) : d.node(n).name; };
-    const std::string name = fresh_name(d, plain(pick->first) + plain(pick->second));
+    const std::string name = fresh_name(d, plain_name(d, pick->first) + plain_name(d, pick->second));
     auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
       if (n != c2) return {};
       const std::set<AxisId> pair = set_union(axes_of(d, pick->first), axes_of(d, pick->second));
@@ -243,7 +247,7 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
     std::set<AxisId> rest = sb;  // the axes of sum(B over K)
     for (AxisId k : rn.over) rest.erase(k);
     if (!std::includes(sa.begin(), sa.end(), rest.begin(), rest.end())) continue;  // not a vector product
-    const std::string name = fresh_name(d, (d.node(bb).name.empty() ? fmt::format("t{}", bb) : d.node(bb).name) + "_sum");
+    const std::string name = fresh_name(d, plain_name(d, bb) + "_sum");
     auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
       if (n != r) return {};
       ir::Value bv = val[static_cast<std::size_t>(bb)];
@@ -302,8 +306,7 @@ std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
     }
   if (best < 0) return std::nullopt;
   const std::vector<AxisId> first_over = summable(bi, bj);
-  auto label = [&](NodeId x) { return d.node(x).name.empty() ? fmt::format("t{}", x) : d.node(x).name; };
-  const std::string name = fresh_name(d, label(cn.operands[bi]) + label(cn.operands[bj]));
+  const std::string name = fresh_name(d, plain_name(d, cn.operands[bi]) + plain_name(d, cn.operands[bj]));
   auto v = rebuild(d, [&](NodeId m, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
     if (m != c) return {};
     auto at = [&](std::size_t i) { return val[static_cast<std::size_t>(cn.operands[i])]; };

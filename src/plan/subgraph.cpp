@@ -54,7 +54,14 @@ std::string boundary_name(const ir::Diagram& d, NodeId n) {
   return name;
 }
 
-}  // namespace
+// Whether the axes of `order` in a class form one run of adjacent positions: the GEMM kernel
+// flattens each class of axes (L, M, N, K) into one mode (emit/gemm_kernel.cpp).
+bool one_run(const std::vector<AxisId>& order, const std::function<bool(AxisId)>& in_class) {
+  int first = -1, last = -1, count = 0;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    if (in_class(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
+  return count == 0 || last - first + 1 == count;
+}
 
 // Each class of a GEMM operand's axes (batch L, its own M or N, contracted K) must be adjacent in
 // its storage order: the kernel flattens a class into one mode (emit/gemm_kernel.cpp). An
@@ -68,13 +75,8 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   auto cls = [&](AxisId a) { return has(theirs, a) ? (has(contraction.axes, a) ? 0 : 2) : 1; };  // L, M, K
   std::vector<AxisId> order;
   for (const std::string& n : b.order) order.push_back(*d.find_axis(n));
-  bool adjacent = true;  // each class's positions one run
-  for (int c = 0; c < 3; ++c) {
-    int first = -1, last = -1, count = 0;
-    for (int i = 0; i < static_cast<int>(order.size()); ++i)
-      if (cls(order[static_cast<std::size_t>(i)]) == c) first = first < 0 ? i : first, last = i, ++count;
-    adjacent = adjacent && (count == 0 || last - first + 1 == count);
-  }
+  bool adjacent = true;
+  for (int c = 0; c < 3; ++c) adjacent = adjacent && one_run(order, [&](AxisId a) { return cls(a) == c; });
   if (adjacent) return;
   std::vector<std::string> fixed;
   for (int c = 0; c < 3; ++c)
@@ -83,6 +85,8 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   b.note = fmt::format("stored as [{}] for the GEMM that reads it (each class of axes one mode)", fmt::join(fixed, " "));
   b.order = std::move(fixed);
 }
+
+}  // namespace
 
 std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
   std::map<NodeId, Boundary> out;
@@ -358,19 +362,16 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
       else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
     }
   if (kset.empty()) return invalid("the contraction sums over no axis: an outer product, not a GEMM");
-  // Each class one run of adjacent dims in every tensor, as the kernel flattens it into a mode.
+  // Each class one run of adjacent dims in every tensor, as the kernel flattens it into a mode:
+  // the axes of the last class that is not, or "".
   auto runs = [&](const std::vector<AxisId>& order, const std::vector<const std::set<AxisId>*>& classes) {
     std::string broken;
     for (const std::set<AxisId>* cls : classes) {
-      int first = -1, last = -1, count = 0;
-      for (int i = 0; i < static_cast<int>(order.size()); ++i)
-        if (cls->count(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
-      if (count > 0 && last - first + 1 != count) {
-        std::vector<std::string> names;
-        for (AxisId x : order)
-          if (cls->count(x)) names.push_back(kd.axis(x).name);
-        broken = fmt::format("{}", fmt::join(names, " "));
-      }
+      if (one_run(order, [&](AxisId x) { return cls->count(x) > 0; })) continue;
+      std::vector<std::string> names;
+      for (AxisId x : order)
+        if (cls->count(x)) names.push_back(kd.axis(x).name);
+      broken = fmt::format("{}", fmt::join(names, " "));
     }
     return broken;
   };
