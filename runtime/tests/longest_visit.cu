@@ -42,12 +42,12 @@ struct Window : Causal {
 struct Chunks : Causal {
   struct Args {
     int group;
-    double param_c;
+    dev::Divisor divisor_c;
   };
   __host__ __device__ static dev::BlockVisibility block(Args const& a, int, int, int q0, int q1, int k0, int k1) {
     const dev::IntRange qr{q0, q1}, kr{k0, k1};
     return dev::bv_and(dev::bv_ge(qr, kr),
-                       dev::bv_eq(dev::range_floor_div_real(qr, a.param_c), dev::range_floor_div_real(kr, a.param_c)));
+                       dev::bv_eq(dev::range_floor_div(qr, a.divisor_c), dev::range_floor_div(kr, a.divisor_c)));
   }
 };
 
@@ -68,9 +68,9 @@ int main() {
   expect(longest_visit<Window>({1, 1024.0}, lengths(16384, 16384)), 1152, "window 1024 at 16k");
   expect(longest_visit<Window>({1, 1024.0}, lengths(2048, 2048)), 1152, "window 1024 at 2k");
   // Local chunks of 1024: a tile sees its own chunk up to the diagonal.
-  expect(longest_visit<Chunks>({1, 1024.0}, lengths(16384, 16384)), 1024, "chunks of 1024 at 16k");
+  expect(longest_visit<Chunks>({1, dev::make_divisor(1024.0)}, lengths(16384, 16384)), 1024, "chunks of 1024 at 16k");
   // Chunks of 100 (not a multiple of the 128-key chunks): a tile may straddle two.
-  expect(longest_visit<Chunks>({1, 100.0}, lengths(8192, 8192)), 256, "chunks of 100");
+  expect(longest_visit<Chunks>({1, dev::make_divisor(100.0)}, lengths(8192, 8192)), 256, "chunks of 100");
   // A bound that is not a host function, or no bound: unknown.
   expect(longest_visit<dev::FusionDefaults>({}, lengths(4096, 4096)), -1, "no mask");
   // The choice these give: the short d = 64 schedule for the window at 16k, not for causal.
@@ -82,19 +82,31 @@ int main() {
     ++failures;
   }
   // The bounds' floor(a / c) without a division: exact on integers, multiples of c included,
-  // for whole and fractional c (the chunk index the kernel's visible() computes).
-  for (const double c : {1.0, 3.0, 100.0, 1024.0, 2.5, 0.75, 1e-3, 12345.678}) {
+  // for whole and fractional c (the chunk index the kernel's visible() computes), by the
+  // reciprocal and by a Divisor (its multiply-shift path for whole c < 2^31, the extremes
+  // of which are tried, and the reciprocal past |a| = 2^31).
+  for (const double c : {1.0, 2.0, 3.0, 7.0, 100.0, 1024.0, 2047.0, 65537.0, 1e9 + 7, 2147483647.0, 2147483648.0, 2.5,
+                         0.75, 1e-3, 12345.678}) {
+    const dev::Divisor divisor = dev::make_divisor(c);
     for (long long x = -5000; x <= 5000; x += 7) {
-      for (const long long a : {x, x * 1024, x * 997 + 1}) {
-        const long long got = dev::floor_div_real(a, c, 1.0 / c);
-        // Exact: got c <= a < (got + 1) c, compared in long double.
-        const long double lo = static_cast<long double>(got) * c, hi = static_cast<long double>(got + 1) * c;
-        if (!(lo <= a && a < hi)) {
-          std::printf("FAIL floor_div_real(%lld, %g) = %lld\n", a, c, got);
-          ++failures;
+      for (const long long a : {x, x * 1024, x * 997 + 1, x * 429497LL, 2147483647LL - x, -2147483648LL + x,
+                                x * 1000000007LL}) {
+        const long long got[2] = {dev::floor_div_real(a, c, 1.0 / c), dev::floor_div(a, divisor)};
+        for (int i = 0; i < 2; ++i) {
+          const long long g = got[i];
+          // Exact: g c <= a < (g + 1) c, compared in long double.
+          const long double lo = static_cast<long double>(g) * c, hi = static_cast<long double>(g + 1) * c;
+          if (!(lo <= a && a < hi)) {
+            std::printf("FAIL floor(%lld / %.17g) = %lld (%s)\n", a, c, g, i == 0 ? "reciprocal" : "divisor");
+            ++failures;
+          }
         }
       }
     }
+  }
+  if (dev::make_divisor(1024.0).mul == 0 || dev::make_divisor(2.5).mul != 0 || dev::make_divisor(2147483648.0).mul != 0) {
+    std::printf("FAIL make_divisor: the multiply-shift path for whole c in [1, 2^31) only\n");
+    ++failures;
   }
   if (failures == 0) std::printf("longest_visit: all cases as expected\n");
   return failures == 0 ? 0 : 1;

@@ -458,6 +458,7 @@ const char* ctype_name(CType t) { return t == CType::boolean ? "bool" : t == CTy
 std::string input_member(const std::string& name) { return "in_" + name; }
 std::string param_member(const std::string& name) { return "param_" + name; }
 std::string summary_member(const std::string& name) { return "blocks_" + name; }
+std::string divisor_member(const std::string& name) { return "divisor_" + name; }
 
 // The AuxRole bits of a roles string (napkin/attention_kernel.h).
 std::string aux_roles_mask(const std::string& roles) {
@@ -659,9 +660,11 @@ class BoundWriter {
       if (c.name.empty())
         out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div({}, {}LL);\n", name,
                            value(q.operands[0], out), static_cast<long long>(c.scalar));
-      else
-        out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div_real({}, a.{});\n", name,
-                           value(q.operands[0], out), param_member(c.name));
+      else {
+        divisors_.insert(c.name);
+        out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div({}, a.{});\n", name,
+                           value(q.operands[0], out), divisor_member(c.name));
+      }
       return values_[n] = name;
     }
     std::vector<std::string> ops;
@@ -708,6 +711,8 @@ class BoundWriter {
  public:
   // The inputs the bound read through block summaries, with the axis each is summarised along.
   const std::map<NodeId, char>& summarised() const { return summarised_; }
+  // The params the bound divides by (floor(x / c)): each a napkin::device::Divisor in Args.
+  const std::set<std::string>& divisors() const { return divisors_; }
 
  private:
   const Diagram& d_;
@@ -715,6 +720,7 @@ class BoundWriter {
   std::map<NodeId, std::string> aux_;
   std::map<NodeId, std::string> values_;
   std::map<NodeId, char> summarised_;
+  std::set<std::string> divisors_;
 };
 
 std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {
@@ -771,6 +777,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   // The mask's block bound, written first: it names the block summaries Args carries.
   std::string block_fn;
   std::map<NodeId, char> summarised;
+  std::set<std::string> divisors;
   if (has_mask && f.skips_blocks) {
     std::string bbody;
     std::vector<std::string> bterms;
@@ -779,6 +786,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     std::string combined = bterms[0];
     for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
     summarised = bw.summarised();
+    divisors = bw.divisors();
     // A bound over indices and params alone is also a host function (kBlockOnHost).
     block_fn = fmt::format("  {}static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
                            "int k0, int k1) {{\n    const napkin::device::IntRange qr{{q0, q1}}, kr{{k0, k1}};\n",
@@ -795,6 +803,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                          aux_roles_mask(rows), summary_member(d.node(x.node).name),
                          axis == '2' ? "query rows and keys" : axis == 'q' ? "query rows" : "keys");
     }
+  for (const std::string& p : divisors)
+    out += fmt::format("    napkin::device::Divisor {};  // param {} as the bound's divisor\n", divisor_member(p), p);
   out += "  };\n";
   out += fmt::format("  static constexpr bool kScoreMod = {}, kMask = {}, kSkipsBlocks = {}, kNormalise = {};\n",
                      score_mod, has_mask, f.skips_blocks, f.normaliser >= 0);
@@ -857,6 +867,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   for (NodeId p : f.params)
     out += fmt::format("  a.{} = tb.param(\"{}\", {});\n", param_member(d.node(p).name), d.node(p).name,
                        ir::format_number(d.node(p).scalar));
+  for (const std::string& p : divisors)
+    out += fmt::format("  a.{} = napkin::device::make_divisor(a.{});\n", divisor_member(p), param_member(p));
   out += "}\n\n";
   const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
   out += fmt::format("constexpr napkin::AttentionSpec kSpec{{\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", {}, "

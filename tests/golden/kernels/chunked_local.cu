@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_c;  // param c (default 2048)
+    napkin::device::Divisor divisor_c;  // param c as the bound's divisor
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
@@ -28,8 +29,8 @@ struct Fusion : napkin::device::FusionDefaults {
   __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
     const napkin::device::BlockVisibility r9 = napkin::device::bv_ge(qr, kr);
-    const napkin::device::IntRange r12 = napkin::device::range_floor_div_real(qr, a.param_c);
-    const napkin::device::IntRange r15 = napkin::device::range_floor_div_real(kr, a.param_c);
+    const napkin::device::IntRange r12 = napkin::device::range_floor_div(qr, a.divisor_c);
+    const napkin::device::IntRange r15 = napkin::device::range_floor_div(kr, a.divisor_c);
     const napkin::device::BlockVisibility r16 = napkin::device::bv_eq(r12, r15);
     const napkin::device::BlockVisibility r17 = napkin::device::bv_and(r9, r16);
     return r17;
@@ -38,6 +39,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_c = tb.param("c", 2048);
+  a.divisor_c = napkin::device::make_divisor(a.param_c);
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};

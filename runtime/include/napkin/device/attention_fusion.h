@@ -141,15 +141,41 @@ __host__ __device__ __forceinline__ long long floor_div_real(long long a, double
   const double r = fma(-m, c, x);
   return static_cast<long long>(m + (r >= c ? 1.0 : 0.0) - (r < 0.0 ? 1.0 : 0.0));
 }
-// floor(a / c) for a runtime c: monotone in a where c > 0; unbounded otherwise.
-__host__ __device__ __forceinline__ IntRange range_floor_div_real(IntRange a, double c) {
-  if (!(c > 0)) return {-1000000000000000LL, 1000000000000000LL};
-#ifdef __CUDA_ARCH__
-  const double inv_c = __drcp_rn(c);
-#else
-  const double inv_c = 1.0 / c;
-#endif
-  return {floor_div_real(a.lo, c, inv_c), floor_div_real(a.hi, c, inv_c)};
+// A param c as the divisor of floor(a / c) in a block bound, prepared once on the host
+// (make_divisor): an integer c in [1, 2^31) divides an integer |a| < 2^31 by a multiply and a
+// shift (the producer's search for a tile's chunks evaluates the bound a dozen times in a row,
+// in one thread, where the f64 sequence costs ~100 clocks a call); any other c > 0 through its
+// reciprocal (floor_div_real).
+struct Divisor {
+  double c, inv_c;
+  unsigned long long mul;  // ceil(2^shift / c) for an integer c in [1, 2^31); 0 otherwise
+  int shift;               // 31 + ceil(log2 c)
+};
+inline Divisor make_divisor(double c) {
+  Divisor d{c, c > 0 ? 1.0 / c : 0.0, 0, 0};
+  if (c >= 1 && c < 2147483648.0 && c == static_cast<double>(static_cast<long long>(c))) {
+    const unsigned long long n = static_cast<unsigned long long>(c);
+    int log2_ceil = 0;
+    while ((1ULL << log2_ceil) < n) ++log2_ceil;
+    d.shift = 31 + log2_ceil;
+    // Exact (Granlund and Montgomery, 1994): mul c - 2^shift < c <= 2^(shift - 31).
+    d.mul = ((1ULL << d.shift) + n - 1) / n;
+  }
+  return d;
+}
+__host__ __device__ __forceinline__ long long floor_div(long long a, Divisor const& d) {
+  if (d.mul != 0 && a >= -2147483648LL && a < 2147483648LL) {
+    // floor(a / c) = -1 - floor((-a - 1) / c) for a < 0, so the multiply sees [0, 2^31) only.
+    const unsigned long long n = static_cast<unsigned long long>(a >= 0 ? a : -a - 1);
+    const long long f = static_cast<long long>((n * d.mul) >> d.shift);
+    return a >= 0 ? f : -1 - f;
+  }
+  return floor_div_real(a, d.c, d.inv_c);
+}
+// floor(a / c) for a param c: monotone in a where c > 0; unbounded otherwise.
+__host__ __device__ __forceinline__ IntRange range_floor_div(IntRange a, Divisor const& d) {
+  if (!(d.c > 0)) return {-1000000000000000LL, 1000000000000000LL};
+  return {floor_div(a.lo, d), floor_div(a.hi, d)};
 }
 
 // A bool over a block: `may` (true somewhere) and `must` (true everywhere), as BlockVisibility.
