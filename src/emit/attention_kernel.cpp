@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "ir/printer.h"
-#include "support/dtype.h"
 
 namespace napkin::emit {
 namespace {
@@ -509,7 +508,6 @@ class BodyWriter {
       if (values_.count(n)) continue;
       const Node& x = d_.node(n);
       const std::string expr = expression(n);
-      if (x.op == OpKind::input) inputs_read_.insert(n);
       if (x.op == OpKind::constant || x.op == OpKind::iota || x.op == OpKind::input) {
         values_[n] = expr;
         continue;
@@ -521,8 +519,6 @@ class BodyWriter {
     }
     return values_.at(top);
   }
-  // The auxiliary inputs the code written so far reads.
-  const std::set<NodeId>& inputs_read() const { return inputs_read_; }
 
  private:
   void collect(NodeId n, std::set<NodeId>& need) {
@@ -632,7 +628,6 @@ class BodyWriter {
   const Diagram& d_;
   const AttentionForm& f_;
   std::map<NodeId, std::string> values_;
-  std::set<NodeId> inputs_read_;
 };
 
 // The block bound of the mask: interval arithmetic over the index ranges.
@@ -826,7 +821,6 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  static constexpr bool kBlockRowsFromTensors = true;\n";
 
 
-  // Writes one fused function; returns the auxiliary inputs it reads.
   auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {
     std::string body;
     BodyWriter w(d, f, std::move(leaves));
@@ -834,30 +828,13 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += fmt::format("  __device__ static {} {{\n", signature);
     out += body;
     out += fmt::format("    return {}{}{};\n  }}\n", result_cast, v, *result_cast ? ")" : "");
-    return w.inputs_read();
   };
-  std::set<NodeId> per_score_reads;  // read for every score of every visited chunk
   if (score_mod)
-    per_score_reads = function("float score(Args const& a, float raw, int b, int h, int q, int k)", f.score,
-                               {{f.qk, "raw"}}, "static_cast<float>(");
+    function("float score(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
+             "static_cast<float>(");
   if (f.normaliser < 0)
-    per_score_reads = function("float prob(Args const& a, float raw, int b, int h, int q, int k)", f.score,
-                               {{f.qk, "raw"}}, "static_cast<float>(");
-  // Those read along the keys are prefetched a chunk ahead (kPrefetchKeys: the keys of a
-  // 128-byte line of the widest).
-  std::vector<const AuxInput*> prefetched;
-  int widest = 0;
-  for (const AuxInput& x : f.aux)
-    if (per_score_reads.count(x.node) && x.roles.find('k') != std::string::npos) {
-      prefetched.push_back(&x);
-      widest = std::max(widest, dtype_bytes(d.node(x.node).dtype));
-    }
-  if (!prefetched.empty()) {
-    out += fmt::format("  static constexpr int kPrefetchKeys = {};\n", 128 / widest);
-    out += "  __device__ static void prefetch(Args const& a, int b, int h, int q, int k) {\n";
-    for (const AuxInput* x : prefetched) out += fmt::format("    a.{}.prefetch_l2(b, h, q, k);\n", input_member(d.node(x->node).name));
-    out += "  }\n";
-  }
+    function("float prob(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
+             "static_cast<float>(");
   if (has_mask) {
     std::string body;
     std::vector<std::string> terms;

@@ -47,10 +47,6 @@ struct AuxView {
   __device__ __forceinline__ T at(int b, int head, int q, int k) const {
     return __ldg(data + offset(b, head, q, k));  // read-only for the kernel's lifetime: the non-coherent path
   }
-  // The line of element (b, head, q, k) into L2, ahead of an at() (a hint: nothing waits).
-  __device__ __forceinline__ void prefetch_l2(int b, int head, int q, int k) const {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(data + offset(b, head, q, k)));
-  }
 };
 
 // Binds the tensors of one call to the roles the diagram gives their dims, checking dtypes,

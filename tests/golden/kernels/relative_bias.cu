@@ -19,10 +19,6 @@ struct Fusion : napkin::device::FusionDefaults {
     const float v7 = v6 + __bfloat162float(a.in_bias.at(b, h, q, k));  // S
     return static_cast<float>(v7);
   }
-  static constexpr int kPrefetchKeys = 64;
-  __device__ static void prefetch(Args const& a, int b, int h, int q, int k) {
-    a.in_bias.prefetch_l2(b, h, q, k);
-  }
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

@@ -25,16 +25,11 @@
 //                                blocks, so tiles are laid over whole 128-row blocks
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
-//   kPrefetchKeys                score() (or prob()) reads tensors along the keys, for every
-//                                visited chunk: prefetch(q, k) brings into L2 the lines that
-//                                hold keys [k, k + kPrefetchKeys) of row q of each (128 bytes of
-//                                the widest); the kernel calls it a chunk ahead. 0: none
 //   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
 //   __device__ static bool visible(Args const& a, int b, int h, int q, int k);
 //   __device__ static BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1);
 //   __device__ static float prob(Args const& a, float raw, int b, int h, int q, int k);
 //   __device__ static float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e);
-//   __device__ static void prefetch(Args const& a, int b, int h, int q, int k);
 // Indices: b batch, h query head, q query row, k key; within the tensors' bounds where
 // kReadsRowsOrKeys (else rows and keys past the sequence ends may be passed; they are masked
 // or never stored). block() takes inclusive
@@ -61,7 +56,6 @@ struct FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false;
-  static constexpr int kPrefetchKeys = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A>
   __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }
@@ -73,8 +67,6 @@ struct FusionDefaults {
   __device__ static float prob(A const&, float raw, int, int, int, int) { return raw; }
   template <class A>
   __device__ static float epilogue(A const&, float o, float, int, int, int, int) { return o; }
-  template <class A>
-  __device__ static void prefetch(A const&, int, int, int, int) {}
 };
 
 // Rounding as the reference interpreter's `cast` (round to nearest even; i32 saturates, NaN -> 0).

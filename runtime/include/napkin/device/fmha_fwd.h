@@ -651,20 +651,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           }
         }
       };
-      // The lines of chunk n that score() reads along the keys (Fusion::kPrefetchKeys), into
-      // L2 a chunk ahead of the S wait that precedes the reads: the reads then wait for L2, not
-      // DRAM (~1 us, a step of the loop). A quad's four lanes share their two rows' lines.
-      auto prefetch_chunk = [&](int n) {
-        if constexpr (Fusion::kPrefetchKeys > 0) {
-          constexpr int kLinesPerRow = (kBlockN + Fusion::kPrefetchKeys - 1) / Fusion::kPrefetchKeys;
-          CUTE_UNROLL
-          for (int i = lane % 4; i < 2 * kLinesPerRow; i += 4) {
-            const int row = min(row0 + acc_row(warp_in_wg, lane, i % 2), p.seqlen_q - 1);
-            const int key = min(n * kBlockN + i / 2 * Fusion::kPrefetchKeys, p.seqlen_k - 1);
-            Fusion::prefetch(p.fusion, tc.batch, tc.head, row, key);
-          }
-        }
-      };
       // `masked`: needs_mask(n), evaluated before the wait for S_n (its reads of block summaries
       // then overlap the GEMM).
       auto modify_scores = [&](int n, bool masked) {
@@ -750,8 +736,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         int i = n_blocks - 1;  // chunks left after this one
         load_q_to_registers();
         const int n0 = fwd_chunk_of<Cfg>(p, tc, range, 0);
-        prefetch_chunk(n0);
-        if (i > 0) prefetch_chunk(fwd_chunk_of<Cfg>(p, tc, range, 1));
         ss.k_ring.consumer_wait(k_st);
         trace(FwdEvent::kFirstK, w);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
@@ -794,7 +778,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           issue_pv();
           pingpong_pass_turn<Cfg::kConsumerWGs>(pp, w);
           trace(FwdEvent::kIssued, w);
-          if (i > 0) prefetch_chunk(fwd_chunk_of<Cfg>(p, tc, range, n_blocks - i));
           const bool masked = needs_mask(n);
           warpgroup_wait<1>();
           trace(FwdEvent::kSReady, w);
