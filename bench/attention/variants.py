@@ -150,6 +150,8 @@ def flex_call(v_spec, q, k, v, aux, scale, cache):
         torch._dynamo.config.accumulated_recompile_limit = 100000
         cache["flex"] = torch.compile(flex_attention)
     fn = cache["flex"]
+    if "bias" in aux and aux["bias"].numel() >= 2 ** 31:  # as cuDNN below: an illegal address at 16k
+        return None, "FlexAttention not run on a bias of 2^31 elements or more (it faulted: illegal address)"
     b, s, h, d = q.shape
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     block_mask = None
