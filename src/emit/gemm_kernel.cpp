@@ -417,10 +417,10 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
                      f.b_k_major ? "K" : "N", Y.name, f.out_text, f.out_n_major ? "N" : "M");
   out += fmt::format(
       "using Config = napkin::gemm::Config<{0}, {1}, cutlass::layout::{2}, cutlass::layout::{3}, cutlass::layout::{4},\n"
-      "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}>;\n",
+      "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}{13}>;\n",
       cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k,
-      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle);
+      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle, s.stream_k ? ", true" : "");
   std::map<NodeId, std::string> known{{f.contraction, "acc[i]"}};
   std::string leaf_types, params_list = "cutlass::Array<float, N> const& acc";
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {

@@ -51,6 +51,7 @@ std::string gemm_schedule_text(const GemmSchedule& s) {
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
   if (s.swizzle > 1) t += fmt::format(" swizzle {}", s.swizzle);
+  if (s.stream_k) t += " stream-K";
   return t;
 }
 
@@ -124,9 +125,18 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   const double tiles = padded_tiles(static_cast<double>(ceil_div(p.m, s.tile_m)), swizzle * s.cluster_m) *
                        padded_tiles(static_cast<double>(ceil_div(p.n, s.tile_n)), swizzle * s.cluster_n) *
                        static_cast<double>(p.l);
-  const double waves = std::ceil(tiles / sms);
+  // Stream-K spreads the tiles past the last full wave over every SM: the waves are the tiles
+  // over the SMs, unrounded, and each SM of that last wave writes (or reads back) one partial
+  // tile of f32 sums at its share of HBM bandwidth. Only where a wave would run part empty.
+  if (s.stream_k && s.pingpong) return reject("stream-K", "stream-K runs with the cooperative schedule only");
+  const double full_waves = std::floor(tiles / sms), last_wave = tiles / sms - full_waves;
+  if (s.stream_k && (last_wave == 0 || tiles < sms))
+    return reject("stream-K", "stream-K only where the last wave of tiles is partial and there is a full wave");
+  const double waves = s.stream_k ? tiles / sms : std::ceil(tiles / sms);
   const double tile_flop = 2.0 * static_cast<double>(s.tile_m * s.tile_n) * static_cast<double>(p.k) * p.outputs;
-  const double compute_s = waves * tile_flop / (*rate * efficiency * clock);
+  const double hbm_per_sm = (m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem)) / sms;
+  const double fixup_s = s.stream_k ? 2.0 * static_cast<double>(s.tile_m * s.tile_n) * 4 * p.outputs / hbm_per_sm : 0;
+  const double compute_s = waves * tile_flop / (*rate * efficiency * clock) + fixup_s;
 
   // 4. Bandwidth with L2.
   const double a_bytes = static_cast<double>(p.m * p.k * p.l) * in_bytes;
@@ -162,9 +172,10 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   v.estimate.compulsory_bytes = compulsory;
   v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == hbm_s ? "HBM bandwidth" : "L2->SMEM bandwidth";
   v.estimate.detail = fmt::format(
-      "{:.0f} tiles in {:.0f} waves; tensor cores {:.4g} us at {:.0f}% (smem read, pipelining), HBM {:.4g} us, L2->SMEM {:.4g} us, "
+      "{:.0f} tiles in {:.3g} waves; tensor cores {:.4g} us at {:.0f}% (smem read, pipelining{}), HBM {:.4g} us, L2->SMEM {:.4g} us, "
       "epilogue {:.4g} us{}",
-      tiles, waves, compute_s * 1e6, efficiency * 100, hbm_s * 1e6, l2_s * 1e6, epilogue_s * 1e6,
+      tiles, waves, compute_s * 1e6, efficiency * 100, s.stream_k ? ", stream-K fix-up" : "", hbm_s * 1e6, l2_s * 1e6,
+      epilogue_s * 1e6,
       s.pingpong ? " (hidden: ping-pong)" : "");
   v.fits = true;
   return v;
@@ -178,12 +189,13 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   const std::int64_t tile_ns[] = {64, 128, 192, 256};
   const std::int64_t tile_ks[] = {32, 64, 128};
   const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
-  for (bool pingpong : {false, true})
+  for (int kind : {0, 1, 2})  // cooperative, ping-pong, cooperative stream-K
     for (auto tm : tile_ms)
       for (auto tn : tile_ns)
         for (auto tk : tile_ks)
           for (auto [cm, cn] : clusters) {
-            GemmSchedule s{tm, tn, tk, cm, cn, 0, pingpong};
+            GemmSchedule s{tm, tn, tk, cm, cn, 0, kind == 1};
+            s.stream_k = kind == 2;
             s.swizzle = wave_swizzle(p, s, static_cast<double>(m.sm_count.value));
             ++out.considered;
             GemmVerdict v = estimate_gemm(p, s, m);

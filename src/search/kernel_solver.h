@@ -39,9 +39,12 @@ struct GemmSchedule {
   // The persistent scheduler's raster: 1 is CUTLASS's heuristic order; N > 1 walks M first in
   // bands N tiles wide along N, so that a wave's tiles share operand panels in L2.
   int swizzle = 1;
+  // Stream-K (cooperative only): the tiles past the last full wave are split along K over every
+  // SM, each part's partial sums reduced through a workspace, so no wave runs part empty.
+  bool stream_k = false;
   bool operator==(const GemmSchedule&) const = default;
 };
-// "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1)
+// "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1, " stream-K")
 std::string gemm_schedule_text(const GemmSchedule& s);
 
 // A row or elementwise kernel's schedule: rows per CTA and threads per row.

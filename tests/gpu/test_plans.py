@@ -15,6 +15,13 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection"]
 
 
+def diagram(name):
+    """examples/NAME.napkin, else tests/diagrams/NAME.napkin (diagrams the CPU tests do not all
+    take: attention_projection's closed form does not converge, bench/NOTES.md)."""
+    path = REPO / "examples" / f"{name}.napkin"
+    return path if path.exists() else REPO / "tests" / "diagrams" / f"{name}.napkin"
+
+
 def napkin_bin():
     return os.environ.get("NAPKIN_BIN", str(REPO / "build" / "release" / "bin" / "napkin"))
 
@@ -24,7 +31,7 @@ def library_for(name, tmp_path):
     if root and (pathlib.Path(root) / name / "libkernel.so").exists():
         return pathlib.Path(root) / name / "libkernel.so"
     out = tmp_path / name
-    r = subprocess.run([napkin_bin(), "build", str(REPO / "examples" / f"{name}.napkin"), "--machine", "h100-sxm5",
+    r = subprocess.run([napkin_bin(), "build", str(diagram(name)), "--machine", "h100-sxm5",
                         "-o", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return out / "libkernel.so"
@@ -33,7 +40,7 @@ def library_for(name, tmp_path):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_plan_matches_the_reference(name, tmp_path):
     lib = library_for(name, tmp_path)
-    r = subprocess.run([napkin_bin(), "run", str(REPO / "examples" / f"{name}.napkin"), "--machine", "h100-sxm5",
+    r = subprocess.run([napkin_bin(), "run", str(diagram(name)), "--machine", "h100-sxm5",
                         "--library", str(lib), "--iters", "0"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "validation" in r.stdout and " ok" in r.stdout, r.stdout

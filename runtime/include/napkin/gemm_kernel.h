@@ -59,11 +59,14 @@ namespace napkin::gemm {
 // layout tags (A RowMajor = K-major, B ColumnMajor = K-major, D RowMajor = N-major); the tile,
 // cluster and stage count (0: as many as fit beside the epilogue) and the kernel schedule come
 // from the plan's GemmSchedule, and so does the persistent scheduler's swizzle (1: CUTLASS's
-// heuristic raster; N > 1: along M in bands of N tiles, see run).
+// heuristic raster; N > 1: along M in bands of N tiles, see run), and the stream-K scheduler
+// (cooperative only: the tiles past the last full wave split along K over every SM).
 template <class ElementAB, class ElementD_, class LayoutA_, class LayoutB_, class LayoutD_, int kTileM, int kTileN, int kTileK,
-          int kClusterM, int kClusterN, int kStages, bool kPingpong, int kSwizzle_ = 1>
+          int kClusterM, int kClusterN, int kStages, bool kPingpong, int kSwizzle_ = 1, bool kStreamK_ = false>
 struct Config {
   static constexpr int kSwizzle = kSwizzle_;
+  static constexpr bool kStreamK = kStreamK_;
+  static_assert(!kStreamK || !kPingpong, "CUTLASS's stream-K scheduler runs the cooperative kernel only");
   using Element = ElementAB;
   using ElementD = ElementD_;
   using LayoutA = LayoutA_;
@@ -126,8 +129,8 @@ struct Kernel {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Element, typename Cfg::LayoutA, kAlignmentAB,
       typename Cfg::Element, typename Cfg::LayoutB, kAlignmentAB, float, typename Cfg::TileShape, typename Cfg::ClusterShape,
       StageCount, typename Cfg::KernelSchedule>::CollectiveOp;
-  using GemmKernel =
-      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
+  using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue,
+                                                          std::conditional_t<Cfg::kStreamK, cutlass::gemm::StreamKScheduler, void>>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using Arguments = typename Gemm::Arguments;
 };
