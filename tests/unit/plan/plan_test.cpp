@@ -341,6 +341,32 @@ TEST(GemmSolver, RanksAsTheH100SweepMeasured) {
   EXPECT_EQ(best(8192, 11008, 4096).swizzle, 1);
 }
 
+// Stream-K where the last wave runs much of the SMs empty, as measured on one H200 against the
+// same tiles without it (bench/NOTES.md, 2026-11-25 fifth): 1024 x 14336 x 4096 (3.39 waves of
+// 128 x 256 tiles) -17 %; not at 7.76 or 16 waves (+2 %, even), and never with ping-pong.
+TEST(GemmSolver, StreamKWhereTheLastWaveIsMostlyEmpty) {
+  auto solve = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    search::GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    auto r = search::solve_gemm(p, h100());
+    EXPECT_TRUE(r.ok());
+    for (const auto& c : r->ranked) EXPECT_FALSE(c.schedule.stream_k && c.schedule.pingpong);
+    return r->ranked.front().schedule;
+  };
+  EXPECT_TRUE(solve(1024, 14336, 4096).stream_k);
+  EXPECT_FALSE(solve(2048, 16384, 4096).stream_k);  // 7.76 waves
+  EXPECT_FALSE(solve(8192, 8192, 8192).stream_k);   // 15.5 waves
+  EXPECT_FALSE(solve(128, 128, 4096).stream_k);     // one tile: no full wave to balance
+  search::GemmSchedule s{128, 256, 64, 1, 1, 0, false};
+  s.stream_k = true;
+  EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative stream-K");
+  search::GemmProblem full;  // 132 x 2 tiles of 128 x 256: whole waves
+  full.m = 128 * 132, full.n = 512, full.k = 4096;
+  const search::GemmVerdict v = search::estimate_gemm(full, s, h100());
+  EXPECT_FALSE(v.fits);
+  EXPECT_EQ(v.reason_class, "stream-K");
+}
+
 TEST(GemmSolver, SwizzleAppearsInTheScheduleText) {
   search::GemmSchedule s{128, 256, 64, 1, 1, 0, false};
   EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative");
