@@ -198,7 +198,6 @@ struct FwdConfig {
     uint64_t o_free;                // kOInV: the V ring is free of the previous tile's O (see the producer)
     int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
     ChunkRange tile_range[kQBuffers];  // its key chunks (fwd_chunk_range)
-    ChunkRange searched;            // the producer warp's search, for its loading lane
     __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
@@ -274,16 +273,12 @@ __global__ void fwd_chunk_lists_kernel(FwdParams<Cfg> const p, uint16_t* list, i
   if (lane == 0) count[tile] = written;
 }
 
-// The key chunks [begin, end) a tile visits; empty when every row is masked out. Called by a
-// whole warp, converged; every lane gets the range. Without block skipping, every chunk. With it
-// (Fusion::kSkipsBlocks), the first and last chunks the mask may leave visible (Fusion::block
-// over the tile's rows), found 32 at a time: the lanes bound 32 runs that split the chunks,
-// then the chunks of the first (for the end, the last) run that may be visible, one a lane;
-// where no chunk of it may be (a run's bound is looser than its chunks'), the next such run.
-// The result is that of a search chunk by chunk (a bound over a run is false only where it is
-// false over each of its chunks), in three rounds of one bound each where it holds fewer than
-// 1,024 chunks: a search in one thread evaluated ~4 log2(n) bounds in a row, each a chain of
-// dependent operations (or of reads of block summaries, where the mask reads tensors).
+// The key chunks [begin, end) a tile visits; empty when every row is masked out. Without
+// block skipping, every chunk. With it (Fusion::kSkipsBlocks), the first and last chunks the
+// mask may leave visible (Fusion::block over the tile's rows), found by galloping: a run of
+// chunks the bound hides is skipped whole and the next run tried twice as long; where the bound
+// may be visible, the run is halved. A boundary costs ~2 log2(n) bound evaluations (each a few
+// reads of block summaries where the mask reads inputs), once per tile, in the producer.
 template <class Cfg>
 __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, TileCoord tc) {
   const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -292,32 +287,38 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
   } else {
     if constexpr (Cfg::kChunkLists)
       if (p.chunk_list != nullptr) return {0, p.chunk_count[fwd_tile_index(p, tc)]};  // steps of the list
-    const int lane = static_cast<int>(threadIdx.x % 32);
     const int q0 = tc.m_block * Cfg::kBlockM;
     const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
-    auto may = [&](int n0, int n1) {  // chunks [n0, n1), none where n0 >= n1
-      if (n0 >= n1) return false;
+    auto may = [&](int n0, int n1) {  // chunks [n0, n1)
       const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
       return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
     };
-    const int span = (n_total + 31) / 32;  // chunks a run
-    const unsigned runs = __ballot_sync(0xffffffffu, may(min(lane * span, n_total), min((lane + 1) * span, n_total)));
-    // The first (from_end: the last) chunk of run r that may be visible; -1 where none.
-    auto find_in_run = [&](int r, bool from_end) {
-      const int r0 = r * span, r1 = min(r0 + span, n_total);
-      for (int base = 0; base < r1 - r0; base += 32) {
-        const int n = from_end ? r1 - 1 - base - lane : r0 + base + lane;
-        const unsigned hit = __ballot_sync(0xffffffffu, n >= r0 && n < r1 && may(n, n + 1));
-        if (hit != 0) return from_end ? r1 - base - __ffs(hit) : r0 + base + __ffs(hit) - 1;
+    auto pow2_floor = [](int x) { return 1 << (31 - __clz(x)); };  // x >= 1
+    int begin = 0, run = pow2_floor(n_total);
+    while (begin < n_total) {
+      run = min(run, pow2_floor(n_total - begin));
+      if (!may(begin, begin + run)) {
+        begin += run, run *= 2;
+      } else if (run == 1) {
+        break;
+      } else {
+        run /= 2;
       }
-      return -1;
-    };
-    int begin = -1, last = -1;
-    for (unsigned left = runs; left != 0 && begin < 0; left &= left - 1) begin = find_in_run(__ffs(left) - 1, false);
-    if (begin < 0) return {0, 0};  // every row of the tile masked
-    for (unsigned left = runs; left != 0 && last < 0; left &= ~(1u << (31 - __clz(left))))
-      last = find_in_run(31 - __clz(left), true);
-    return {begin, last + 1};
+    }
+    if (begin >= n_total) return {0, 0};  // every row of the tile masked
+    int end = n_total;
+    run = pow2_floor(n_total - begin);
+    while (end > begin + 1) {
+      run = min(run, pow2_floor(end - begin));
+      if (!may(end - run, end)) {
+        end -= run, run *= 2;
+      } else if (run == 1) {
+        break;
+      } else {
+        run /= 2;
+      }
+    }
+    return {begin, end};
   }
 }
 
@@ -417,12 +418,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-    // Warp 0 produces: one lane issues the loads. Where a mask's bound picks each tile's key
-    // chunks (kWarpSearch), the whole warp searches them (fwd_chunk_range) and lane 0 loads;
-    // otherwise one elected thread runs alone (the producer's 24 registers hold no more).
-    constexpr bool kWarpSearch = Cfg::Fusion::kSkipsBlocks && !Cfg::kChunkLists;
-    if (warp == 0 && (kWarpSearch || cute::elect_one_sync())) {
-      const bool leader = !kWarpSearch || threadIdx.x % 32 == 0;
+    if (warp == 0 && cute::elect_one_sync()) {
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
@@ -476,9 +472,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           while (clock64() - t0 < delay) __nanosleep(128);
         }
       }
-      // The leader's part of a tile: wait for a Q buffer, publish the tile and its chunks, load;
-      // false past the last tile (the consumers are told to stop).
-      auto load_tile = [&](int tile) {
+      for (int tile = blockIdx.x;; tile = next_tile >= 0 ? next_tile : claim()) {
         next_tile = -1;
         if constexpr (Cfg::kQBuffers == 1)
           if (tile < p.num_tiles) prefetch_q_to_l2(tile);
@@ -490,16 +484,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         if (tile >= p.num_tiles) {
           atomicExch(&ss.tile_idx[qb], -1);
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
-          return false;
+          break;
         }
         const TileCoord tc = sched.decode(tile);
-        const ChunkRange range = kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc);
+        const ChunkRange range = fwd_chunk_range<Cfg>(p, tc);
         const int n_blocks = range.end - range.begin;
         ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
         atomicExch(&ss.tile_idx[qb], tile);
         if (n_blocks == 0) {
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
-          return true;
+          continue;
         }
         ss.q_bar[qb].arrive_expect(Cfg::kQBytes);
         CUTE_UNROLL
@@ -536,21 +530,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
             if (step == 0) next_tile = claim();
         }
         ++o_tiles;
-        return true;
-      };
-      for (int tile = blockIdx.x;;) {
-        if constexpr (kWarpSearch)
-          if (tile < p.num_tiles) {
-            // (Through shared memory: in registers, the range spills the 24 registers of the
-            // loading lane's chunk loop.)
-            const ChunkRange range = fwd_chunk_range<Cfg>(p, sched.decode(tile));
-            if (leader) ss.searched = range;
-          }
-        int next = -1;  // the next tile; -1 past the last
-        if (leader && load_tile(tile)) next = next_tile >= 0 ? next_tile : claim();
-        if constexpr (kWarpSearch) next = __shfl_sync(0xffffffffu, next, 0);
-        if (next < 0) break;
-        tile = next;
       }
     }
   } else {
