@@ -19,6 +19,12 @@ double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
   return 2 * tile * (p.out_bytes_per_element + p.epilogue_bytes_per_element) + 1024;
 }
 
+// The device memory's bandwidth: the level below L2 is read at the L2 level's rate in the
+// machine files (HBM feeds L2), else at shared memory's where a machine lists no L2.
+double hbm_bytes_per_s(const arch::Machine& m) {
+  return m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem);
+}
+
 // The raster band width that makes one wave's footprint square in operand elements: a wave of W
 // tiles in bands s tiles wide along N spans W/s tiles along M, so A's rows (W/s * tile_m) equal
 // B's columns (s * tile_n) at s = sqrt(W * tile_m / tile_n). Powers of two up to 8 (CUTLASS's
@@ -136,8 +142,8 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
     return reject("stream-K", "stream-K only where the last wave of tiles is partial and there is a full wave");
   const double waves = s.stream_k ? tiles / sms / 0.97 : std::ceil(tiles / sms);
   const double tile_flop = 2.0 * static_cast<double>(s.tile_m * s.tile_n) * static_cast<double>(p.k) * p.outputs;
-  const double hbm_per_sm = (m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem)) / sms;
-  const double fixup_s = s.stream_k ? 2.0 * static_cast<double>(s.tile_m * s.tile_n) * 4 * p.outputs / hbm_per_sm : 0;
+  const double hbm_bps = hbm_bytes_per_s(m);
+  const double fixup_s = s.stream_k ? 2.0 * static_cast<double>(s.tile_m * s.tile_n) * 4 * p.outputs / (hbm_bps / sms) : 0;
   const double compute_s = waves * tile_flop / (*rate * efficiency * clock) + fixup_s;
 
   // 4. Bandwidth with L2.
@@ -158,7 +164,6 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
                           std::max(1.0, std::sqrt(static_cast<double>(s.cluster_m * s.cluster_n))) *
                           static_cast<double>(p.k) * in_bytes;
   const double hbm = std::max(compulsory, std::min(l2_smem, tiles / wave_tiles * per_wave) + c_bytes + epi_bytes);
-  const double hbm_bps = m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem);
   const double l2_bps = m.bytes_per_s(arch::kSmem);
   const double hbm_s = hbm / hbm_bps, l2_s = l2_smem / l2_bps;
 
@@ -191,13 +196,14 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   const std::int64_t tile_ns[] = {64, 128, 192, 256};
   const std::int64_t tile_ks[] = {32, 64, 128};
   const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
-  for (int kind : {0, 1, 2})  // cooperative, ping-pong, cooperative stream-K
+  enum Kind { kCooperative, kPingpong, kStreamK };
+  for (Kind kind : {kCooperative, kPingpong, kStreamK})
     for (auto tm : tile_ms)
       for (auto tn : tile_ns)
         for (auto tk : tile_ks)
           for (auto [cm, cn] : clusters) {
-            GemmSchedule s{tm, tn, tk, cm, cn, 0, kind == 1};
-            s.stream_k = kind == 2;
+            GemmSchedule s{tm, tn, tk, cm, cn, 0, kind == kPingpong};
+            s.stream_k = kind == kStreamK;
             s.swizzle = wave_swizzle(p, s, static_cast<double>(m.sm_count.value));
             ++out.considered;
             GemmVerdict v = estimate_gemm(p, s, m);
@@ -225,7 +231,7 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   if (p.row_elements <= 1024) c.schedule = {8, 32};
   else c.schedule = {1, static_cast<int>(std::clamp<std::int64_t>(ceil_div(p.row_elements, 32 * 8) * 8 * 4, 128, 1024))};
   c.schedule.threads_per_row = std::min(c.schedule.threads_per_row, 1024);
-  const double hbm_bps = m.level(arch::kL2) != nullptr ? m.bytes_per_s(arch::kL2) : m.bytes_per_s(arch::kSmem);
+  const double hbm_bps = hbm_bytes_per_s(m);
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
   const double mem_s = p.bytes / hbm_bps;
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
