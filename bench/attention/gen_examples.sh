@@ -9,7 +9,9 @@ NAPKIN=${NAPKIN:-build/release/bin/napkin}
 names=${*:-$(python3 -c "import ast; t=open('tests/gpu/test_generated.py').read(); print(' '.join(ast.literal_eval(t.split('EXAMPLES = ',1)[1].split(']',1)[0]+']')))")}
 for n in $names; do
   for d in 128 64; do
-    $NAPKIN build examples/$n.napkin --machine h100-sxm5 --set d=$d -o build/gen/${n}_d$d --no-compile > /dev/null
+    src=examples/$n.napkin
+    [ -f "$src" ] || src=tests/diagrams/$n.napkin
+    $NAPKIN build $src --machine h100-sxm5 --set d=$d -o build/gen/${n}_d$d --no-compile > /dev/null
   done
 done
 echo "$(ls build/gen | wc -l) kernels under build/gen ($(du -sh build/gen | cut -f1))"

@@ -51,7 +51,8 @@ using Element = cutlass::bfloat16_t;
 // Causal (equal lengths): query row i sees keys j <= i.
 struct TraceCausal : napkin::device::FusionDefaults {
   static constexpr bool kMask = true, kSkipsBlocks = true;
-  __device__ static bool visible(Args const&, int, int, int q, int k) { return k <= q; }
+  template <class Reads>
+  __device__ static bool visible(Args const&, Reads const&, int, int, int q, int k) { return k <= q; }
   __device__ static napkin::device::BlockVisibility block(Args const&, int, int, int q0, int q1, int k0, int k1) {
     return {k0 <= q1, k1 <= q0};
   }
@@ -63,7 +64,8 @@ struct TraceCausal : napkin::device::FusionDefaults {
 struct TraceLocalChunks : napkin::device::FusionDefaults {
   static constexpr bool kMask = true, kSkipsBlocks = true;
   static constexpr int c = TRACE_LOCAL_CHUNK > 0 ? TRACE_LOCAL_CHUNK : 1;
-  __device__ static bool visible(Args const&, int, int, int q, int k) { return k <= q && q / c == k / c; }
+  template <class Reads>
+  __device__ static bool visible(Args const&, Reads const&, int, int, int q, int k) { return k <= q && q / c == k / c; }
   __device__ static napkin::device::BlockVisibility block(Args const&, int, int, int q0, int q1, int k0, int k1) {
     return {k0 <= q1 && k1 / c >= q0 / c && k0 / c <= q1 / c,
             k1 <= q0 && q0 / c == q1 / c && k0 / c == k1 / c && q0 / c == k0 / c};

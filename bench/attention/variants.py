@@ -253,7 +253,11 @@ def main():
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--seqlens", default="2048,8192,16384")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=ROOT",
+                    help="also time the kernels under ROOT (an A/B in one process: another runtime or "
+                         "emitter), as impl napkin_NAME")
     args = ap.parse_args()
+    also = dict(a.split("=", 1) for a in args.also)
     info = gpu_info()
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     timer = Timer(args.reps)
@@ -276,6 +280,12 @@ def main():
                     tensors = napkin_tensors(kernel, name, q, k, v, aux)
                     napkin_fn = lambda t=tensors: kernel(out=o.transpose(1, 2), **t)  # noqa: E731
                 impls, notes = {"napkin": lambda: (napkin_fn(), o)[1]}, {}
+                for alt, root in also.items():  # (not for gqa's own layout; where ROOT has this kernel)
+                    if not (pathlib.Path(root) / f"{name}_d{d}" / "libkernel.so").exists():
+                        continue
+                    alt_kernel, o_alt = napkin_kernels.load(pathlib.Path(root) / f"{name}_d{d}"), torch.empty_like(q)
+                    alt_tensors = napkin_tensors(alt_kernel, name, q, k, v, aux)
+                    impls[f"napkin_{alt}"] = lambda kk=alt_kernel, t=alt_tensors, oo=o_alt: (kk(out=oo.transpose(1, 2), **t), oo)[1]
                 for peer, make in (("flex", lambda: flex_call(spec, q, k, v, aux, scale, cache)),
                                    ("fa3", lambda: fa3_call(spec, q, k, v, aux, scale)),
                                    ("cudnn", lambda: sdpa_call(spec, q, k, v, aux, scale))):
@@ -311,7 +321,8 @@ def main():
                 rows_out.append(row)
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
-                ratios = "  ".join(f"{p}/napkin {ms[p] / ms['napkin']:.2f}" for p in ("flex", "fa3", "cudnn") if p in ms)
+                ratios = "  ".join(f"{p}/napkin {ms[p] / ms['napkin']:.2f}"
+                                   for p in ("flex", "fa3", "cudnn", *(f"napkin_{a}" for a in also)) if p in ms)
                 print(f"{name:18s} d={d:3d} s={s:5d}  napkin {ms.get('napkin', float('nan')):7.3f} ms  {ratios}"
                       + ("" if "napkin" in ms else f"  napkin: {notes.get('napkin')}"), flush=True)
                 del q, k, v, aux, o

@@ -19,7 +19,8 @@ struct BottomRightCausal : device::FusionDefaults {
     int diag;
   };
   static constexpr bool kMask = true, kSkipsBlocks = true;
-  __device__ static bool visible(Args const& a, int, int, int q, int k) { return k <= q + a.diag; }
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int, int, int q, int k) { return k <= q + a.diag; }
   __device__ static device::BlockVisibility block(Args const& a, int, int, int q0, int q1, int k0, int k1) {
     return {k0 <= q1 + a.diag, k1 <= q0 + a.diag};
   }

@@ -495,10 +495,14 @@ const char* abi_dtype(DType t) {
 }
 
 // Writes one device function body: a statement per node of the DAG under `top`, in node order.
+// Inputs in `staged` (input -> byte offset among the staged inputs) are read through the
+// kernel's reader `rd` (napkin/device/staged_inputs.h); reads_staged() says whether any was.
 class BodyWriter {
  public:
-  BodyWriter(const Diagram& d, const AttentionForm& f, std::map<NodeId, std::string> leaves)
-      : d_(d), f_(f), values_(std::move(leaves)) {}
+  BodyWriter(const Diagram& d, const AttentionForm& f, std::map<NodeId, std::string> leaves,
+             std::map<NodeId, int> staged = {})
+      : d_(d), f_(f), values_(std::move(leaves)), staged_(std::move(staged)) {}
+  bool reads_staged() const { return reads_staged_; }
 
   // Returns the expression of `top` after the statements it needs (appended to `out`).
   std::string value(NodeId top, std::string& out) {
@@ -613,9 +617,14 @@ class BodyWriter {
     if (a == f_.vdim) return "e";
     return "0";
   }
-  std::string aux_read(NodeId n) const {
+  std::string aux_read(NodeId n) {
     const Node& x = d_.node(n);
-    const std::string at = fmt::format("a.{}.at(b, h, q, {})", input_member(x.name), values_.count(f_.pv) ? "e" : "k");
+    const char* last = values_.count(f_.pv) ? "e" : "k";
+    std::string at = fmt::format("a.{}.at(b, h, q, {})", input_member(x.name), last);
+    if (auto it = staged_.find(n); it != staged_.end()) {
+      at = fmt::format("rd.template at<{}>(a.{}, b, h, q, {})", it->second, input_member(x.name), last);
+      reads_staged_ = true;
+    }
     switch (x.dtype) {
       case DType::bf16: return "__bfloat162float(" + at + ")";
       case DType::f16: return "__half2float(" + at + ")";
@@ -628,7 +637,30 @@ class BodyWriter {
   const Diagram& d_;
   const AttentionForm& f_;
   std::map<NodeId, std::string> values_;
+  std::map<NodeId, int> staged_;
+  bool reads_staged_ = false;
 };
+
+// The score-shaped inputs (roles q and k) the score code reads, each with its byte offset among
+// them: the kernel may stage these through shared memory a chunk ahead (staged_inputs.h).
+std::map<NodeId, int> staged_inputs(const Diagram& d, const AttentionForm& f) {
+  std::set<NodeId> under_score;
+  std::vector<NodeId> todo{f.score};
+  while (!todo.empty()) {
+    const NodeId n = todo.back();
+    todo.pop_back();
+    if (n == f.qk || !under_score.insert(n).second) continue;
+    for (NodeId o : d.node(n).operands) todo.push_back(o);
+  }
+  std::map<NodeId, int> staged;
+  int offset = 0;
+  for (const AuxInput& x : f.aux)
+    if (under_score.count(x.node) && x.roles.find('q') != std::string::npos && x.roles.find('k') != std::string::npos) {
+      staged[x.node] = offset;
+      offset += dtype_bytes(d.node(x.node).dtype);
+    }
+  return staged;
+}
 
 // The block bound of the mask: interval arithmetic over the index ranges.
 class BoundWriter {
@@ -813,6 +845,23 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   });
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
+  const std::map<NodeId, int> staged = staged_inputs(d, f);
+  if (!staged.empty()) {
+    int bytes = 0;
+    std::string visits;
+    for (const auto& [node, offset] : staged) {
+      bytes += dtype_bytes(d.node(node).dtype);
+      visits += fmt::format("    s(std::integral_constant<int, {}>{{}}, a.{});\n", offset, input_member(d.node(node).name));
+    }
+    out += fmt::format("  static constexpr int kStagedBytes = {};  // a score's bytes of the inputs staged in shared memory\n", bytes);
+    out += "  template <class Stage>\n  __device__ static void stage(Args const& a, Stage&& s) {\n" + visits + "  }\n";
+  }
+  // A score-shaped tensor that the batches share: tiles run batch after batch within a head.
+  if (std::any_of(f.aux.begin(), f.aux.end(), [](const AuxInput& x) {
+        return x.roles.find('q') != std::string::npos && x.roles.find('k') != std::string::npos &&
+               x.roles.find('b') == std::string::npos;
+      }))
+    out += "  static constexpr bool kSharesAcrossBatch = true;\n";
   if (!block_fn.empty())
     out += summarised.empty() ? "  static constexpr bool kBlockOnHost = true;\n" : "  static constexpr bool kBlockReadsTensors = true;\n";
   // A summary over query rows (axis 'q', or both: '2') makes the visible blocks follow the
@@ -821,34 +870,34 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  static constexpr bool kBlockRowsFromTensors = true;\n";
 
 
-  auto function = [&](const char* signature, NodeId top, std::map<NodeId, std::string> leaves, const char* result_cast) {
-    std::string body;
-    BodyWriter w(d, f, std::move(leaves));
-    const std::string v = w.value(top, body);
-    out += fmt::format("  __device__ static {} {{\n", signature);
-    out += body;
-    out += fmt::format("    return {}{}{};\n  }}\n", result_cast, v, *result_cast ? ")" : "");
+  // The functions per score take the kernel's reader of staged inputs (`rd`, named where used).
+  auto per_score = [](const BodyWriter& w, const char* result, const char* name, const char* params) {
+    return fmt::format("template <class Reads>\n  __device__ static {} {}(Args const& a, Reads const&{}, {})", result, name,
+                       w.reads_staged() ? " rd" : "", params);
   };
-  if (score_mod)
-    function("float score(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
-             "static_cast<float>(");
-  if (f.normaliser < 0)
-    function("float prob(Args const& a, float raw, int b, int h, int q, int k)", f.score, {{f.qk, "raw"}},
-             "static_cast<float>(");
+  auto function = [&](const char* name, const char* params, NodeId top, std::map<NodeId, std::string> leaves) {
+    std::string body;
+    const bool scored = top == f.score;
+    BodyWriter w(d, f, std::move(leaves), scored ? staged : std::map<NodeId, int>{});
+    const std::string v = w.value(top, body);
+    out += "  " + (scored ? per_score(w, "float", name, params) : fmt::format("__device__ static float {}(Args const& a, {})", name, params));
+    out += fmt::format(" {{\n{}    return static_cast<float>({});\n  }}\n", body, v);
+  };
+  if (score_mod) function("score", "float raw, int b, int h, int q, int k", f.score, {{f.qk, "raw"}});
+  if (f.normaliser < 0) function("prob", "float raw, int b, int h, int q, int k", f.score, {{f.qk, "raw"}});
   if (has_mask) {
     std::string body;
     std::vector<std::string> terms;
-    BodyWriter w(d, f, {});
+    BodyWriter w(d, f, {}, staged);
     for (NodeId p : preds) terms.push_back(w.value(p, body));
-    out += "  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {\n" + body;
+    out += "  " + per_score(w, "bool", "visible", "int b, int h, int q, int k") + " {\n" + body;
     out += "    return " + mask_conjunction(terms, " & ") + ";\n  }\n";
     out += block_fn;
   }
   if (epilogue) {
     std::map<NodeId, std::string> leaves{{f.pv, "o"}};
     if (f.lse >= 0) leaves[f.lse] = "lse";
-    function("float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e)", epi_top, leaves,
-             "static_cast<float>(");
+    function("epilogue", "float o, float lse, int b, int h, int q, int e", epi_top, leaves);
   }
   out += "};\n\n";
   // The fused code's own inputs and params, bound by name (napkin::launch_generated binds the rest).

@@ -15,11 +15,12 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
-# The attention-family examples and the sizes each is tried at (axes a diagram lacks are
-# ignored). Lengths that are not tile multiples, q != k both ways, one token.
+# The attention-family examples (and test diagrams in tests/diagrams/) and the sizes each is
+# tried at (axes a diagram lacks are ignored). Lengths that are not tile multiples, q != k both
+# ways, one token.
 EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
             "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
-            "head_temperature", "attention_sinks", "mask_tensor"]
+            "head_temperature", "attention_sinks", "mask_tensor", "score_tables"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -36,12 +37,17 @@ def napkin_bin():
     return os.environ.get("NAPKIN_BIN", str(REPO / "build" / "release" / "bin" / "napkin"))
 
 
+def diagram(name):
+    path = REPO / "examples" / f"{name}.napkin"
+    return path if path.exists() else REPO / "tests" / "diagrams" / f"{name}.napkin"
+
+
 def kernel_for(name):
     import napkin_kernels
     root = os.environ.get("NAPKIN_KERNELS")
     if root:
         return napkin_kernels.load(pathlib.Path(root) / name)
-    return napkin_kernels.build(REPO / "examples" / f"{name}.napkin")
+    return napkin_kernels.build(diagram(name))
 
 
 def random_input(spec, shape, gen):
@@ -73,7 +79,7 @@ def reference(name, sets, inputs, tmp, low_precision=False):
     low_precision FlashAttention's baseline (every node in its dtype, sums in f32)."""
     import numpy as np
     tmp.mkdir(parents=True, exist_ok=True)
-    cmd = [napkin_bin(), "eval", str(REPO / "examples" / f"{name}.napkin"), "-o", str(tmp)]
+    cmd = [napkin_bin(), "eval", str(diagram(name)), "-o", str(tmp)]
     if low_precision:
         cmd.append("--low-precision")
     for s in sets:

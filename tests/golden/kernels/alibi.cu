@@ -15,14 +15,16 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = true, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   static constexpr bool kBlockOnHost = true;
-  __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
     const int v9 = k - q;
     const float v10 = a.in_slope.at(b, h, q, k) * static_cast<float>(v9);
     const float v11 = v6 + v10;  // S
     return static_cast<float>(v11);
   }
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v14 = q >= k;
     return v14;
   }

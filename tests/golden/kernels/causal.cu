@@ -14,7 +14,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   static constexpr bool kBlockOnHost = true;
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v8 = q >= k;
     return v8;
   }

@@ -16,7 +16,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   static constexpr bool kBlockOnHost = true;
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;
     const float v11 = __fdividef(static_cast<float>(q), static_cast<float>(a.param_c));
     const float v12 = napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c));

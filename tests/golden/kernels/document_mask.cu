@@ -19,7 +19,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
   static constexpr bool kBlockReadsTensors = true;
   static constexpr bool kBlockRowsFromTensors = true;
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v8 = a.in_doc_q.at(b, h, q, k) == a.in_doc_k.at(b, h, q, k);
     const bool v11 = q >= k;
     const bool v12 = v8 & v11;  // visible

@@ -14,7 +14,8 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = true, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
-  __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
     const float v7 = __fdividef(v6, a.in_temp.at(b, h, q, k));  // S
     return static_cast<float>(v7);

@@ -16,7 +16,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
   static constexpr bool kBlockReadsTensors = true;
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     return (a.in_keep.at(b, h, q, k) != 0);
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {

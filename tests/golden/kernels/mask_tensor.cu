@@ -17,7 +17,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
   static constexpr bool kBlockReadsTensors = true;
   static constexpr bool kBlockRowsFromTensors = true;
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     return (a.in_allowed.at(b, h, q, k) != 0);
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {

@@ -14,9 +14,16 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = true, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
-  __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
+  static constexpr int kStagedBytes = 2;  // a score's bytes of the inputs staged in shared memory
+  template <class Stage>
+  __device__ static void stage(Args const& a, Stage&& s) {
+    s(std::integral_constant<int, 0>{}, a.in_bias);
+  }
+  static constexpr bool kSharesAcrossBatch = true;
+  template <class Reads>
+  __device__ static float score(Args const& a, Reads const& rd, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = v6 + __bfloat162float(a.in_bias.at(b, h, q, k));  // S
+    const float v7 = v6 + __bfloat162float(rd.template at<0>(a.in_bias, b, h, q, k));  // S
     return static_cast<float>(v7);
   }
 };

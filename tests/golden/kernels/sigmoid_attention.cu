@@ -14,7 +14,8 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = false;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
-  __device__ static float prob(Args const& a, float raw, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static float prob(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
     const float v7 = v6 + static_cast<float>(a.param_bias);  // S
     const float v10 = -v7;

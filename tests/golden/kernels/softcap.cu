@@ -14,12 +14,14 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = true, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   static constexpr bool kBlockOnHost = true;
-  __device__ static float score(Args const& a, float raw, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v5 = raw * 0.0625f;
     const float v6 = 50.0f * napkin::device::fast_tanh(v5 * 0.0199999996f);  // S
     return static_cast<float>(v6);
   }
-  __device__ static bool visible(Args const& a, int b, int h, int q, int k) {
+  template <class Reads>
+  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;
     return v9;
   }

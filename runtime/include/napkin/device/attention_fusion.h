@@ -25,10 +25,17 @@
 //                                blocks, so tiles are laid over whole 128-row blocks
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
-//   __device__ static float score(Args const& a, float raw, int b, int h, int q, int k);
-//   __device__ static bool visible(Args const& a, int b, int h, int q, int k);
+//   kStagedBytes, stage()        score-shaped inputs the kernel may stage through shared
+//                                memory (staged_inputs.h): a score's bytes of them, and a visit
+//                                of each with its byte offset; score(), prob() and visible()
+//                                read them through `rd` (DirectReads or StagedReads)
+//   kSharesAcrossBatch           the fused code reads a tensor indexed by rows or keys but not
+//                                the batch: tiles of one head run batch after batch, so the
+//                                CTAs running together share it in L2
+//   template <class Reads> __device__ static float score(Args const& a, Reads const& rd, float raw, int b, int h, int q, int k);
+//   template <class Reads> __device__ static bool visible(Args const& a, Reads const& rd, int b, int h, int q, int k);
 //   __device__ static BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1);
-//   __device__ static float prob(Args const& a, float raw, int b, int h, int q, int k);
+//   template <class Reads> __device__ static float prob(Args const& a, Reads const& rd, float raw, int b, int h, int q, int k);
 //   __device__ static float epilogue(Args const& a, float o, float lse, int b, int h, int q, int e);
 // Indices: b batch, h query head, q query row, k key; within the tensors' bounds where
 // kReadsRowsOrKeys (else rows and keys past the sequence ends may be passed; they are masked
@@ -55,16 +62,20 @@ struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
-                        kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false;
+                        kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false,
+                        kSharesAcrossBatch = false;
+  static constexpr int kStagedBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
-  template <class A>
-  __device__ static float score(A const&, float raw, int, int, int, int) { return raw; }
-  template <class A>
-  __device__ static bool visible(A const&, int, int, int, int) { return true; }
+  template <class A, class Reads>
+  __device__ static float score(A const&, Reads const&, float raw, int, int, int, int) { return raw; }
+  template <class A, class Reads>
+  __device__ static bool visible(A const&, Reads const&, int, int, int, int) { return true; }
   template <class A>
   __device__ static BlockVisibility block(A const&, int, int, int, int, int, int) { return {true, false}; }
-  template <class A>
-  __device__ static float prob(A const&, float raw, int, int, int, int) { return raw; }
+  template <class A, class Reads>
+  __device__ static float prob(A const&, Reads const&, float raw, int, int, int, int) { return raw; }
+  template <class A, class Stage>
+  __device__ static void stage(A const&, Stage&&) {}
   template <class A>
   __device__ static float epilogue(A const&, float o, float, int, int, int, int) { return o; }
 };

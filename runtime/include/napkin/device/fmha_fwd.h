@@ -37,6 +37,7 @@
 #include "napkin/device/attention_fusion.h"
 #include "napkin/device/fragment.h"
 #include "napkin/device/pipeline.h"
+#include "napkin/device/staged_inputs.h"
 #include "napkin/device/trace.h"
 
 namespace napkin::device {
@@ -166,7 +167,16 @@ struct FwdConfig {
   // hardware reserves per CTA.
   static constexpr int kSmemPerCta = 228 * 1024 / kCtasPerSM - 1024;
   static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
-  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + 1024 <= kSmemPerCta;
+  // The fusion's score-shaped inputs staged through shared memory (staged_inputs.h), one tile
+  // of 16 rows x kBlockN keys per consumer warp, where they fit beside one Q buffer and the K/V
+  // ring (O then in the V ring if need be, except where idle warpgroups skip); read from global
+  // memory otherwise (d = 256). They come before a second Q buffer: measured on relative_bias
+  // (bench/NOTES.md, 2026-11-26).
+  static constexpr int kStagedWarpBytes = 16 * kBlockN * Fusion::kStagedBytes;
+  static constexpr bool kStaged = Fusion::kStagedBytes > 0 && (kSkipIdleWarpgroups ? 2 : 1) * kTileBytes + kKVRingBytes +
+                                                                     4 * kConsumerWGs * kStagedWarpBytes + 1024 <= kSmemPerCta;
+  static constexpr int kStagedBytes = kStaged ? 4 * kConsumerWGs * kStagedWarpBytes : 0;
+  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kStagedBytes + 1024 <= kSmemPerCta;
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
@@ -185,12 +195,13 @@ struct FwdConfig {
   // -4 %, where the warp vote and the branch cost more than the FMULs they save.
   static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
-  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + 1024 <= kSmemPerCta ? 2 : 1;
+  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedBytes + 1024 <= kSmemPerCta ? 2 : 1;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
+    cute::array_aligned<char, kStaged ? kStagedBytes : 16, 128> staged;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
@@ -212,15 +223,18 @@ struct FwdConfig {
 // last tiles, the lightest of the last head, form the tail. (A global longest-first order
 // across all heads balanced the same but re-read K and V from DRAM once per query block:
 // ncu showed 80 % memory throughput at d = 128, causal, s = 512; see bench/NOTES.md.)
+// kBatchInner (Fusion::kSharesAcrossBatch): (head, batch)-major instead, so the CTAs running
+// together share a tensor that every batch reads (a bias table [h q k]) in L2.
 struct TileCoord {
   int m_block, head, batch;
 };
-template <bool kCausal>
+template <bool kBatchInner>
 struct TileScheduler {
-  int num_m_blocks, heads, batch_heads;
+  int num_m_blocks, heads, batch;
   __device__ TileCoord decode(int tile) const {
     const int bh = tile / num_m_blocks;
     const int m_idx = tile - bh * num_m_blocks;
+    if constexpr (kBatchInner) return {num_m_blocks - 1 - m_idx, bh / batch, bh % batch};
     return {num_m_blocks - 1 - m_idx, bh % heads, bh / heads};
   }
 };
@@ -394,7 +408,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
-  const TileScheduler<Cfg::kCausal> sched{p.num_m_blocks, p.heads_q, p.heads_q * p.batch};
+  const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch};
 
   if (threadIdx.x == 0) {
     // The TMA descriptors (kernel parameters) fetched while the barriers are set up, rather than
@@ -538,6 +552,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     const int w = wg - 1;                 // consumer index: rows [64 w, 64 w + 64) of the tile
     const int tid = threadIdx.x % 128;
     const int warp_in_wg = warp % 4;
+    char* const staged_tile = ss.staged.data() + (4 * w + warp_in_wg) * Cfg::kStagedWarpBytes;
     FwdTracer trace;  // (nothing unless NAPKIN_FWD_TRACE: trace.h)
     trace.init(tid, w);
 
@@ -606,7 +621,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
       // Keys outer, rows inner: what the fused code derives from a key is used by both rows at
       // once, not kept live over the whole chunk (32 registers a value at 128-key chunks).
+      // Staged inputs (Cfg::kStaged): this warp's 16 rows of chunk n, copied while earlier
+      // chunks are computed; the fused code reads them at `rd`.
+      auto stage_chunk = [&](int n) {
+        if constexpr (Cfg::kStaged) {
+          const int row_first = row0 + 16 * warp_in_wg;
+          __syncwarp();  // every lane is done reading the previous chunk
+          Fusion::stage(p.fusion, [&](auto offset, auto const& view) {
+            stage_input<kBlockN, decltype(offset)::value>(view, staged_tile, lane, tc.batch, tc.head, row_first,
+                                                          p.seqlen_q, n * kBlockN, p.seqlen_k);
+          });
+        }
+      };
+      auto reads_at = [&](int r, int j) {
+        if constexpr (Cfg::kStaged) return StagedReads<kBlockN>{staged_tile, (lane >> 2) + 8 * r, acc_col(lane, j)};
+        else return DirectReads{};
+      };
       auto fuse_scores = [&](int n, bool masked) {
+        if constexpr (Cfg::kStaged) staged_wait();
         const int col_base = n * kBlockN;
         CUTE_UNROLL
         for (int j = 0; j < kBlockN / 4; ++j) {
@@ -616,25 +648,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           for (int r = 0; r < 2; ++r) {
             int row = row0 + acc_row(warp_in_wg, lane, r);
             if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
+            const auto rd = reads_at(r, j);
             float& s = rS(acc_index(r, j));
             if constexpr (kPerScoreCode) {
-              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, s, tc.batch, tc.head, row, key);
-              else s = Fusion::prob(p.fusion, s, tc.batch, tc.head, row, key);
+              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, rd, s, tc.batch, tc.head, row, key);
+              else s = Fusion::prob(p.fusion, rd, s, tc.batch, tc.head, row, key);
             }
             if (masked) {
               // (Bitwise: a branch around each visible() would serialise its reads.)
               bool hidden = col >= p.seqlen_k;
-              if constexpr (Fusion::kMask) hidden = hidden | !Fusion::visible(p.fusion, tc.batch, tc.head, row, key);
+              if constexpr (Fusion::kMask) hidden = hidden | !Fusion::visible(p.fusion, rd, tc.batch, tc.head, row, key);
               s = hidden ? kMasked : s;
             }
           }
         }
       };
       // `masked`: needs_mask(n), evaluated before the wait for S_n (its reads of block summaries
-      // then overlap the GEMM).
-      auto modify_scores = [&](int n, bool masked) {
+      // then overlap the GEMM). Then the staged inputs of the chunk at `next_step` are copied.
+      // (Staged inputs are read by score() or prob(), so every chunk's scores are fused.)
+      auto modify_scores = [&](int n, bool masked, int next_step) {
         if (masked) fuse_scores(n, true);
         else if constexpr (kPerScoreCode) fuse_scores(n, false);
+        if constexpr (Cfg::kStaged)
+          if (next_step < n_blocks) stage_chunk(fwd_chunk_of<Cfg>(p, tc, range, next_step));
       };
 
       // An idle warpgroup (Cfg::kSkipIdleWarpgroups) computes nothing: it keeps its place in
@@ -715,6 +751,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         int i = n_blocks - 1;  // chunks left after this one
         load_q_to_registers();
         const int n0 = fwd_chunk_of<Cfg>(p, tc, range, 0);
+        stage_chunk(n0);
         ss.k_ring.consumer_wait(k_st);
         trace(FwdEvent::kFirstK, w);
         pingpong_wait_turn<Cfg::kConsumerWGs>(pp, w);
@@ -728,7 +765,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
-        modify_scores(n0, masked0);
+        modify_scores(n0, masked0, 1);
         normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
@@ -763,7 +800,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
-          modify_scores(n, masked);
+          modify_scores(n, masked, n_blocks - i);
           const bool rescale = normalise(corr);
           trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// Score-shaped auxiliary inputs (roles q and k: a bias table, a score-sized mask) staged through
+// shared memory for the attention kernel's fused score code (fmha_fwd.h).
+//
+// Read straight from global memory in the accumulator's layout, a warp's loads of such a tensor
+// use 8 bytes of each 32-byte sector, and each waits on memory inside the softmax's critical
+// path (ncu on relative_bias: 75 % of sectors excess, 39.5 % of stalls on L1TEX; bench/NOTES.md).
+// Staged, each consumer warp copies its own 16 rows of the next key chunk with coalesced 16-byte
+// cp.async while the current chunk's GEMMs and softmax run, and the fused code reads the chunk
+// from shared memory. A warp reads only what it copied: a __syncwarp orders the two.
+//
+// The emitter (src/emit/attention_kernel.cpp) marks such inputs: the Fusion's stage() visits
+// each with its byte offset among them (kStagedBytes: a score's bytes over all of them), and the
+// fused code reads each through `rd.template at<offset>(view, b, h, q, k)`, where rd is
+// DirectReads (global memory) or StagedReads (the warp's tile) as the kernel's schedule allows.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cute/arch/copy_sm80.hpp>
+
+#include "napkin/tensor_binder.h"
+
+namespace napkin::device {
+
+// Every input read through its strides, from global memory.
+struct DirectReads {
+  template <int kOffset, class View>
+  __device__ __forceinline__ auto at(View const& v, int b, int h, int q, int k) const {
+    return v.at(b, h, q, k);
+  }
+};
+
+// One consumer warp's staged tile: its 16 query rows x kBlockN keys of each staged input, input
+// after input (an input at byte offset kOffset of a score starts at kOffset * 16 * kBlockN). A
+// row's 16-byte groups are XOR-swizzled by row % 8 where a row has a multiple of 8 groups, so
+// the accumulator-layout reads (8 rows x 4 lanes a load) fall in distinct banks.
+template <int kBlockN>
+struct WarpStagedTile {
+  static constexpr int kRows = 16;
+  template <int kOffset, int kBytes>
+  __device__ __forceinline__ static int offset(int row, int col) {
+    constexpr int kRowBytes = kBlockN * kBytes, kGroups = kRowBytes / 16;
+    const int byte = col * kBytes;
+    int group = byte / 16;
+    if constexpr (kGroups % 8 == 0) group ^= row % 8;
+    return kOffset * kRows * kBlockN + row * kRowBytes + group * 16 + byte % 16;
+  }
+};
+
+// Reads a staged input at the score being fused: (row, col) within the warp's rows and the chunk.
+template <int kBlockN>
+struct StagedReads {
+  const char* tile;
+  int row, col;
+  template <int kOffset, class View>
+  __device__ __forceinline__ auto at(View const& v, int, int, int, int) const {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(v.data)>>;
+    return *reinterpret_cast<const T*>(tile + WarpStagedTile<kBlockN>::template offset<kOffset, int(sizeof(T))>(row, col));
+  }
+};
+
+// Copies query rows [row_first, row_first + 16) x keys [key0, key0 + kBlockN) of one input into
+// the warp's tile (`lane` of 32): a 16-byte cp.async (L2 only) per group that is contiguous,
+// aligned and inside the keys; element by element otherwise. Rows and keys past the ends read
+// the last one, as the fused code's clamped indices do (Fusion::kReadsRowsOrKeys).
+template <int kBlockN, int kOffset, class T, unsigned kRoles>
+__device__ __forceinline__ void stage_input(AuxView<T, kRoles> const& v, char* tile, int lane, int b, int head,
+                                            int row_first, int seqlen_q, int key0, int seqlen_k) {
+  static_assert((kRoles & kAuxQ) != 0 && (kRoles & kAuxK) != 0, "only score-shaped inputs are staged");
+  static_assert(kBlockN * sizeof(T) % 16 == 0, "a staged row is whole 16-byte groups");
+  constexpr int kPerGroup = 16 / int(sizeof(T)), kGroups = kBlockN * int(sizeof(T)) / 16;
+  constexpr int kTileGroups = WarpStagedTile<kBlockN>::kRows * kGroups;
+#pragma unroll
+  for (int i = lane; i < kTileGroups; i += 32) {
+    const int r = i / kGroups, g = i - r * kGroups;
+    const int row = min(row_first + r, seqlen_q - 1), key = key0 + g * kPerGroup;
+    char* dst = tile + WarpStagedTile<kBlockN>::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup);
+    const T* src = v.data + v.offset(b, head, row, key);
+    if (v.sk == 1 && key + kPerGroup <= seqlen_k && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+      cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
+                                                             *reinterpret_cast<cute::uint128_t*>(dst));
+    } else {
+#pragma unroll
+      for (int e = 0; e < kPerGroup; ++e) reinterpret_cast<T*>(dst)[e] = v.at(b, head, row, min(key + e, seqlen_k - 1));
+    }
+  }
+  cute::cp_async_fence();
+}
+
+// The copies of this warp landed and are visible to its lanes.
+__device__ __forceinline__ void staged_wait() {
+  cute::cp_async_wait<0>();
+  __syncwarp();
+}
+
+}  // namespace napkin::device
