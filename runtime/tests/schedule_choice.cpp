@@ -18,19 +18,21 @@ const char* name(FwdScheduleKind k) {
     case FwdScheduleKind::kD64Padded: return "d64 padded";
     case FwdScheduleKind::kD128Long: return "d128 long";
     case FwdScheduleKind::kD128Overlapped: return "d128 overlapped";
-    case FwdScheduleKind::kD64RowBlocks: return "d64 row blocks";
+    case FwdScheduleKind::kD64TwoGroups: return "d64 two warpgroups";
   }
   return "?";
 }
 
 void expect(int head_dim, bool causal, int seqlen_q, int seqlen_k, FwdScheduleKind want, int longest_visit = -1,
-            bool rows_from_tensors = false) {
+            bool rows_from_tensors = false, bool reads_score_tensors = false) {
   napkin::AttentionFwdArgs a;
   a.head_dim = head_dim, a.causal = causal, a.seqlen_q = seqlen_q, a.seqlen_k = seqlen_k;
-  const FwdScheduleKind got = napkin::detail::choose_fwd_schedule(a, longest_visit, rows_from_tensors);
+  const FwdScheduleKind got = napkin::detail::choose_fwd_schedule(a, longest_visit, rows_from_tensors, reads_score_tensors);
   if (got != want) {
-    std::printf("FAIL d=%d causal=%d seqlen_q=%d seqlen_k=%d longest_visit=%d rows_from_tensors=%d: %s, expected %s\n",
-                head_dim, causal, seqlen_q, seqlen_k, longest_visit, rows_from_tensors, name(got), name(want));
+    std::printf("FAIL d=%d causal=%d seqlen_q=%d seqlen_k=%d longest_visit=%d rows_from_tensors=%d "
+                "reads_score_tensors=%d: %s, expected %s\n",
+                head_dim, causal, seqlen_q, seqlen_k, longest_visit, rows_from_tensors, reads_score_tensors, name(got),
+                name(want));
     ++failures;
   }
 }
@@ -79,9 +81,14 @@ int main() {
   // A mask a tensor varies by query row (a mask tensor, segment ids): at d = 64, 128-row tiles
   // past the short schedule's lengths; d = 128's tiles are 128 rows already.
   expect(64, true, 2048, 2048, K::kD64Short, -1, true);
-  expect(64, true, 2049, 2049, K::kD64RowBlocks, -1, true);
-  expect(64, true, 16384, 16384, K::kD64RowBlocks, -1, true);
+  expect(64, true, 2049, 2049, K::kD64TwoGroups, -1, true);
+  expect(64, true, 16384, 16384, K::kD64TwoGroups, -1, true);
   expect(128, true, 16384, 16384, K::kD128Overlapped, -1, true);
+  // Score code that reads score-shaped tensors (a bias table): at d = 64, two warpgroups at
+  // every length (registers); d = 128 as without.
+  expect(64, false, 2048, 2048, K::kD64TwoGroups, -1, false, true);
+  expect(64, true, 1024, 1024, K::kD64TwoGroups, -1, false, true);
+  expect(128, false, 2048, 2048, K::kD128Overlapped, -1, false, true);
   // d = 256: one schedule.
   expect(256, false, 512, 512, K::kPlain);
   expect(256, true, 16384, 16384, K::kPlain);

@@ -40,12 +40,16 @@ struct FwdScheduleD64Short : FwdScheduleDefaults {
   static constexpr bool kQInRegisters = true;
 };
 
-// d = 64 under a mask that a tensor varies by query row (a mask tensor, segment ids; the
-// fusion's kBlockRowsFromTensors): tiles of 128 rows in two warpgroups, so a tile covers whole
-// blocks of the 128 rows users lay such masks out in (FlexAttention's block size). A 192-row
-// tile straddles two such blocks and visits the union of their chunks: under a block-sparse
-// mask of density 0.3, 0.51 of the chunks for 0.3 of the work (bench/NOTES.md, 2026-11-25 4th).
-struct FwdScheduleD64RowBlocks : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
+// d = 64 in tiles of 128 rows, two warpgroups:
+// - under a mask that a tensor varies by query row (a mask tensor, segment ids; the fusion's
+//   kBlockRowsFromTensors), causal: a tile covers whole blocks of the 128 rows users lay such
+//   masks out in (FlexAttention's block size). A 192-row tile straddles two such blocks and
+//   visits the union of their chunks: under a block-sparse mask of density 0.3, 0.51 of the
+//   chunks for 0.3 of the work (bench/NOTES.md, 2026-11-25 4th).
+// - where the score code reads score-shaped tensors (staged through shared memory, the fusion's
+//   kStagedBytes): three warpgroups leave 160 registers a consumer thread, and their score code
+//   spills 300-400 bytes; two leave 240 (bench/NOTES.md, 2026-11-26).
+struct FwdScheduleD64TwoGroups : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
 
 // Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows
 // all lie past seqlen_q computes nothing. Worth it from 1/16 of the warpgroups idle (512 and 1k:
@@ -74,14 +78,16 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // whose block bound reads no tensor: a window of 1024 keys visits about 1024 at any length), or
 // -1; the short and the overlapped schedules follow it rather than the sequence lengths.
 // `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
-enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64RowBlocks };
+// `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups };
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1,
-                                           bool rows_from_tensors = false) {
+                                           bool rows_from_tensors = false, bool reads_score_tensors = false) {
   // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
+  if (a.head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
   if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
-  if (a.head_dim == 64 && a.causal && rows_from_tensors) return FwdScheduleKind::kD64RowBlocks;
+  if (a.head_dim == 64 && a.causal && rows_from_tensors) return FwdScheduleKind::kD64TwoGroups;
   if (a.head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;
