@@ -633,32 +633,43 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           });
         }
       };
-      auto reads_at = [&](int r, int j) {
-        if constexpr (Cfg::kStaged) return StagedReads<kBlockN>{staged_tile, (lane >> 2) + 8 * r, acc_col(lane, j)};
-        else return DirectReads{};
-      };
+      // Keys in pairs (the accumulator's adjacent columns), so each staged input is read from
+      // shared memory once a pair and a row.
       auto fuse_scores = [&](int n, bool masked) {
         if constexpr (Cfg::kStaged) staged_wait();
         const int col_base = n * kBlockN;
         CUTE_UNROLL
-        for (int j = 0; j < kBlockN / 4; ++j) {
-          const int col = col_base + acc_col(lane, j);
-          const int key = Fusion::kReadsRowsOrKeys ? min(col, p.seqlen_k - 1) : col;
+        for (int jp = 0; jp < kBlockN / 8; ++jp) {
+          [[maybe_unused]] StagedPair<kBlockN, Fusion::kStagedBytes> pairs[2];
+          if constexpr (Cfg::kStaged) {
+            CUTE_UNROLL
+            for (int r = 0; r < 2; ++r)
+              pairs[r].template load<Fusion>(p.fusion, staged_tile, (lane >> 2) + 8 * r, acc_col(lane, 2 * jp));
+          }
           CUTE_UNROLL
-          for (int r = 0; r < 2; ++r) {
-            int row = row0 + acc_row(warp_in_wg, lane, r);
-            if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
-            const auto rd = reads_at(r, j);
-            float& s = rS(acc_index(r, j));
-            if constexpr (kPerScoreCode) {
-              if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, rd, s, tc.batch, tc.head, row, key);
-              else s = Fusion::prob(p.fusion, rd, s, tc.batch, tc.head, row, key);
-            }
-            if (masked) {
-              // (Bitwise: a branch around each visible() would serialise its reads.)
-              bool hidden = col >= p.seqlen_k;
-              if constexpr (Fusion::kMask) hidden = hidden | !Fusion::visible(p.fusion, rd, tc.batch, tc.head, row, key);
-              s = hidden ? kMasked : s;
+          for (int odd = 0; odd < 2; ++odd) {
+            const int j = 2 * jp + odd;
+            const int col = col_base + acc_col(lane, j);
+            const int key = Fusion::kReadsRowsOrKeys ? min(col, p.seqlen_k - 1) : col;
+            CUTE_UNROLL
+            for (int r = 0; r < 2; ++r) {
+              int row = row0 + acc_row(warp_in_wg, lane, r);
+              if constexpr (Fusion::kReadsRowsOrKeys) row = min(row, p.seqlen_q - 1);
+              auto fuse = [&](auto const& rd) {
+                float& s = rS(acc_index(r, j));
+                if constexpr (kPerScoreCode) {
+                  if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, rd, s, tc.batch, tc.head, row, key);
+                  else s = Fusion::prob(p.fusion, rd, s, tc.batch, tc.head, row, key);
+                }
+                if (masked) {
+                  // (Bitwise: a branch around each visible() would serialise its reads.)
+                  bool hidden = col >= p.seqlen_k;
+                  if constexpr (Fusion::kMask) hidden = hidden | !Fusion::visible(p.fusion, rd, tc.batch, tc.head, row, key);
+                  s = hidden ? kMasked : s;
+                }
+              };
+              if constexpr (Cfg::kStaged) fuse(StagedReads<kBlockN, Fusion::kStagedBytes>{pairs[r], odd});
+              else fuse(DirectReads{});
             }
           }
         }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <cute/arch/copy_sm80.hpp>
@@ -49,41 +50,79 @@ struct WarpStagedTile {
   }
 };
 
-// Reads a staged input at the score being fused: (row, col) within the warp's rows and the chunk.
-template <int kBlockN>
+// The staged inputs at two adjacent keys of one row (an accumulator's column pair col, col + 1;
+// col even), loaded from the warp's tile with one shared-memory load per input: `bytes` holds
+// input by input, at twice its byte offset, its two elements. (Held in registers once unrolled.)
+template <int kBlockN, int kStagedBytes>
+struct StagedPair {
+  char bytes[kStagedBytes > 0 ? 2 * kStagedBytes : 1];
+  template <class Fusion, class Args>
+  __device__ __forceinline__ void load(Args const& a, const char* tile, int row, int col) {
+    Fusion::stage(a, [&](auto offset, auto const& view) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(view.data)>>;
+      constexpr int kOffset = decltype(offset)::value;
+      struct alignas(2 * sizeof(T)) Two {
+        T v[2];
+      };
+      const Two two = *reinterpret_cast<const Two*>(tile + WarpStagedTile<kBlockN>::template offset<kOffset, int(sizeof(T))>(row, col));
+      memcpy(bytes + 2 * kOffset, &two, sizeof(Two));
+    });
+  }
+};
+
+// Reads a staged input from a loaded pair: its element `odd` (0 or 1).
+template <int kBlockN, int kStagedBytes>
 struct StagedReads {
-  const char* tile;
-  int row, col;
+  StagedPair<kBlockN, kStagedBytes> const& pair;
+  int odd;
   template <int kOffset, class View>
   __device__ __forceinline__ auto at(View const& v, int, int, int, int) const {
     using T = std::remove_cv_t<std::remove_pointer_t<decltype(v.data)>>;
-    return *reinterpret_cast<const T*>(tile + WarpStagedTile<kBlockN>::template offset<kOffset, int(sizeof(T))>(row, col));
+    T x;
+    memcpy(&x, pair.bytes + 2 * kOffset + odd * int(sizeof(T)), sizeof(T));
+    return x;
   }
 };
 
 // Copies query rows [row_first, row_first + 16) x keys [key0, key0 + kBlockN) of one input into
-// the warp's tile (`lane` of 32): a 16-byte cp.async (L2 only) per group that is contiguous,
-// aligned and inside the keys; element by element otherwise. Rows and keys past the ends read
-// the last one, as the fused code's clamped indices do (Fusion::kReadsRowsOrKeys).
+// the warp's tile (`lane` of 32) with 16-byte cp.async (L2 only), where the tile lies inside the
+// tensor and its rows are contiguous and 16-byte aligned (checked once, uniform over the warp);
+// otherwise group by group, element by element where a group is not whole. Rows and keys past
+// the ends read the last one, as the fused code's clamped indices do (Fusion::kReadsRowsOrKeys).
 template <int kBlockN, int kOffset, class T, unsigned kRoles>
 __device__ __forceinline__ void stage_input(AuxView<T, kRoles> const& v, char* tile, int lane, int b, int head,
                                             int row_first, int seqlen_q, int key0, int seqlen_k) {
   static_assert((kRoles & kAuxQ) != 0 && (kRoles & kAuxK) != 0, "only score-shaped inputs are staged");
   static_assert(kBlockN * sizeof(T) % 16 == 0, "a staged row is whole 16-byte groups");
+  using Tile = WarpStagedTile<kBlockN>;
   constexpr int kPerGroup = 16 / int(sizeof(T)), kGroups = kBlockN * int(sizeof(T)) / 16;
-  constexpr int kTileGroups = WarpStagedTile<kBlockN>::kRows * kGroups;
+  constexpr int kTileGroups = Tile::kRows * kGroups;
+  auto copy16 = [](char* dst, const T* src) {
+    cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
+                                                           *reinterpret_cast<cute::uint128_t*>(dst));
+  };
+  const T* first = v.data + v.offset(b, head, min(row_first, seqlen_q - 1), key0);
+  const bool whole = v.sk == 1 && (v.sq * int64_t(sizeof(T))) % 16 == 0 && (reinterpret_cast<uintptr_t>(first) & 15) == 0 &&
+                     key0 + kBlockN <= seqlen_k && row_first + Tile::kRows <= seqlen_q;
+  if (whole) {
 #pragma unroll
-  for (int i = lane; i < kTileGroups; i += 32) {
-    const int r = i / kGroups, g = i - r * kGroups;
-    const int row = min(row_first + r, seqlen_q - 1), key = key0 + g * kPerGroup;
-    char* dst = tile + WarpStagedTile<kBlockN>::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup);
-    const T* src = v.data + v.offset(b, head, row, key);
-    if (v.sk == 1 && key + kPerGroup <= seqlen_k && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-      cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>::copy(*reinterpret_cast<const cute::uint128_t*>(src),
-                                                             *reinterpret_cast<cute::uint128_t*>(dst));
-    } else {
+    for (int i = lane; i < kTileGroups; i += 32) {
+      const int r = i / kGroups, g = i - r * kGroups;
+      copy16(tile + Tile::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup), first + r * v.sq + g * kPerGroup);
+    }
+  } else {
+#pragma unroll 1
+    for (int i = lane; i < kTileGroups; i += 32) {
+      const int r = i / kGroups, g = i - r * kGroups;
+      const int row = min(row_first + r, seqlen_q - 1), key = key0 + g * kPerGroup;
+      char* dst = tile + Tile::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup);
+      const T* src = v.data + v.offset(b, head, row, key);
+      if (v.sk == 1 && key + kPerGroup <= seqlen_k && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        copy16(dst, src);
+      } else {
 #pragma unroll
-      for (int e = 0; e < kPerGroup; ++e) reinterpret_cast<T*>(dst)[e] = v.at(b, head, row, min(key + e, seqlen_k - 1));
+        for (int e = 0; e < kPerGroup; ++e) reinterpret_cast<T*>(dst)[e] = v.at(b, head, row, min(key + e, seqlen_k - 1));
+      }
     }
   }
   cute::cp_async_fence();
