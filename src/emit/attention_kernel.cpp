@@ -622,8 +622,12 @@ class BodyWriter {
     const char* last = values_.count(f_.pv) ? "e" : "k";
     std::string at = fmt::format("a.{}.at(b, h, q, {})", input_member(x.name), last);
     if (auto it = staged_.find(n); it != staged_.end()) {
-      at = fmt::format("rd.template at<{}>(a.{}, b, h, q, {})", it->second, input_member(x.name), last);
       reads_staged_ = true;
+      const bool real = x.dtype == DType::bf16 || x.dtype == DType::f16 || x.dtype == DType::f32 || x.dtype == DType::f64;
+      const std::string read = fmt::format("rd.template {}<{}>(a.{}, b, h, q, {})", real ? "real" : "at", it->second,
+                                           input_member(x.name), last);
+      if (real) return read;  // as f32, converted by the reader
+      at = read;
     }
     switch (x.dtype) {
       case DType::bf16: return "__bfloat162float(" + at + ")";

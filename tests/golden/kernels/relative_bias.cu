@@ -23,7 +23,7 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static float score(Args const& a, Reads const& rd, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = v6 + __bfloat162float(rd.template at<0>(a.in_bias, b, h, q, k));  // S
+    const float v7 = v6 + rd.template real<0>(a.in_bias, b, h, q, k);  // S
     return static_cast<float>(v7);
   }
 };

@@ -11,7 +11,8 @@
 //
 // The emitter (src/emit/attention_kernel.cpp) marks such inputs: the Fusion's stage() visits
 // each with its byte offset among them (kStagedBytes: a score's bytes over all of them), and the
-// fused code reads each through `rd.template at<offset>(view, b, h, q, k)`, where rd is
+// fused code reads each through `rd.template at<offset>(view, b, h, q, k)` (or real<offset>, as
+// f32, for a floating-point input), where rd is
 // DirectReads (global memory) or StagedReads (the warp's tile) as the kernel's schedule allows.
 #pragma once
 
@@ -19,17 +20,30 @@
 #include <cstring>
 #include <type_traits>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cute/arch/copy_sm80.hpp>
 
 #include "napkin/tensor_binder.h"
 
 namespace napkin::device {
 
-// Every input read through its strides, from global memory.
+// A floating-point element as f32 (the fused code computes in f32).
+__device__ __forceinline__ float to_real(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_real(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_real(float x) { return x; }
+__device__ __forceinline__ float to_real(double x) { return static_cast<float>(x); }
+
+// Every input read through its strides, from global memory: at() the element, real() it as f32.
 struct DirectReads {
   template <int kOffset, class View>
   __device__ __forceinline__ auto at(View const& v, int b, int h, int q, int k) const {
     return v.at(b, h, q, k);
+  }
+  template <int kOffset, class View>
+  __device__ __forceinline__ float real(View const& v, int b, int h, int q, int k) const {
+    return to_real(v.at(b, h, q, k));
   }
 };
 
@@ -81,6 +95,18 @@ struct StagedReads {
     T x;
     memcpy(&x, pair.bytes + 2 * kOffset + odd * int(sizeof(T)), sizeof(T));
     return x;
+  }
+  template <int kOffset, class View>
+  __device__ __forceinline__ float real(View const& v, int b, int h, int q, int k) const {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(v.data)>>;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      // A bf16 is the high half of its f32: one shift or mask of the pair's word each.
+      uint32_t word;
+      memcpy(&word, pair.bytes + 2 * kOffset, 4);
+      return __uint_as_float(odd ? word & 0xffff0000u : word << 16);
+    } else {
+      return to_real(at<kOffset>(v, b, h, q, k));
+    }
   }
 };
 
