@@ -145,10 +145,12 @@ def flex_call(v_spec, q, k, v, aux, scale, cache):
         return None, "FlexAttention normalises with a softmax: no plain-sum form"
     if "flex" not in cache:
         # One compiled graph per variant and shape: past dynamo's default limit (8) it falls back
-        # to eager mode, 10-400x slower, which would make the comparison meaningless.
+        # to eager mode, 10-400x slower, which would make the comparison meaningless. Static
+        # shapes (dynamic=False): after a second shape, automatic dynamic shapes compiled a
+        # kernel that ran relative_bias 6x slower (bench/NOTES.md, 2026-11-26).
         torch._dynamo.config.recompile_limit = 10000
         torch._dynamo.config.accumulated_recompile_limit = 100000
-        cache["flex"] = torch.compile(flex_attention)
+        cache["flex"] = torch.compile(flex_attention, dynamic=False)
     fn = cache["flex"]
     if "bias" in aux and aux["bias"].numel() >= 2 ** 31:  # as cuDNN below: an illegal address at 16k
         return None, "FlexAttention not run on a bias of 2^31 elements or more (it faulted: illegal address)"
