@@ -580,7 +580,10 @@ class BodyWriter {
       case OpKind::add: return op(0) + " + " + op(1);
       case OpKind::sub: return op(0) + " - " + op(1);
       case OpKind::mul: return op(0) + " * " + op(1);
-      case OpKind::div: return "__fdividef(" + opf(0) + ", " + opf(1) + ")";  // MUFU.RCP + FMUL
+      // x times the divisor's reciprocal (MUFU.RCP + FMUL, as __fdividef(x, y)), written apart so
+      // that a divisor the same for every score (a per-head temperature) has its reciprocal
+      // computed once, not per score on the SFU beside the softmax's exponentials.
+      case OpKind::div: return opf(0) + " * __fdividef(1.0f, " + opf(1) + ")";
       case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "fmaxf(" + op(0) + ", " + op(1) + ")";
       case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "fminf(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");

@@ -29,7 +29,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const float v16 = a.in_sink.at(b, h, q, e) - lse;
     const float v17 = napkin::device::fast_exp(v16);
     const float v18 = 1.0f + v17;
-    const float v19 = __fdividef(o, v18);
+    const float v19 = o * __fdividef(1.0f, v18);
     return static_cast<float>(v19);
   }
 };

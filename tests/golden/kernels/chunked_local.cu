@@ -19,9 +19,9 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;
-    const float v11 = __fdividef(static_cast<float>(q), static_cast<float>(a.param_c));
+    const float v11 = static_cast<float>(q) * __fdividef(1.0f, static_cast<float>(a.param_c));
     const float v12 = napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c));
-    const float v14 = __fdividef(static_cast<float>(k), static_cast<float>(a.param_c));
+    const float v14 = static_cast<float>(k) * __fdividef(1.0f, static_cast<float>(a.param_c));
     const float v15 = napkin::device::floor_quotient(static_cast<float>(k), static_cast<float>(a.param_c));
     const bool v16 = v12 == v15;
     const bool v17 = v9 & v16;  // visible

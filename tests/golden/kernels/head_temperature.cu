@@ -17,7 +17,7 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = __fdividef(v6, a.in_temp.at(b, h, q, k));  // S
+    const float v7 = v6 * __fdividef(1.0f, a.in_temp.at(b, h, q, k));  // S
     return static_cast<float>(v7);
   }
 };

@@ -21,7 +21,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const float v10 = -v7;
     const float v11 = napkin::device::fast_exp(v10);
     const float v12 = 1.0f + v11;
-    const float v13 = __fdividef(1.0f, v12);  // P
+    const float v13 = 1.0f * __fdividef(1.0f, v12);  // P
     return static_cast<float>(v13);
   }
 };
