@@ -125,21 +125,21 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
   cudaError_t err = cudaSuccess;
-  constexpr bool kPerScoreCode = Fusion::kScoreMod || !Fusion::kNormalise;
+  constexpr bool kUnnormalised = !Fusion::kNormalise;
   const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a), Fusion::kBlockRowsFromTensors,
-                                                   Fusion::kStagedBytes > 0, kPerScoreCode);
+                                                   Fusion::kStagedBytes > 0, kUnnormalised);
   if constexpr (kHeadDim == 64 && Fusion::kStagedBytes > 0) {
     err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
   } else if constexpr (kHeadDim == 64) {
     if constexpr (Fusion::kSkipsBlocks) {
       if (kind == FwdScheduleKind::kD64Short) {
         err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
-      } else if constexpr (Fusion::kBlockRowsFromTensors || kPerScoreCode) {
+      } else if constexpr (Fusion::kBlockRowsFromTensors || kUnnormalised) {
         err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
       } else {
         err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
       }
-    } else if constexpr (kPerScoreCode) {
+    } else if constexpr (kUnnormalised) {
       err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
     } else {
       if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);

@@ -49,8 +49,9 @@ struct FwdScheduleD64Short : FwdScheduleDefaults {
 // - where the score code reads score-shaped tensors (staged through shared memory, the fusion's
 //   kStagedBytes): three warpgroups leave 160 registers a consumer thread, and their score code
 //   spills 300-400 bytes; two leave 240 (bench/NOTES.md, 2026-11-26);
-// - where the fusion has any per-score code (a score modification, an unnormalised P), past
-//   the short causal schedule's lengths: the same registers (bench/NOTES.md, 2026-11-26).
+// - where P is not normalised (sigmoid attention: an exponential and a reciprocal a score), past
+//   the short causal schedule's lengths: +5-8 %. Not for score modifications (alibi, softcap,
+//   a per-head temperature), which three warpgroups run 2-9 % faster (bench/NOTES.md, 2026-11-26).
 struct FwdScheduleD64TwoGroups : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 2; };
 
 // Non-causal d = 64 where the 192-row tiles pad much: the same tiles, but a warpgroup whose rows
@@ -81,17 +82,17 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // -1; the short and the overlapped schedules follow it rather than the sequence lengths.
 // `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
 // `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
-// `per_score_code`: the fusion modifies each score (kScoreMod) or sums P unnormalised.
+// `unnormalised`: P is the score code's own value, summed plainly (no softmax; !kNormalise).
 enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups };
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1,
                                            bool rows_from_tensors = false, bool reads_score_tensors = false,
-                                           bool per_score_code = false) {
+                                           bool unnormalised = false) {
   // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
   if (a.head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
   if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
-  if (a.head_dim == 64 && ((rows_from_tensors && a.causal) || per_score_code)) return FwdScheduleKind::kD64TwoGroups;
+  if (a.head_dim == 64 && ((rows_from_tensors && a.causal) || unnormalised)) return FwdScheduleKind::kD64TwoGroups;
   if (a.head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;
