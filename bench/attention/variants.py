@@ -239,6 +239,12 @@ class Timer:
         return {n: statistics.median([s.elapsed_time(e) for s, e in ev]) for n, ev in events.items()}
 
 
+def napkin_call(kernel, name, q, k, v, aux, o):
+    """A call of a generated kernel on the (b, s, h, d) tensors, writing and returning o."""
+    tensors = napkin_tensors(kernel, name, q, k, v, aux)
+    return lambda: (kernel(out=o.transpose(1, 2), **tensors), o)[1]
+
+
 def gpu_info():
     q = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit"
     out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
@@ -277,17 +283,14 @@ def main():
                 o = torch.empty_like(q)
                 if name == "gqa":  # Q[b g r q d], K[b g k d], O[b q g r d]
                     qn, kn, vn = q.view(b, s, hkv, h // hkv, d).permute(0, 2, 3, 1, 4), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
-                    napkin_fn = lambda: kernel(qn, kn, vn, out=o.view(b, s, hkv, h // hkv, d))  # noqa: E731
+                    napkin_fn = lambda: (kernel(qn, kn, vn, out=o.view(b, s, hkv, h // hkv, d)), o)[1]  # noqa: E731
                 else:
-                    tensors = napkin_tensors(kernel, name, q, k, v, aux)
-                    napkin_fn = lambda t=tensors: kernel(out=o.transpose(1, 2), **t)  # noqa: E731
-                impls, notes = {"napkin": lambda: (napkin_fn(), o)[1]}, {}
+                    napkin_fn = napkin_call(kernel, name, q, k, v, aux, o)
+                impls, notes = {"napkin": napkin_fn}, {}
                 for alt, root in also.items():  # (not for gqa's own layout; where ROOT has this kernel)
-                    if not (pathlib.Path(root) / f"{name}_d{d}" / "libkernel.so").exists():
-                        continue
-                    alt_kernel, o_alt = napkin_kernels.load(pathlib.Path(root) / f"{name}_d{d}"), torch.empty_like(q)
-                    alt_tensors = napkin_tensors(alt_kernel, name, q, k, v, aux)
-                    impls[f"napkin_{alt}"] = lambda kk=alt_kernel, t=alt_tensors, oo=o_alt: (kk(out=oo.transpose(1, 2), **t), oo)[1]
+                    if (pathlib.Path(root) / f"{name}_d{d}" / "libkernel.so").exists():
+                        alt_kernel = napkin_kernels.load(pathlib.Path(root) / f"{name}_d{d}")
+                        impls[f"napkin_{alt}"] = napkin_call(alt_kernel, name, q, k, v, aux, torch.empty_like(q))
                 for peer, make in (("flex", lambda: flex_call(spec, q, k, v, aux, scale, cache)),
                                    ("fa3", lambda: fa3_call(spec, q, k, v, aux, scale)),
                                    ("cudnn", lambda: sdpa_call(spec, q, k, v, aux, scale))):

@@ -8,6 +8,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
 
+def diagram(name):
+    """examples/NAME.napkin, else tests/diagrams/NAME.napkin (test diagrams: ones the CPU tests do
+    not all take, as attention_projection, whose closed form does not converge (bench/NOTES.md),
+    and ones written for a kernel path, as score_tables and causal_bias)."""
+    path = REPO / "examples" / f"{name}.napkin"
+    return path if path.exists() else REPO / "tests" / "diagrams" / f"{name}.napkin"
+
+
 def gpu_skip_reason(hand_library=True):
     try:
         import torch

@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import pytest
+from conftest import diagram
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
@@ -35,11 +36,6 @@ PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": [
 
 def napkin_bin():
     return os.environ.get("NAPKIN_BIN", str(REPO / "build" / "release" / "bin" / "napkin"))
-
-
-def diagram(name):
-    path = REPO / "examples" / f"{name}.napkin"
-    return path if path.exists() else REPO / "tests" / "diagrams" / f"{name}.napkin"
 
 
 def kernel_for(name):

@@ -9,17 +9,11 @@ import pathlib
 import subprocess
 
 import pytest
+from conftest import diagram
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmul", "matmul_rmsnorm", "layernorm",
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection"]
-
-
-def diagram(name):
-    """examples/NAME.napkin, else tests/diagrams/NAME.napkin (diagrams the CPU tests do not all
-    take: attention_projection's closed form does not converge, bench/NOTES.md)."""
-    path = REPO / "examples" / f"{name}.napkin"
-    return path if path.exists() else REPO / "tests" / "diagrams" / f"{name}.napkin"
 
 
 def napkin_bin():

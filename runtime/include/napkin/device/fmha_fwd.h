@@ -175,8 +175,8 @@ struct FwdConfig {
   static constexpr int kStagedWarpBytes = 16 * kBlockN * Fusion::kStagedBytes;
   static constexpr bool kStaged = Fusion::kStagedBytes > 0 && (kSkipIdleWarpgroups ? 2 : 1) * kTileBytes + kKVRingBytes +
                                                                      4 * kConsumerWGs * kStagedWarpBytes + 1024 <= kSmemPerCta;
-  static constexpr int kStagedBytes = kStaged ? 4 * kConsumerWGs * kStagedWarpBytes : 0;
-  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kStagedBytes + 1024 <= kSmemPerCta;
+  static constexpr int kStagedSmemBytes = kStaged ? 4 * kConsumerWGs * kStagedWarpBytes : 0;
+  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta;
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
@@ -195,13 +195,13 @@ struct FwdConfig {
   // -4 %, where the warp vote and the branch cost more than the FMULs they save.
   static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
-  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedBytes + 1024 <= kSmemPerCta ? 2 : 1;
+  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
-    cute::array_aligned<char, kStaged ? kStagedBytes : 16, 128> staged;
+    cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
@@ -619,8 +619,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // indexed by them (Fusion::kReadsRowsOrKeys); they are masked or never stored.
       constexpr bool kPerScoreCode = Fusion::kScoreMod || !Fusion::kNormalise;
       constexpr float kMasked = Fusion::kNormalise ? -INFINITY : 0.f;
-      // Keys outer, rows inner: what the fused code derives from a key is used by both rows at
-      // once, not kept live over the whole chunk (32 registers a value at 128-key chunks).
       // Staged inputs (Cfg::kStaged): this warp's 16 rows of chunk n, copied while earlier
       // chunks are computed; the fused code reads them at `rd`.
       auto stage_chunk = [&](int n) {
@@ -633,8 +631,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           });
         }
       };
-      // Keys in pairs (the accumulator's adjacent columns), so each staged input is read from
-      // shared memory once a pair and a row.
+      // Keys outer, rows inner: what the fused code derives from a key is used by both rows at
+      // once, not kept live over the whole chunk (32 registers a value at 128-key chunks). Keys
+      // in pairs (the accumulator's adjacent columns), so each staged input is read from shared
+      // memory once a pair and a row.
       auto fuse_scores = [&](int n, bool masked) {
         if constexpr (Cfg::kStaged) staged_wait();
         const int col_base = n * kBlockN;
