@@ -261,6 +261,70 @@ struct RowThread {
   }
 };
 
+// ---- Rows staged through shared memory ----------------------------------------------------------
+
+// Copies issued by this thread (cp.async) are committed as one group per row; wait_copies<n>
+// returns once at most n of this thread's groups are still in flight.
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory"); }
+
+// A ring of kStages rows of one input in shared memory, each thread's own vectors only: a thread
+// copies the vectors it owns (RowThread::owns) and later reads back exactly those, so no barrier
+// is needed between threads. The rows are in flight kStages deep (where registers would hold
+// one row ahead), which keeps enough bytes outstanding to reach HBM's bandwidth.
+// Contract of the caller, per row: issue (one or more inputs) then commit_copies() once, and
+// before fetching the row issued kStages rows earlier, wait_copies<kStages - 1>(). A stage is
+// re-issued only after its fetched vectors have been used (the end of the row's iteration).
+template <class T, class Shape, int kStages>
+struct RowRing {
+  using V = Vector<T, Shape::kVector>;
+  struct Storage {  // [stage][vector][thread]: consecutive threads at consecutive addresses
+    V v[kStages][Shape::kVectors][Shape::kCtaThreads];
+  };
+  Storage& s;
+
+  // Starts copying this thread's vectors of the row at `src` into `stage`.
+  __device__ __forceinline__ void issue(int stage, const T* src, const RowThread<Shape>& g) const {
+#pragma unroll
+    for (int k = 0; k < Shape::kVectors; ++k)
+      if (g.owns(k)) copy(&s.v[stage][k][threadIdx.x], reinterpret_cast<const V*>(src + g.element(k)));
+  }
+  // This thread's vectors of the row in `stage` (vectors it does not own are zero).
+  __device__ __forceinline__ void fetch(int stage, V (&r)[Shape::kVectors], const RowThread<Shape>& g) const {
+#pragma unroll
+    for (int k = 0; k < Shape::kVectors; ++k) {
+      if (g.owns(k)) r[k] = s.v[stage][k][threadIdx.x];
+      else r[k].clear();
+    }
+  }
+
+ private:
+  // 16-byte copies bypass L1 (.cg); 4- and 8-byte ones go through it (.ca: PTX has no .cg for
+  // them); a vector under 4 bytes (the unaligned instantiation of 2-byte types) is copied by
+  // plain loads and stores, which the thread's own later reads see in program order.
+  __device__ __forceinline__ static void copy(V* dst, const V* src) {
+    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+    if constexpr (sizeof(V) % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < static_cast<int>(sizeof(V)) / 16; ++i)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + 16 * i), "l"(reinterpret_cast<const char*>(src) + 16 * i)
+                     : "memory");
+    } else if constexpr (sizeof(V) % 4 == 0) {
+      constexpr int kChunk = sizeof(V) % 8 == 0 ? 8 : 4;
+#pragma unroll
+      for (int i = 0; i < static_cast<int>(sizeof(V)) / kChunk; ++i)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d + kChunk * i),
+                     "l"(reinterpret_cast<const char*>(src) + kChunk * i), "n"(kChunk)
+                     : "memory");
+    } else {
+      V v;
+      v.load(reinterpret_cast<const T*>(src));
+      *dst = v;
+    }
+  }
+};
+
 // ---- Host side ----------------------------------------------------------------------------------
 
 // n / d and n % d by a multiply-high for 0 <= n < 2^31 (Granlund and Montgomery, "Division by
