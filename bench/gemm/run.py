@@ -91,6 +91,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--compile", action="store_true", help="also torch.compile (inductor) of the eager code")
     ap.add_argument("--out", default="")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
+                    help="also time the kernels of another build (impl napkin_NAME), in this process: an A/B")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -144,6 +146,11 @@ def main():
         eager = lambda: impl(t, False)
         ours = lambda: k(**t)
         impls = {"napkin": ours, "torch": eager}
+        for spec in a.also:
+            tag, root = spec.split("=", 1)
+            other = pathlib.Path(root) / name
+            if (other / "libkernel.so").exists():
+                impls[f"napkin_{tag}"] = (lambda kk: lambda: kk(**t))(nk.load(other))
         if a.compile and family == "plan" and not name.endswith("8192"):  # compile time: one token count
             try:
                 c = torch.compile(lambda: impl(t, False))
@@ -171,9 +178,15 @@ def main():
         flops, hbm = plan.get("flops", 0), 0
         for spec in k.inputs + k.manifest["outputs"]:
             hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4}[spec["dtype"]]
-        useful = 0
         roof = max(flops / gemm_rate, hbm / copy_bw)
         row.update(flops=flops, compulsory_bytes=hbm, roofline_s=roof)
+        if hbm / copy_bw > flops / gemm_rate:
+            # A memory-bound plan beside a device copy of its own bytes (half read, half written):
+            # the copy rate at this size, where the 1 GiB copy's rate is out of reach of any kernel.
+            src = torch.empty(hbm // 2, dtype=torch.uint8, device="cuda")
+            dst = torch.empty_like(src)
+            row["copy_same_s"] = timed(lambda: dst.copy_(src), a.reps)
+            del src, dst
         rows.append(row)
         if a.out:
             with open(a.out, "a") as f:
@@ -181,7 +194,8 @@ def main():
         peers = " ".join(f"{n} {row[n + '_s'] / row['napkin_s']:.3f}x" for n in impls if n != "napkin")
         pred = row["predicted_us"] or 0
         print(f"{name:24s} napkin {row['napkin_s'] * 1e6:9.1f} us {'ok' if valid['napkin'] else 'INVALID'}  {peers}  "
-              f"roofline {roof / row['napkin_s'] * 100:5.1f}%  predicted/measured {pred / 1e6 / row['napkin_s']:.2f}", flush=True)
+              f"roofline {roof / row['napkin_s'] * 100:5.1f}%  predicted/measured {pred / 1e6 / row['napkin_s']:.2f}"
+              + (f"  copy of its bytes / napkin {row['copy_same_s'] / row['napkin_s']:.2f}" if "copy_same_s" in row else ""), flush=True)
 
 
 if __name__ == "__main__":
