@@ -34,11 +34,6 @@ constexpr int kMinVectorsPerThread = 4;
 // of the kernel needs about 40); past it, threads per row grow, then the rows are re-read from
 // L1/L2 in every pass.
 constexpr int kRowBytes = 256;
-// Shared memory for the ring of rows copied ahead (RowRing), and its deepest ring: 4 rows of 8 KB
-// in flight per CTA keep HBM busy at 2-8k rows of 4096 bf16 where one row ahead left it idle
-// half the time; under 48 KB the ring stays static shared memory.
-constexpr int kRingBytes = 40 * 1024;
-constexpr int kMaxStages = 4;
 // Rows longer than this are refused (element indices are 32-bit, vectors per row too).
 constexpr std::int64_t kMaxRowLength = std::int64_t{1} << 30;
 
@@ -357,19 +352,11 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
   l.rows_per_cta = static_cast<int>(r);
   l.cta_threads = l.threads_per_row * l.rows_per_cta;
   l.vectors_per_thread = static_cast<int>(ceil_div(vectors, t));
-  if (l.in_registers && rows_in > 0) {
-    const std::int64_t stage = std::int64_t{l.cta_threads} * l.vectors_per_thread * l.vector * rows_in;
-    l.stages = static_cast<int>(std::min<std::int64_t>(kMaxStages, kRingBytes / stage));
-    if (l.stages < 2) l.stages = 0;
-  }
   std::string along_text;
   if (along > 0) along_text = l.hoisted ? ", inputs along the row loaded once per thread" : ", inputs along the row loaded per pass";
   auto count = [](std::int64_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
-  const std::string kept = !l.in_registers ? ""
-                           : l.stages > 0 ? fmt::format(", the row in registers, copied {} rows ahead through shared memory", l.stages)
-                                          : ", the row in registers, loaded a row ahead";
   l.text = fmt::format("{} -> {} of {} per CTA, {} of {} per thread{}{}{}", schedule, count(l.rows_per_cta, "row"),
-                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, kept, along_text,
+                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, l.in_registers ? ", the row in registers" : "", along_text,
                        why.empty() ? "" : " (" + fmt::format("{}", fmt::join(why, "; ")) + ")");
   return l;
 }
@@ -440,9 +427,8 @@ class Emitter {
  private:
   // ---- names ----
   static std::string safe(std::string name) {
-    static const std::set<std::string> kTaken = {"a", "g", "k", "v", "row", "first", "live", "vec", "vectors", "rest", "Shape", "sPartials",
-                                                "issue", "stage", "kStages"};
-    static const std::regex kGenerated(R"((acc|r|v|o)[0-9]+|i_.*|s?[Rr]ing_.*)");
+    static const std::set<std::string> kTaken = {"a", "g", "k", "v", "row", "first", "live", "vec", "vectors", "rest", "Shape", "sPartials"};
+    static const std::regex kGenerated(R"((acc|r|v|o)[0-9]+|i_.*)");
     while (kTaken.count(name) || std::regex_match(name, kGenerated)) name += "_";
     return name;
   }
@@ -614,28 +600,9 @@ class Emitter {
     std::vector<NodeId> rows_read;  // inputs over the rows themselves (X[t e])
     for (const RowInput& in : f_.inputs)
       if (in.read == RowRead::rows && used_.count(in.node)) rows_read.push_back(in.node);
-    // Rows kept in registers are copied ahead, so that a CTA always has memory traffic outstanding
-    // while its rows reduce and write: `stages` rows deep through a ring in shared memory, else
-    // one row ahead in registers.
-    const bool ring = l_.stages > 0 && !rows_read.empty();
-    const bool ahead = l_.in_registers && !rows_read.empty() && !ring;
-    if (ring) {
-      std::string issues;
-      s += fmt::format("  constexpr int kStages = {};  // rows in flight per CTA\n", l_.stages);
-      for (NodeId n : rows_read) {
-        const Node& x = nd_.node(n);
-        const std::string ring_type = fmt::format("napkin::rows::RowRing<{}, Shape, kStages>", memory_type(x.dtype));
-        s += fmt::format("  __shared__ typename {}::Storage sRing_{};  // {}[{}]\n", ring_type, fragment_.at(n), x.name,
-                         names_of(nd_, x.axes));
-        s += fmt::format("  const {} ring_{}{{sRing_{}}};\n", ring_type, fragment_.at(n), fragment_.at(n));
-        issues += fmt::format("      ring_{}.issue(stage, a.{} + ({}), g);\n", fragment_.at(n), x.name, row_offset(x.name, x.axes));
-      }
-      s += "  auto issue = [&](int64_t first, int stage) {  // the rows from `first` into `stage`: one group of copies\n";
-      s += "    if (first < a.rows_) {\n      int64_t row = first + g.row < a.rows_ ? first + g.row : a.rows_ - 1;\n";
-      s += decompose("      ") + issues + "    }\n    napkin::rows::commit_copies();\n  };\n";
-      s += "  for (int stage = 0; stage < kStages; ++stage) issue((int64_t(blockIdx.x) + int64_t(stage) * gridDim.x) * kRowsPerCta, stage);\n";
-      s += "  int stage = 0;  // of this CTA's current rows\n";
-    }
+    // Rows kept in registers are loaded one row ahead: the next row's loads are in flight while
+    // this row reduces and writes, so a CTA always has memory traffic outstanding.
+    const bool ahead = l_.in_registers && !rows_read.empty();
     if (ahead) {
       std::string loads;
       for (NodeId n : rows_read) {
@@ -652,13 +619,9 @@ class Emitter {
     s += "    const bool live = first + g.row < a.rows_;\n";
     s += "    int64_t row = live ? first + g.row : a.rows_ - 1;  // a row past the end redoes the last one and writes nothing\n";
     s += decompose("    ");
-    if (ring) s += "    napkin::rows::wait_copies<kStages - 1>();  // this row's group has landed\n";
     for (NodeId n : rows_read) {
       const Node& x = nd_.node(n);
-      if (ring)
-        s += fmt::format("    napkin::rows::Vector<{}, kV> {}[Shape::kVectors];  // {}[{}]\n    ring_{}.fetch(stage, {}, g);\n",
-                         memory_type(x.dtype), fragment_.at(n), x.name, names_of(nd_, x.axes), fragment_.at(n), fragment_.at(n));
-      else if (l_.in_registers)
+      if (l_.in_registers)
         s += fmt::format("    napkin::rows::Vector<{}, kV> {}[Shape::kVectors];  // {}[{}]\n"
                          "    #pragma unroll\n    for (int k = 0; k < Shape::kVectors; ++k) {}[k] = next_{}[k];\n",
                          memory_type(x.dtype), fragment_.at(n), x.name, names_of(nd_, x.axes), fragment_.at(n), fragment_.at(n));
@@ -729,9 +692,6 @@ class Emitter {
     }
     if (f_.passes == 1)
       s += "    if constexpr (Shape::kWarps > 1) __syncthreads();  // the next row's pass 1 writes sPartials[0] again\n";
-    if (ring)
-      s += "    issue(first + int64_t(kStages) * gridDim.x * kRowsPerCta, stage);  // into the stage just used\n"
-           "    stage = stage + 1 == kStages ? 0 : stage + 1;\n";
     return s + "  }\n}\n\n";
   }
 

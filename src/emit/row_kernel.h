@@ -78,10 +78,7 @@ Result<RowForm> recognise_rows(const ir::Diagram& d, const SourceText& src);
 //   - rows per CTA: the schedule's, more where a CTA would have fewer than 128 threads; whole
 //     warps, at most 1024 threads;
 //   - in_registers: the rows are read once and kept (else re-read in every pass, from L1/L2);
-//     hoisted: inputs along r alone are loaded once per thread, outside the loop over rows;
-//   - stages: rows kept in registers are copied ahead into a ring of this many rows in shared
-//     memory (cp.async, up to 4 rows ahead within 40 KB); 0 where two rows do not fit, and they
-//     are loaded one row ahead into registers instead.
+//     hoisted: inputs along r alone are loaded once per thread, outside the loop over rows.
 // Elementwise kernels use cta_threads and vector only.
 struct RowLaunch {
   int vector = 1;
@@ -91,7 +88,6 @@ struct RowLaunch {
   int vectors_per_thread = 1;
   bool in_registers = true;
   bool hoisted = true;
-  int stages = 0;
   std::string text;  // one line: the schedule, what it became and why
 };
 RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s);
