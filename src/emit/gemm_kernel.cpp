@@ -54,7 +54,9 @@ const char* const kClassName[4] = {"M", "N", "K", "L"};
 // by name; a named value used more than once is written by name and defined after "with".
 class EpilogueText {
  public:
-  EpilogueText(const ir::Diagram& d, NodeId contraction, const std::set<NodeId>& cone) : d_(d), acc_(contraction) {
+  // `products`: each contraction and its name in the text ("acc", or "acc0" and "acc1").
+  EpilogueText(const ir::Diagram& d, std::map<NodeId, std::string> products, const std::set<NodeId>& cone)
+      : d_(d), products_(std::move(products)) {
     for (NodeId n : cone)
       for (NodeId o : d.node(n).operands) ++uses_[o];
   }
@@ -80,7 +82,7 @@ class EpilogueText {
   // `n` in a context that binds at `outer`: parenthesised when it binds more loosely.
   std::string render(NodeId n, int outer, bool top = false) {
     const Node& x = d_.node(n);
-    if (n == acc_) return "acc";
+    if (auto it = products_.find(n); it != products_.end()) return it->second;
     if (x.op == OpKind::input || (x.op == OpKind::constant && !x.name.empty())) return x.name;
     if (x.op == OpKind::constant) return ir::format_number(x.scalar);
     if (!top && !x.name.empty() && uses_[n] > 1) {
@@ -111,7 +113,7 @@ class EpilogueText {
     return p < outer ? "(" + s + ")" : s;
   }
   const ir::Diagram& d_;
-  NodeId acc_;
+  std::map<NodeId, std::string> products_;
   std::map<NodeId, int> uses_;
   std::map<NodeId, std::string> defs_;
 };
@@ -126,12 +128,28 @@ class Recogniser {
     for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
       if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
     if (contractions.empty()) return refuse({}, "no contraction: a GEMM kernel has one");
-    if (contractions.size() > 1)
-      return refuse(d_.node(contractions[1]).loc,
-                    fmt::format("a second contraction ({} of them): a GEMM kernel has one (a chain is two kernels; two "
-                                "sharing an operand are a dual GEMM)",
-                                contractions.size()));
+    if (contractions.size() > 2)
+      return refuse(d_.node(contractions[2]).loc,
+                    fmt::format("a third contraction ({} of them): a GEMM kernel has one, a dual GEMM two", contractions.size()));
     f.contraction = contractions[0];
+    if (contractions.size() == 2) {
+      const Node& c0 = d_.node(contractions[0]);
+      const Node& c1 = d_.node(contractions[1]);
+      if (c0.operands.size() != 2 || c1.operands.size() != 2 || c0.operands[0] != c1.operands[0])
+        return refuse(c1.loc, "a second contraction that does not share the first's first operand: a GEMM kernel has one "
+                              "contraction (a chain is two kernels); a dual GEMM's two share A, as contract(X, Wg) and "
+                              "contract(X, Wu)");
+      f.contraction1 = contractions[1];
+      f.b1 = c1.operands[1];
+      if (d_.node(f.b1).op != OpKind::input)
+        return refuse(d_.node(f.b1).loc, fmt::format("the contraction's operand {} is computed in the kernel: TMA reads a "
+                                                     "GEMM's operands as they are in memory (no prologue)", d_.label(f.b1)));
+      if (f.b1 == c0.operands[1]) return refuse(c1.loc, "the two contractions are the same product");
+      std::vector<AxisId> a0 = c0.axes, a1 = c1.axes;
+      std::sort(a0.begin(), a0.end());
+      std::sort(a1.begin(), a1.end());
+      if (a0 != a1) return refuse(c1.loc, "the dual GEMM's two contractions are over different axes");
+    }
     const Node& c = d_.node(f.contraction);
     if (c.operands.size() != 2)
       return refuse(c.loc, fmt::format("a contraction of {} operands: a GEMM contracts two", c.operands.size()));
@@ -150,9 +168,17 @@ class Recogniser {
                                        "f32 and f64 are not generated)",
                                        dtype_name(A.dtype), dtype_name(B.dtype)));
     f.element = A.dtype;
-    for (NodeId o : {f.a, f.b})
-      for (NodeId user : d_.users(o))
-        if (user != f.contraction)
+    if (f.b1 >= 0) {
+      const Node& B1 = d_.node(f.b1);
+      if (B1.dtype != B.dtype || B1.axes != B.axes)
+        return refuse(B1.loc, fmt::format("'{}' {} {} and '{}' {} {}: a dual GEMM reads its two B operands through one TMA "
+                                          "descriptor, so they share a dtype and a storage order",
+                                          B.name, dtype_name(B.dtype), axes_text(d_, B.axes), B1.name, dtype_name(B1.dtype),
+                                          axes_text(d_, B1.axes)));
+    }
+    for (NodeId o : {f.a, f.b, f.b1})
+      for (NodeId user : o < 0 ? std::vector<NodeId>{} : d_.users(o))
+        if (user != f.contraction && user != f.contraction1)
           return refuse(d_.node(user).loc, fmt::format("'{}' is read by {} besides the contraction: the kernel reads a GEMM "
                                                        "operand only in its mainloop",
                                                        d_.node(o).name, d_.label(user)));
@@ -233,7 +259,7 @@ class Recogniser {
     while (!stack.empty()) {
       const NodeId n = stack.back();
       stack.pop_back();
-      if (!cone_.insert(n).second || n == f.contraction) continue;
+      if (!cone_.insert(n).second || n == f.contraction || n == f.contraction1) continue;
       const Node& x = d_.node(n);
       switch (ir::op_class(x.op)) {
         case OpClass::leaf:
@@ -260,11 +286,18 @@ class Recogniser {
       }
       for (NodeId o : x.operands) stack.push_back(o);
     }
-    if (!cone_.count(f.contraction))
-      return refuse(out_loc_, fmt::format("the output '{}' does not read the contraction", d_.node(f.output).name));
+    if (!cone_.count(f.contraction) || (f.contraction1 >= 0 && !cone_.count(f.contraction1)))
+      return refuse(out_loc_, fmt::format("the output '{}' does not read {}", d_.node(f.output).name,
+                                          f.contraction1 >= 0 ? "both contractions" : "the contraction"));
+    if (f.contraction1 >= 0 && !f.leaves.empty())
+      return refuse(d_.node(f.leaves.front().node).loc,
+                    fmt::format("epilogue input '{}': a dual GEMM's epilogue reads its two products, constants and params only",
+                                d_.node(f.leaves.front().node).name));
     std::sort(f.params.begin(), f.params.end());
     std::sort(f.leaves.begin(), f.leaves.end(), [](const GemmLeaf& x, const GemmLeaf& y) { return x.node < y.node; });
-    f.epilogue_text = EpilogueText(d_, f.contraction, cone_).text(f.output);
+    std::map<NodeId, std::string> products{{f.contraction, "acc"}};
+    if (f.contraction1 >= 0) products = {{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
+    f.epilogue_text = EpilogueText(d_, products, cone_).text(f.output);
     return GemmForm{};
   }
 
@@ -389,13 +422,111 @@ std::string dims_of(const std::vector<AxisId>& order, const std::vector<AxisId>&
 Result<GemmForm> recognise_gemm(const ir::Diagram& d, const SourceText& src) { return Recogniser(d, src).run(); }
 
 std::string describe_gemm(const GemmForm& f) {
+  if (f.contraction1 >= 0)
+    return fmt::format("dual gemm {}x{} for both B operands -> {}; epilogue: {}{}", f.a_text, f.b_text, f.out_text,
+                       f.epilogue_text, f.params.empty() ? "" : fmt::format("; {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s"));
   std::string inputs = f.leaves.empty() ? "no aux input" : fmt::format("{} aux input{}", f.leaves.size(), f.leaves.size() == 1 ? "" : "s");
   if (!f.params.empty()) inputs += fmt::format(", {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s");
   return fmt::format("gemm {}x{} -> {}; epilogue: {}; {}", f.a_text, f.b_text, f.out_text, f.epilogue_text, inputs);
 }
 
+namespace {
+
+// The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
+// napkin::gemm::DualKernel, and an entry that checks both B operands against each other.
+std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
+                                  const KernelProvenance& prov, const std::string& entry_name) {
+  const Node& A = d.node(f.a);
+  const Node& B0 = d.node(f.b);
+  const Node& B1 = d.node(f.b1);
+  const Node& Y = d.node(f.output);
+  auto names = [&](const std::vector<AxisId>& v) {
+    std::vector<std::string> n;
+    for (AxisId a : v) n.push_back(d.axis(a).name);
+    return v.empty() ? std::string("-") : fmt::format("{}", fmt::join(n, " "));
+  };
+  std::string out = fmt::format(
+      "// SPDX-License-Identifier: Apache-2.0\n"
+      "// Generated by napkin {} from {} ({}). Do not edit: `napkin build` writes it.\n"
+      "// {}\n// {}\n// schedule: {} (the tile's N per product)\n"
+      "#include \"napkin/gemm_dual.h\"\n\nnamespace {{\n\n",
+      prov.napkin_version, prov.source_name, prov.diagram_key, prov.derived, describe_gemm(f), plan::gemm_schedule_text(s));
+  out += fmt::format("// M = {}, N = {}, K = {}, L = {}: A {}{} {}-major, B0 {} and B1 {}{} {}-major, D {}{} {}-major.\n", names(f.m),
+                     names(f.n), names(f.k), names(f.l), A.name, f.a_text, f.a_k_major ? "K" : "M", B0.name, B1.name, f.b_text,
+                     f.b_k_major ? "K" : "N", Y.name, f.out_text, f.out_n_major ? "N" : "M");
+  out += fmt::format(
+      "// The WGMMA tile's N covers both products: {} columns of B0, then the same {} of B1.\n"
+      "using Config = napkin::gemm::Config<{}, {}, cutlass::layout::{}, cutlass::layout::{}, cutlass::layout::{},\n"
+      "                                    {}, {}, {}, 1, 1, {}, {}, {}>;\n\n",
+      s.tile_n, s.tile_n, cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
+      f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, 2 * s.tile_n, s.tile_k,
+      s.stages, s.pingpong ? "true" : "false", s.swizzle);
+  if (!f.params.empty()) {
+    out += "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
+    for (NodeId p : f.params) out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
+    out += "};\n\n";
+  }
+  std::map<NodeId, std::string> known{{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
+  expression::Writer w(d, known);
+  std::string body;
+  const std::string result = w.value(f.output, body, "    ");
+  out += fmt::format("// The diagram's epilogue on the two products, in f32: acc0 = contract({}, {}), acc1 = contract({}, {}).\n",
+                     A.name, B0.name, A.name, B1.name);
+  out += "struct Combine {\n";
+  out += f.params.empty() ? "  struct Arguments {};\n" : "  using Arguments = Params;\n";
+  out += fmt::format("  CUTLASS_DEVICE float operator()(float acc0, float acc1, Arguments const&{}) const {{\n",
+                     f.params.empty() ? "" : " a");
+  out += body + fmt::format("    return {};\n  }}\n}};\n\n", result);
+  out += "using Kernel = napkin::gemm::DualKernel<Config, Combine>;\n\n}  // namespace\n\n";
+
+  out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
+                     entry_name);
+  out += "  napkin::TensorBinder tb(tensors, count);\n";
+  out += fmt::format("  const napkin_tensor* A = tb.bind(\"{}\", {}, \"{}\");\n", A.name, abi_dtype(A.dtype), roles(f, A.axes));
+  out += fmt::format("  const napkin_tensor* B0 = tb.bind(\"{}\", {}, \"{}\");\n", B0.name, abi_dtype(B0.dtype), roles(f, B0.axes));
+  out += fmt::format("  const napkin_tensor* B1 = tb.bind(\"{}\", {}, \"{}\");\n", B1.name, abi_dtype(B1.dtype), roles(f, B1.axes));
+  out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", Y.name, abi_dtype(Y.dtype), roles(f, f.out_axes));
+  if (!f.params.empty()) {
+    out += "  Params params;\n";
+    for (NodeId p : f.params)
+      out += fmt::format("  params.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  }
+  out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
+  out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
+  auto mode = [&](const std::string& var, const char* t, const std::string& name, const std::vector<AxisId>& order,
+                  const std::vector<AxisId>& cls, const char* cls_name) {
+    if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
+      return fmt::format("  const napkin::gemm::Mode {};\n", var);
+    return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
+  };
+  out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
+  for (const auto& [t, b] : {std::pair<const char*, const Node*>{"B0", &B0}, {"B1", &B1}}) {
+    const std::string v = t[1] == '0' ? "b0" : "b1";
+    out += mode(v + "n", t, b->name, b->axes, f.n, "N") + mode(v + "k", t, b->name, b->axes, f.k, "K") +
+           mode(v + "l", t, b->name, b->axes, f.l, "L");
+  }
+  out += mode("dm", "D", Y.name, f.out_axes, f.m, "M") + mode("dn", "D", Y.name, f.out_axes, f.n, "N") +
+         mode("dl", "D", Y.name, f.out_axes, f.l, "L");
+  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
+                     f.a_k_major ? "am" : "ak");
+  out += fmt::format("  s.tma(B0, \"{}\", {}, \"{}\", {{{}, b0l}}, true);\n", B0.name, f.b_k_major ? "b0k" : "b0n",
+                     f.b_k_major ? "K" : "N", f.b_k_major ? "b0n" : "b0k");
+  out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
+  out += fmt::format(
+      "  // D is written from registers (any strides); any N and any {0} (napkin::gemm::run_dual: a copy where one descriptor cannot read it beside {1}).\n"
+      "  const std::string e = napkin::gemm::run_dual<Kernel>(A->data, am, ak, al, B0->data, B1->data, b0n, b0k, b0l, b1n, b1k, b1l,\n"
+      "                                                     D->data, dm, dn, dl, {2}, static_cast<cudaStream_t>(stream),\n"
+      "                                                     Config::kSwizzle);\n"
+      "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}}\n",
+      B1.name, B0.name, f.params.empty() ? "{}" : "params");
+  return out;
+}
+
+}  // namespace
+
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
                              const std::string& entry_name) {
+  if (f.contraction1 >= 0) return emit_dual_gemm_kernel(d, f, s, prov, entry_name);
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);

@@ -14,6 +14,10 @@
 //                 tensor      all of M and N (and all of L, or none): loaded by TMA
 //   Y           the one output, bf16, f16 or f32, over exactly M, N and L
 //
+// The dual GEMM:  Y = epilogue( contract(A, B0 over K), contract(A, B1 over K), params )
+//   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);
+//               the epilogue reads the two products, constants and params (a gated MLP's gate)
+//
 // Axis classes, by set membership: M = in A and Y, not B; N = in B and Y, not A; K = in A and
 // B, not Y (contracted); L (batch) = in A, B and Y. The axes of one class are one GEMM mode: in
 // every tensor that has them they are adjacent in storage order and in the same relative order
@@ -49,6 +53,9 @@ struct GemmLeaf {
 struct GemmForm {
   ir::NodeId a = -1, b = -1;             // the operands (inputs)
   ir::NodeId contraction = -1;           // contract(A, B over K)
+  // A dual GEMM (napkin/gemm_dual.h): a second contraction contract(A, B1 over K), B1 stored as
+  // B is; the epilogue combines the two products (acc0, acc1) and reads no leaves. -1: one GEMM.
+  ir::NodeId b1 = -1, contraction1 = -1;
   ir::NodeId output = -1;                // the output node (the epilogue's top)
   // Axis classes, each in its flattening order (outermost first): M, K and L as A stores
   // them, N as B does.

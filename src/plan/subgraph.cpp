@@ -322,8 +322,18 @@ Family invalid(std::string why) {
   return f;
 }
 
-Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
-  const NodeId ct = c.contracts[0];
+// A contraction as a Hopper GEMM's mainloop runs it: two bf16 or f16 input operands whose axes
+// fall into the classes M, N, K and L, each class one run of adjacent dims in every tensor.
+struct GemmClasses {
+  std::set<AxisId> m, n, k, l;
+  std::string why;  // when the contraction is no GEMM
+};
+GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& m) {
+  GemmClasses g;
+  auto invalid = [&](std::string why) {
+    g.why = std::move(why);
+    return g;
+  };
   const Node& cn = kd.node(ct);
   if (cn.operands.size() != 2) return invalid("a contraction of other than two operands has no GEMM kernel");
   for (NodeId o : cn.operands)
@@ -344,12 +354,8 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
     return invalid(fmt::format("the GEMM's operands are {} and {}: the kernel takes two bf16 or two f16 operands{}",
                                dtype_name(a.dtype), dtype_name(bnode.dtype), hint));
   }
-  if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
-  if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
-  const NodeId out = kd.outputs[0].node;
-  if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
   const std::set<AxisId> sa = axis_set(a.axes), sb = axis_set(bnode.axes), so = axis_set(cn.axes);
-  std::set<AxisId> mset, nset, kset, lset;
+  std::set<AxisId>&mset = g.m, &nset = g.n, &kset = g.k, &lset = g.l;
   for (AxisId x : sa) {
     if (sb.count(x) && so.count(x)) lset.insert(x);
     else if (sb.count(x)) kset.insert(x);
@@ -393,6 +399,54 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
       return invalid(fmt::format("{} axes of one class (M, N, K or L): the GEMM kernel flattens at most 4 into a mode",
                                  cls->size()));
   if (mset.empty() || nset.empty()) return invalid("a GEMM needs an axis of each operand alone (M and N)");
+  return g;
+}
+
+// The family of a GEMM problem: its solver's best schedules, or why none fits.
+Family solved_gemm(const search::GemmProblem& p, const arch::Machine& m, int top, KernelKind kind) {
+  auto r = search::solve_gemm(p, m);
+  if (!r) return invalid(r.error().message);
+  Family f;
+  f.considered = r->considered;
+  f.rejected = r->rejected;
+  if (r->ranked.empty()) {
+    std::string reasons;
+    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
+    return invalid(fmt::format("no {} schedule fits among {} candidates:{}", kind == KernelKind::dual_gemm ? "dual GEMM" : "GEMM",
+                               r->considered, reasons));
+  }
+  f.valid = true;
+  f.kind = kind;
+  f.gemm = r->ranked.front().schedule;
+  f.estimate = r->ranked.front().estimate;
+  for (const auto& cand : r->ranked) {
+    if (static_cast<int>(f.gemm_top.size()) >= std::max(top, 1)) break;
+    f.gemm_top.push_back(cand);
+  }
+  return f;
+}
+
+search::GemmProblem gemm_problem(const ir::Diagram& kd, const GemmClasses& g, DType operand, NodeId out) {
+  search::GemmProblem p;
+  p.m = static_cast<std::int64_t>(product(kd, g.m));
+  p.n = static_cast<std::int64_t>(product(kd, g.n));
+  p.k = static_cast<std::int64_t>(product(kd, g.k));
+  p.l = static_cast<std::int64_t>(product(kd, g.l));
+  p.operand = operand;
+  p.out_bytes_per_element = dtype_bytes(kd.node(out).dtype);
+  return p;
+}
+
+Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
+  const NodeId ct = c.contracts[0];
+  const Node& cn = kd.node(ct);
+  if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
+  if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
+  const NodeId out = kd.outputs[0].node;
+  if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
+  const GemmClasses g = gemm_classes(kd, ct, m);
+  if (!g.why.empty()) return invalid(g.why);
+  const std::set<AxisId>&mset = g.m, &nset = g.n, &lset = g.l;
   // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
   // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's
   // axes (an aux load by TMA); each with all of the batch axes or none, in a float dtype.
@@ -416,38 +470,59 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
                                "tensor over all of the output's axes",
                                leaf.name));
   }
-  search::GemmProblem p;
-  p.m = static_cast<std::int64_t>(product(kd, mset));
-  p.n = static_cast<std::int64_t>(product(kd, nset));
-  p.k = static_cast<std::int64_t>(product(kd, kset));
-  p.l = static_cast<std::int64_t>(product(kd, lset));
-  p.operand = a.dtype;
-  p.out_bytes_per_element = dtype_bytes(kd.node(out).dtype);
+  search::GemmProblem p = gemm_problem(kd, g, kd.node(cn.operands[0]).dtype, out);
   const double out_elems = static_cast<double>(kd.elements(kd.node(out).axes));
   double epi = 0;
   for (NodeId n : c.inputs)
     if (n != cn.operands[0] && n != cn.operands[1])
       epi += static_cast<double>(kd.elements(kd.node(n).axes)) * dtype_bytes(kd.node(n).dtype);
   p.epilogue_bytes_per_element = epi / out_elems;
-  auto r = search::solve_gemm(p, m);
-  if (!r) return invalid(r.error().message);
-  Family f;
-  f.considered = r->considered;
-  f.rejected = r->rejected;
-  if (r->ranked.empty()) {
-    std::string reasons;
-    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
-    return invalid(fmt::format("no GEMM schedule fits among {} candidates:{}", r->considered, reasons));
-  }
-  f.valid = true;
-  f.kind = KernelKind::gemm;
-  f.gemm = r->ranked.front().schedule;
-  f.estimate = r->ranked.front().estimate;
-  for (const auto& cand : r->ranked) {
-    if (static_cast<int>(f.gemm_top.size()) >= std::max(top, 1)) break;
-    f.gemm_top.push_back(cand);
-  }
-  return f;
+  return solved_gemm(p, m, top, KernelKind::gemm);
+}
+
+// Two contractions that share their first operand (X Wg, X Wu) over the same classes, whose
+// products only the epilogue's elementwise code combines: a dual GEMM (napkin/gemm_dual.h).
+// Returns "" when `c` is not of that shape (another family may run it).
+std::string dual_shape(const ir::Diagram& kd, const Census& c) {
+  if (c.contracts.size() != 2) return "not two contractions";
+  const Node& c0 = kd.node(c.contracts[0]);
+  const Node& c1 = kd.node(c.contracts[1]);
+  if (c0.operands.size() != 2 || c1.operands.size() != 2) return "contractions of other than two operands";
+  if (c0.operands[0] != c1.operands[0]) return "the contractions do not share their first operand";
+  if (depends_on(kd, c.contracts[1], c.contracts[0])) return "the second contraction reads the first";
+  if (axis_set(c0.axes) != axis_set(c1.axes) || axis_set(c0.over) != axis_set(c1.over))
+    return "the contractions differ in their axes";
+  return "";
+}
+
+Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
+  const Node& c0 = kd.node(c.contracts[0]);
+  const Node& c1 = kd.node(c.contracts[1]);
+  if (c.iota) return invalid("index-dependent epilogue code has no place in the dual GEMM's epilogue");
+  if (!c.reductions.empty())
+    return invalid(fmt::format("{} and two contractions in one kernel: no family reduces a GEMM's output", kd.label(c.reductions[0])));
+  if (kd.outputs.size() != 1) return invalid("a dual GEMM kernel writes one output");
+  const NodeId out = kd.outputs[0].node;
+  if (!depends_on(kd, out, c.contracts[0]) || !depends_on(kd, out, c.contracts[1]))
+    return invalid("the output does not combine both contractions");
+  const GemmClasses g0 = gemm_classes(kd, c.contracts[0], m), g1 = gemm_classes(kd, c.contracts[1], m);
+  if (!g0.why.empty()) return invalid(g0.why);
+  if (!g1.why.empty()) return invalid(g1.why);
+  if (g0.m != g1.m || g0.n != g1.n || g0.k != g1.k || g0.l != g1.l) return invalid("the two contractions' GEMM modes differ");
+  const Node& b0 = kd.node(c0.operands[1]);
+  const Node& b1 = kd.node(c1.operands[1]);
+  // One TMA descriptor reads both: the same dtype and storage order (the strides are checked at
+  // launch).
+  if (b0.dtype != b1.dtype || b0.axes != b1.axes)
+    return invalid(fmt::format("{} and {} differ in dtype or storage order: a dual GEMM reads them through one descriptor", b0.name,
+                               b1.name));
+  for (NodeId n : c.inputs)
+    if (n != c0.operands[0] && n != c0.operands[1] && n != c1.operands[1])
+      return invalid(fmt::format("epilogue input {}: the dual GEMM's epilogue reads its two products, constants and params only",
+                                 kd.node(n).name));
+  search::GemmProblem p = gemm_problem(kd, g0, kd.node(c0.operands[0]).dtype, out);
+  p.outputs = 2;
+  return solved_gemm(p, m, top, KernelKind::dual_gemm);
 }
 
 Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine& m) {
@@ -581,8 +656,8 @@ Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::Sea
                                  "(materialise it for a row kernel)", kd.label(c.reductions[0])));
     return classify_gemm(kd, c, m, top);
   }
-  if (c.contracts.size() == 2) return classify_attention(kd, m, so);
-  return invalid(fmt::format("{} contractions in one kernel: at most two (the attention family)", c.contracts.size()));
+  if (c.contracts.size() == 2) return dual_shape(kd, c).empty() ? classify_dual_gemm(kd, c, m, top) : classify_attention(kd, m, so);
+  return invalid(fmt::format("{} contractions in one kernel: at most two (the attention family, a dual GEMM)", c.contracts.size()));
 }
 
 }  // namespace napkin::plan

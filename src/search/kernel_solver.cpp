@@ -15,6 +15,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // Shared memory one CUTLASS sm90 epilogue takes: its staging tile (tile_m x 32 columns of C, two
 // stages) and one aux tile of the same size per epilogue input (the collective's own carveout).
 double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
+  if (p.outputs > 1) return 0;  // the dual GEMM's epilogue stores from registers (napkin/gemm_dual.h)
   const double tile = static_cast<double>(std::min<std::int64_t>(s.tile_m, 128)) * 32;
   return 2 * tile * (p.out_bytes_per_element + p.epilogue_bytes_per_element) + 1024;
 }
@@ -81,6 +82,18 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
                                               s.tile_m, s.pingpong ? 1 : 2));
   if (s.tile_n % 8 != 0 || s.tile_n > 256)
     return reject("divisibility", fmt::format("tile_n {}: WGMMA takes N a multiple of 8 up to 256", s.tile_n));
+  if (p.outputs > 1) {
+    // The dual GEMM (napkin/gemm_dual.h): one WGMMA tile over both products, each half of its B
+    // tile whole 128-byte swizzle rows of an N-major operand, whole tiles along N, no clusters.
+    if (s.tile_n * p.outputs > 256 || s.tile_n % 64 != 0)
+      return reject("divisibility", fmt::format("tile_n {}: a dual GEMM's WGMMA spans {} x {} columns, at most 256 in multiples of 64 "
+                                                "per product", s.tile_n, p.outputs, s.tile_n));
+    if (p.n % s.tile_n != 0)
+      return reject("divisibility", fmt::format("tile_n {} does not divide N = {} (a dual GEMM's partial last tile runs again, "
+                                                "from a padded copy of both operands' last columns)", s.tile_n, p.n));
+    if (s.cluster_m * s.cluster_n > 1 || s.stream_k)
+      return reject("cluster", "the dual GEMM runs without clusters and without stream-K");
+  }
   if (std::fmod(static_cast<double>(s.tile_k) * in_bytes, 128.0) != 0)
     return reject("divisibility", fmt::format("tile_k {} x {} B is not whole 128-byte rows", s.tile_k, in_bytes));
   // 2. Capacities. Registers: the f32 accumulators of a consumer thread (a dual GEMM holds two),

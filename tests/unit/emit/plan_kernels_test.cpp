@@ -43,7 +43,7 @@ std::vector<std::string> emit_plan(const Loaded& l) {
   for (std::size_t i = 0; i < d->chosen.kernels.size(); ++i) {
     const plan::Kernel& k = d->chosen.kernels[i];
     const std::string entry = "napkin_plan_kernel_" + std::to_string(i);
-    if (k.kind == plan::KernelKind::gemm) {
+    if (k.kind == plan::KernelKind::gemm || k.kind == plan::KernelKind::dual_gemm) {
       auto f = emit::recognise_gemm(k.diagram, l.src);
       EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
       if (f.ok()) out.push_back(emit::emit_gemm_kernel(k.diagram, *f, *k.gemm, prov, entry));

@@ -108,11 +108,13 @@ TEST(Plan, GemmFamilyPlans) {
   // The chain fused into one streamed kernel re-reads B per output tile: far slower.
   for (const auto& a : r.alternatives)
     if (a.plan.name == "fully fused" && a.plan.infeasible.empty()) EXPECT_GT(a.plan.predicted_s, 10 * r.chosen.predicted_s);
-  // The gate in the second projection's epilogue: it reads the first projection's output by an
-  // aux load (no elementwise kernel, one intermediate fewer).
+  // The gate and up projections share X: one dual GEMM with the gate in its epilogue (neither
+  // projection materialised), then the down projection.
   r = derive(example("swiglu_mlp"));
-  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm, K::gemm}));
-  EXPECT_EQ(r.chosen.materialised.size(), 2u);
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::dual_gemm, K::gemm}));
+  ASSERT_EQ(r.chosen.materialised.size(), 1u);
+  EXPECT_EQ(r.chosen.materialised[0].rfind("H[t f] bf16", 0), 0u) << r.chosen.materialised[0];
+  EXPECT_EQ(r.chosen.kernels[0].gemm->tile_n * 2, 256);  // one WGMMA tile over both products
   r = derive(example("layernorm"));
   EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::row_reduction});
   r = derive(example("rmsnorm_matmul"));
@@ -370,6 +372,53 @@ TEST(GemmSolver, SwizzleAppearsInTheScheduleText) {
   EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative");
   s.swizzle = 4;
   EXPECT_EQ(search::gemm_schedule_text(s), "tile 128x256x64 cluster 1x1 stages auto cooperative swizzle 4");
+}
+
+// Two contractions sharing their first operand become one dual GEMM only where one descriptor
+// can read both B operands (same dtype and storage order) and the epilogue reads nothing else.
+TEST(Plan, DualGemm) {
+  auto kinds = [](const plan::Plan& p) {
+    std::vector<K> k;
+    for (const auto& x : p.kernels) k.push_back(x.kind);
+    return k;
+  };
+  // nn.Linear's K-major weights, a param in the gate, t not a multiple of any tile.
+  auto r = derive(parse(testing::read_text(testing::source_dir() / "tests" / "diagrams" / "geglu_linear.napkin")));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::dual_gemm, K::gemm}));
+  const char* head = "axes t=2048 e=4096 f=11008\nin X[t e] bf16\n";
+  // B operands stored in different orders: two GEMMs, the gate in the second's epilogue.
+  r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[f e] bf16\nG = contract(X, Wg over e) as bf16\n"
+                   "U = contract(X, Wu over e) as bf16\nH = G * U as bf16\nout H\n"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+  // An epilogue input besides the two products (a bias): not a dual GEMM either.
+  r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[e f] bf16\nin b[f] f32\nG = contract(X, Wg over e) as bf16\n"
+                   "U = contract(X, Wu over e) as bf16\nH = (G + b) * U as bf16\nout H\n"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+  // Both products are outputs: each is written, no dual GEMM reads them away.
+  r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[e f] bf16\nG = contract(X, Wg over e) as bf16\n"
+                   "U = contract(X, Wu over e) as bf16\nout G\nout U\n"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+}
+
+// The solver's constraints of the dual GEMM: one WGMMA tile over both products (N <= 256 in
+// multiples of 64 per product), whole tiles along N, no clusters, no stream-K.
+TEST(Plan, DualGemmSchedules) {
+  auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(m.ok());
+  search::GemmProblem p;
+  p.m = 2048, p.n = 11008, p.k = 4096, p.outputs = 2;
+  auto fits = [&](search::GemmSchedule s) { return search::estimate_gemm(p, s, *m).fits; };
+  EXPECT_TRUE(fits({128, 128, 64, 1, 1, 0, false}));
+  EXPECT_TRUE(fits({128, 64, 64, 1, 1, 0, false}));
+  EXPECT_FALSE(fits({128, 256, 64, 1, 1, 0, false}));  // 512 columns of WGMMA
+  EXPECT_FALSE(fits({128, 192, 64, 1, 1, 0, false}));
+  EXPECT_FALSE(fits({128, 128, 64, 2, 1, 0, false}));  // a cluster
+  search::GemmSchedule sk{128, 128, 64, 1, 1, 0, false};
+  sk.stream_k = true;
+  EXPECT_FALSE(fits(sk));
+  p.n = 11008 + 64;  // 86.5 tiles of 128: only 64-column tiles divide it
+  EXPECT_FALSE(fits({128, 128, 64, 1, 1, 0, false}));
+  EXPECT_TRUE(fits({128, 64, 64, 1, 1, 0, false}));
 }
 
 }  // namespace
