@@ -12,8 +12,9 @@
 // The kernel's contract: N % kHalf == 0; B0 and B1 have the same strides, 16-byte aligned, and
 // the one at the higher address a multiple of 16 bytes past the other (any two allocations;
 // Combine learns which accumulator is B0's). run_dual meets it for any operands: the columns
-// past the last whole tile run once more from a zero-padded copy of both operands' tails, and a
-// B1 the descriptor cannot reach beside B0 is copied into B0's strides first.
+// past the last whole tile run once more from a zero-padded copy of both operands' tails, and
+// operands one descriptor cannot read together (other strides, the same memory, too far apart)
+// are first copied side by side into one buffer.
 //
 // The epilogue writes D from registers (no shared memory): each thread holds, for its columns,
 // B0's accumulator in the first half of its fragment and B1's in the second (the WGMMA C layout,
@@ -285,22 +286,22 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
                                                sl.stride, count, extent, K, L);
     return cudaGetLastError() == cudaSuccess;
   };
-  // B1 beside B0: the same strides and a reachable, 16-byte multiple distance; else a copy of B1
-  // in B0's strides (its footprint, the strides' span).
+  // B1 beside B0: the same strides and a reachable, 16-byte multiple distance; else both copied
+  // into one buffer in B0's strides (each its footprint, the strides' span, rounded to 16 bytes).
   const T* t0 = static_cast<const T*>(b0);
   const T* t1 = static_cast<const T*>(b1);
-  auto distance_ok = [&](const T* x) {
-    const int64_t bytes = (x > t0 ? x - t0 : t0 - x) * static_cast<int64_t>(sizeof(T));
-    return bytes > 0 && bytes % 16 == 0 && bytes < (int64_t{1} << 40);
-  };
-  if (!(b1n.stride == bn.stride && b1k.stride == bk.stride && b1l.stride == bl.stride && distance_ok(t1))) {
-    const int64_t span = (N - 1) * bn.stride + (K - 1) * bk.stride + (L - 1) * bl.stride + 1;
-    T* copy = allocate(span);
-    if (copy == nullptr) return release("cudaMallocAsync: no memory for a copy of the second B operand");
-    if (!gather(copy, bn.stride, bk.stride, bl.stride, b1, b1n, b1k, b1l, 0, N, N))
+  const int64_t distance = (t1 > t0 ? t1 - t0 : t0 - t1) * static_cast<int64_t>(sizeof(T));
+  if (!(b1n.stride == bn.stride && b1k.stride == bk.stride && b1l.stride == bl.stride && distance > 0 && distance % 16 == 0 &&
+        distance < (int64_t{1} << 40))) {
+    constexpr int64_t per16 = 16 / static_cast<int64_t>(sizeof(T));
+    const int64_t span = ((N - 1) * bn.stride + (K - 1) * bk.stride + (L - 1) * bl.stride + per16) / per16 * per16;
+    T* both = allocate(2 * span);
+    if (both == nullptr) return release("cudaMallocAsync: no memory for a copy of the B operands");
+    if (!gather(both, bn.stride, bk.stride, bl.stride, b0, bn, bk, bl, 0, N, N) ||
+        !gather(both + span, bn.stride, bk.stride, bl.stride, b1, b1n, b1k, b1l, 0, N, N))
       return release(std::string("gather_columns: ") + cudaGetErrorString(cudaGetLastError()));
-    if (!distance_ok(copy)) return release("the copy of the second B operand is out of a TMA descriptor's reach of the first");
-    t1 = copy;
+    t0 = both;
+    t1 = both + span;
   }
   auto launch = [&](const T* lo, const T* hi, const Mode& n, const Mode& k, const Mode& l, int64_t columns, void* out, int n_limit,
                     bool swapped) {
@@ -329,7 +330,7 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
     const int64_t one = kHalf * K * L;
     T* tails = allocate(2 * one);
     if (tails == nullptr) return release("cudaMallocAsync: no memory for the operands' last columns");
-    if (!gather(tails, tn.stride, tk.stride, tl.stride, b0, bn, bk, bl, whole, N - whole, kHalf) ||
+    if (!gather(tails, tn.stride, tk.stride, tl.stride, t0, bn, bk, bl, whole, N - whole, kHalf) ||
         !gather(tails + one, tn.stride, tk.stride, tl.stride, t1, bn, bk, bl, whole, N - whole, kHalf))
       return release(std::string("gather_columns: ") + cudaGetErrorString(cudaGetLastError()));
     void* out = static_cast<typename Cfg::ElementD*>(d) + whole * dn.stride;
