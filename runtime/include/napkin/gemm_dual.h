@@ -17,8 +17,8 @@
 // are first copied side by side into one buffer.
 //
 // The epilogue writes D from registers (no shared memory): each thread holds, for its columns,
-// B0's accumulator in the first half of its fragment and B1's in the second (the WGMMA C layout,
-// whose value mode is (2, 2, BLK_N / 8) with the column blocks outermost: asserted below).
+// B0's accumulator in the first half of each WGMMA's values and B1's in the second (the WGMMA C
+// layout, whose value mode is (2, 2, BLK_N / 8) with the column blocks outermost: asserted below).
 #pragma once
 
 #include "napkin/gemm_kernel.h"
@@ -177,10 +177,11 @@ class DualEpilogue {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma tiled_mma, Residue, int thread_idx, char*) {
     using namespace cute;
     constexpr int kHalf = size<1>(BlockShapeMNK{}) / 2;
-    constexpr int kValues = size(FrgLayout{});
-    // The accumulator's value mode is (2, 2, BLK_N / 8), column blocks outermost, and there is one
-    // MMA along M and N per thread: so value i + kValues / 2 is value i's column plus kHalf.
-    static_assert(rank(FrgLayout{}) == 3 && size<1>(FrgLayout{}) == 1 && size<2>(FrgLayout{}) == 1, "one WGMMA tile per thread");
+    // Per WGMMA along M (two where a warpgroup has 128 rows), the value mode is (2, 2, BLK_N / 8)
+    // with the column blocks outermost, and one WGMMA spans the tile's N: so value v + kValues / 2
+    // is value v's column plus kHalf.
+    constexpr int kValues = size<0>(FrgLayout{});
+    static_assert(rank(FrgLayout{}) == 3 && size<2>(FrgLayout{}) == 1, "one WGMMA along N per thread");
     static_assert(size<0, 2>(FrgLayout{}) == size<1>(BlockShapeMNK{}) / 8, "column blocks outermost in the value mode");
     const int M = get<0>(problem), N = cute::min(int(get<1>(problem)) / 2, p_.n_limit);
     const int m0 = get<0>(coord) * size<0>(BlockShapeMNK{}), n0 = get<1>(coord) * kHalf;
@@ -190,24 +191,27 @@ class DualEpilogue {
     ElementD* const d = p_.ptr_D + l * dl;
     const Combine combine{};
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kValues / 2; i += 2) {  // values i and i + 1: columns n and n + 1 of one row
-      const int m = m0 + get<0>(c(i)), n = n0 + get<1>(c(i));
-      if (m >= M) continue;
-      float out[2];
+    for (int mi = 0; mi < size<1>(FrgLayout{}); ++mi) {
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 2; ++j) {
-        const float x = acc(i + j), y = acc(i + j + kValues / 2);
-        out[j] = p_.swapped ? combine(y, x, p_.combine) : combine(x, y, p_.combine);
-      }
-      ElementD* const at = d + m * dm + n * dn;
-      if (dn == 1 && n + 1 < N && (reinterpret_cast<uintptr_t>(at) % (2 * sizeof(ElementD))) == 0) {
-        cutlass::Array<ElementD, 2> pair;
-        pair[0] = static_cast<ElementD>(out[0]);
-        pair[1] = static_cast<ElementD>(out[1]);
-        *reinterpret_cast<cutlass::Array<ElementD, 2>*>(at) = pair;
-      } else {
-        if (n < N) at[0] = static_cast<ElementD>(out[0]);
-        if (n + 1 < N) at[dn] = static_cast<ElementD>(out[1]);
+      for (int i = 0; i < kValues / 2; i += 2) {  // values i and i + 1: columns n and n + 1 of one row
+        const int m = m0 + get<0>(c(i, mi, 0)), n = n0 + get<1>(c(i, mi, 0));
+        if (m >= M) continue;
+        float out[2];
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          const float x = acc(i + j, mi, 0), y = acc(i + j + kValues / 2, mi, 0);
+          out[j] = p_.swapped ? combine(y, x, p_.combine) : combine(x, y, p_.combine);
+        }
+        ElementD* const at = d + m * dm + n * dn;
+        if (dn == 1 && n + 1 < N && (reinterpret_cast<uintptr_t>(at) % (2 * sizeof(ElementD))) == 0) {
+          cutlass::Array<ElementD, 2> pair;
+          pair[0] = static_cast<ElementD>(out[0]);
+          pair[1] = static_cast<ElementD>(out[1]);
+          *reinterpret_cast<cutlass::Array<ElementD, 2>*>(at) = pair;
+        } else {
+          if (n < N) at[0] = static_cast<ElementD>(out[0]);
+          if (n + 1 < N) at[dn] = static_cast<ElementD>(out[1]);
+        }
       }
     }
   }
