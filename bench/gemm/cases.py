@@ -12,6 +12,9 @@ for tokens in (1024, 4096, 16384):
     for proj, (k, n) in LLAMA3_8B.items():
         CASES.append((f"llama3_{proj}_{tokens}", "examples/matmul.napkin", [f"m={tokens}", f"k={k}", f"n={n}"], "gemm"))
 for tokens in (2048, 8192):
+    # The SwiGLU MLP's down projection alone (LLaMA-7B's f = 11008): its share of the MLP's time.
+    CASES.append((f"gemm_swiglu_down_{tokens}", "examples/matmul.napkin", [f"m={tokens}", "k=11008", "n=4096"], "gemm"))
+for tokens in (2048, 8192):
     CASES.append((f"swiglu_mlp_{tokens}", "examples/swiglu_mlp.napkin", [f"t={tokens}"], "plan"))
     CASES.append((f"rmsnorm_matmul_{tokens}", "examples/rmsnorm_matmul.napkin", [f"t={tokens}"], "plan"))
     CASES.append((f"layernorm_{tokens}", "examples/layernorm.napkin", [f"t={tokens}"], "plan"))
