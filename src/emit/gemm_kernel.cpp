@@ -457,10 +457,10 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += fmt::format(
       "// The WGMMA tile's N covers both products: {} columns of B0, then the same {} of B1.\n"
       "using Config = napkin::gemm::Config<{}, {}, cutlass::layout::{}, cutlass::layout::{}, cutlass::layout::{},\n"
-      "                                    {}, {}, {}, 1, 1, {}, {}, {}>;\n\n",
+      "                                    {}, {}, {}, 1, 1, {}, {}, {}{}>;\n\n",
       s.tile_n, s.tile_n, cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, 2 * s.tile_n, s.tile_k,
-      s.stages, s.pingpong ? "true" : "false", s.swizzle);
+      s.stages, s.pingpong ? "true" : "false", s.swizzle, s.raster_along_n ? ", false, true" : "");
   if (!f.params.empty()) {
     out += "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
     for (NodeId p : f.params) out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
@@ -551,7 +551,8 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
       "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}{13}>;\n",
       cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k,
-      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle, s.stream_k ? ", true" : "");
+      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle,
+      s.raster_along_n ? fmt::format(", {}, true", s.stream_k) : s.stream_k ? ", true" : "");
   std::map<NodeId, std::string> known{{f.contraction, "acc[i]"}};
   std::string leaf_types, params_list = "cutlass::Array<float, N> const& acc";
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {
@@ -672,7 +673,8 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
       "      {{{{{}}},\n"
       "       nullptr, {{}}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}}}};\n",
       fusion);
-  out += "  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);\n"
+  out += "  const std::string e =\n"
+         "      napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle, Config::kRasterAlongN);\n"
          "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
   return out;
 }

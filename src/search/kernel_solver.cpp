@@ -51,6 +51,23 @@ int wave_swizzle(const GemmProblem& p, const GemmSchedule& s, double sms) {
   return swizzle;
 }
 
+// At swizzle 1 a wave's tiles walk one mode first: they touch every tile of it (up to a wave) and
+// as many of the other mode's as they wrap onto. The raster whose wave touches fewer operand rows
+// (tile_m per M tile, tile_n per N tile and product) keeps more of them in L2; ties walk M.
+// CUTLASS's heuristic walks N wherever there are no more N tiles than M tiles: 0.86x cuBLAS on
+// 2048 x 4096 x 11008 (16 x 16 tiles of 128 x 256) where M first measured 0.99x (bench/NOTES.md,
+// 2026-11-26).
+bool raster_along_n(const GemmProblem& p, const GemmSchedule& s, double sms) {
+  const double m_tiles = static_cast<double>(ceil_div(p.m, s.tile_m)), n_tiles = static_cast<double>(ceil_div(p.n, s.tile_n));
+  const double wave = std::min(sms, m_tiles * n_tiles * static_cast<double>(p.l));
+  const double m_rows = static_cast<double>(s.tile_m), n_rows = static_cast<double>(s.tile_n * p.outputs);
+  auto touched = [&](double first_tiles, double first_rows, double other_rows) {
+    const double along = std::max(1.0, std::min(first_tiles, wave));
+    return along * first_rows + std::ceil(wave / along) * other_rows;
+  };
+  return touched(n_tiles, n_rows, m_rows) < touched(m_tiles, m_rows, n_rows);
+}
+
 }  // namespace
 
 std::string gemm_schedule_text(const GemmSchedule& s) {
@@ -58,6 +75,7 @@ std::string gemm_schedule_text(const GemmSchedule& s) {
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
   if (s.swizzle > 1) t += fmt::format(" swizzle {}", s.swizzle);
+  if (s.raster_along_n) t += " along N";
   if (s.stream_k) t += " stream-K";
   return t;
 }
@@ -221,6 +239,7 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
             GemmSchedule s{tm, tn, tk, cm, cn, 0, kind == kPingpong};
             s.stream_k = kind == kStreamK;
             s.swizzle = wave_swizzle(p, s, static_cast<double>(m.sm_count.value));
+            s.raster_along_n = s.swizzle == 1 && raster_along_n(p, s, static_cast<double>(m.sm_count.value));
             ++out.considered;
             GemmVerdict v = estimate_gemm(p, s, m);
             if (!v.fits) {

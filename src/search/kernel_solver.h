@@ -36,15 +36,18 @@ struct GemmSchedule {
   int cluster_m = 1, cluster_n = 1;                       // CTAs per cluster (TMA multicast)
   int stages = 0;                                         // smem pipeline stages; 0: as many as fit
   bool pingpong = false;  // two consumer warpgroups on alternate tiles; else cooperative (both on one tile)
-  // The persistent scheduler's raster: 1 is CUTLASS's heuristic order; N > 1 walks M first in
-  // bands N tiles wide along N, so that a wave's tiles share operand panels in L2.
+  // The persistent scheduler's raster: tiles walk M first in bands `swizzle` tiles wide along N,
+  // so that a wave's tiles share operand panels in L2; or, with raster_along_n (swizzle 1 only),
+  // N first.
   int swizzle = 1;
+  bool raster_along_n = false;
   // Stream-K (cooperative only): the tiles past the last full wave are split along K over every
   // SM, each part's partial sums reduced through a workspace, so no wave runs part empty.
   bool stream_k = false;
   bool operator==(const GemmSchedule&) const = default;
 };
-// "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1, " stream-K")
+// "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1, " along N",
+// " stream-K")
 std::string gemm_schedule_text(const GemmSchedule& s);
 
 // A row or elementwise kernel's schedule: rows per CTA and threads per row.

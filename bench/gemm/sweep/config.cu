@@ -33,7 +33,7 @@ std::string run(const sweep::Problem& p, cudaStream_t stream) {
   using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
   args.scheduler.max_swizzle_size = p.swizzle;
   args.scheduler.raster_order = p.raster == 1 ? Raster::AlongM : p.raster == 2 ? Raster::AlongN : Raster::Heuristic;
-  return napkin::gemm::run<Kernel::Gemm>(args, stream);
+  return napkin::gemm::launch<Kernel::Gemm>(args, stream);
 }
 
 #define SWEEP_STR2(x) #x

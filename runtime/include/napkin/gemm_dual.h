@@ -320,7 +320,7 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
                                     mainloop,
                                     {static_cast<typename Cfg::ElementD*>(out), make_stride<typename Cfg::StrideD>(dm, dn, dl), swapped,
                                      combine, n_limit}};
-    return run<typename Kernel::Gemm>(args, stream, swizzle);
+    return run<typename Kernel::Gemm>(args, stream, swizzle, Cfg::kRasterAlongN);
   };
   const int64_t whole = N - N % kHalf;
   if (whole > 0) {

@@ -58,13 +58,15 @@ namespace napkin::gemm {
 // One GEMM kernel's types. ElementAB: the operands' dtype (bf16 or f16); LayoutA/B/D: CUTLASS's
 // layout tags (A RowMajor = K-major, B ColumnMajor = K-major, D RowMajor = N-major); the tile,
 // cluster and stage count (0: as many as fit beside the epilogue) and the kernel schedule come
-// from the plan's GemmSchedule, and so does the persistent scheduler's swizzle (1: CUTLASS's
-// heuristic raster; N > 1: along M in bands of N tiles, see run), and the stream-K scheduler
-// (cooperative only: the tiles past the last full wave split along K over every SM).
+// from the plan's GemmSchedule, and so do the persistent scheduler's raster (along M in bands of
+// kSwizzle tiles along N, or along N: see run) and the stream-K scheduler (cooperative only: the
+// tiles past the last full wave split along K over every SM).
 template <class ElementAB, class ElementD_, class LayoutA_, class LayoutB_, class LayoutD_, int kTileM, int kTileN, int kTileK,
-          int kClusterM, int kClusterN, int kStages, bool kPingpong, int kSwizzle_ = 1, bool kStreamK_ = false>
+          int kClusterM, int kClusterN, int kStages, bool kPingpong, int kSwizzle_ = 1, bool kStreamK_ = false,
+          bool kRasterAlongN_ = false>
 struct Config {
   static constexpr int kSwizzle = kSwizzle_;
+  static constexpr bool kRasterAlongN = kRasterAlongN_;
   static constexpr bool kStreamK = kStreamK_;
   static_assert(!kStreamK || !kPingpong, "CUTLASS's stream-K scheduler runs the cooperative kernel only");
   using Element = ElementAB;
@@ -281,15 +283,10 @@ inline int sm_count(int device) {
   return n;
 }
 
-// Runs the GEMM on `stream` (workspace, if any, from the stream's allocator): "" or the reason
-// it cannot. swizzle > 1 rasters the persistent tiles along M in bands of `swizzle` tiles along N
-// (a wave's operand panels then fit in L2 together); 1 keeps CUTLASS's heuristic order.
+// Runs the GEMM on `stream` as `args` say (workspace, if any, from the stream's allocator): "" or
+// the reason it cannot.
 template <class Gemm>
-std::string run(typename Gemm::Arguments args, cudaStream_t stream, int swizzle = 1) {
-  if (swizzle > 1) {
-    args.scheduler.max_swizzle_size = swizzle;
-    args.scheduler.raster_order = cutlass::gemm::kernel::detail::RasterOrderOptions::AlongM;
-  }
+std::string launch(typename Gemm::Arguments args, cudaStream_t stream) {
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return std::string("cudaGetDevice: ") + cudaGetErrorString(e);
   args.hw_info.device_id = device;
@@ -308,6 +305,16 @@ std::string run(typename Gemm::Arguments args, cudaStream_t stream, int swizzle 
   if (st != cutlass::Status::kSuccess) return std::string("CUTLASS: ") + cutlassGetStatusString(st);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return std::string("CUDA error: ") + cudaGetErrorString(e);
   return "";
+}
+
+// launch with the plan's raster: the persistent tiles walk M in bands of `swizzle` tiles along N
+// (a wave's operand panels then fit in L2 together), or N first where `along_n`.
+template <class Gemm>
+std::string run(typename Gemm::Arguments args, cudaStream_t stream, int swizzle = 1, bool along_n = false) {
+  using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
+  args.scheduler.max_swizzle_size = swizzle;
+  args.scheduler.raster_order = along_n ? Raster::AlongN : Raster::AlongM;
+  return launch<Gemm>(args, stream);
 }
 
 }  // namespace napkin::gemm

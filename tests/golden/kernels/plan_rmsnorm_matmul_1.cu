@@ -57,6 +57,7 @@ extern "C" int32_t napkin_plan_kernel_1(const napkin_tensor* tensors, int32_t co
        static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl)},
       {{{}, {}},
        nullptr, {}, static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl)}};
-  const std::string e = napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle);
+  const std::string e =
+      napkin::gemm::run<Kernel::Gemm>(args, static_cast<cudaStream_t>(stream), Config::kSwizzle, Config::kRasterAlongN);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }
