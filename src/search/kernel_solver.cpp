@@ -29,9 +29,9 @@ double hbm_bytes_per_s(const arch::Machine& m) {
 // The raster band width that makes one wave's footprint square in operand elements: a wave of W
 // tiles in bands s tiles wide along N spans W/s tiles along M, so A's rows (W/s * tile_m) equal
 // B's columns (s * tile_n) at s = sqrt(W * tile_m / tile_n). Powers of two up to 8 (CUTLASS's
-// scheduler); 1 (the heuristic raster) where the problem is narrower than the band in either
-// direction, since a wave then covers the whole width anyway (the H100 sweep measured swizzle 8
-// at 0.6x the heuristic on 8 row tiles: bench/NOTES.md, GEMM sweep).
+// scheduler); 1 (raster_along_n then picks the order) where the problem is narrower than the band
+// in either direction, since a wave then covers the whole width anyway (the H100 sweep measured
+// swizzle 8 at 0.6x the heuristic on 8 row tiles: bench/NOTES.md, GEMM sweep).
 // `tiles` rounded up to a multiple of `step` (CUTLASS's persistent scheduler's tile grid).
 double padded_tiles(double tiles, int step) { return std::ceil(tiles / step) * step; }
 
