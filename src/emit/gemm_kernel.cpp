@@ -454,6 +454,31 @@ std::string unit_head(const ir::Diagram& d, const GemmForm& f, const plan::GemmS
   return out;
 }
 
+// The diagram's params as a struct of kernel arguments (the diagram's values by default), and
+// their binding in the entry (TensorBinder::param); "" without params.
+std::string params_struct(const ir::Diagram& d, const GemmForm& f) {
+  if (f.params.empty()) return "";
+  std::string out = "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
+  for (NodeId p : f.params) out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
+  return out + "};\n\n";
+}
+std::string params_binding(const ir::Diagram& d, const GemmForm& f) {
+  if (f.params.empty()) return "";
+  std::string out = "  Params params;\n";
+  for (NodeId p : f.params)
+    out += fmt::format("  params.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  return out;
+}
+
+// The entry's line flattening tensor `t`'s dims of class `cls` into the GEMM mode `var` (an
+// absent mode where it has none of them).
+std::string mode_line(const std::string& var, const char* t, const std::string& name, const std::vector<AxisId>& order,
+                      const std::vector<AxisId>& cls, const char* cls_name) {
+  if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
+    return fmt::format("  const napkin::gemm::Mode {};\n", var);
+  return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
+}
+
 // The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
 // napkin::gemm::DualKernel, and an entry that checks both B operands against each other.
 std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
@@ -471,11 +496,7 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
       s.tile_n, s.tile_n, cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, 2 * s.tile_n, s.tile_k,
       s.stages, s.pingpong ? "true" : "false", s.swizzle, s.raster_along_n ? ", false, true" : "");
-  if (!f.params.empty()) {
-    out += "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
-    for (NodeId p : f.params) out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
-    out += "};\n\n";
-  }
+  out += params_struct(d, f);
   std::map<NodeId, std::string> known{{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
   expression::Writer w(d, known);
   std::string body;
@@ -496,19 +517,10 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += fmt::format("  const napkin_tensor* B0 = tb.bind(\"{}\", {}, \"{}\");\n", B0.name, abi_dtype(B0.dtype), roles(f, B0.axes));
   out += fmt::format("  const napkin_tensor* B1 = tb.bind(\"{}\", {}, \"{}\");\n", B1.name, abi_dtype(B1.dtype), roles(f, B1.axes));
   out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", Y.name, abi_dtype(Y.dtype), roles(f, f.out_axes));
-  if (!f.params.empty()) {
-    out += "  Params params;\n";
-    for (NodeId p : f.params)
-      out += fmt::format("  params.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
-  }
+  out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
-  auto mode = [&](const std::string& var, const char* t, const std::string& name, const std::vector<AxisId>& order,
-                  const std::vector<AxisId>& cls, const char* cls_name) {
-    if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
-      return fmt::format("  const napkin::gemm::Mode {};\n", var);
-    return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
-  };
+  const auto mode = mode_line;
   out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
   for (const auto& [t, b] : {std::pair<const char*, const Node*>{"B0", &B0}, {"B1", &B1}}) {
     const std::string v = t[1] == '0' ? "b0" : "b1";
@@ -570,13 +582,8 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
     params_list += fmt::format(", cutlass::Array<float, N> const& x{}", i + 1);
   }
   out += "\n";
-  if (!f.params.empty()) {
-    out += "// The diagram's params: kernel arguments, the diagram's values by default.\nstruct Params {\n";
-    for (NodeId p : f.params)
-      out += fmt::format("  float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
-    out += "};\n\n";
-    params_list += ", Params const& a";
-  }
+  out += params_struct(d, f);
+  if (!f.params.empty()) params_list += ", Params const& a";
 
   // The epilogue functor.
   expression::Writer w(d, known);
@@ -602,19 +609,10 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
     const Node& x = d.node(f.leaves[i].node);
     out += fmt::format("  const napkin_tensor* X{} = tb.bind(\"{}\", {}, \"{}\");\n", i + 1, x.name, abi_dtype(x.dtype), roles(f, x.axes));
   }
-  if (!f.params.empty()) {
-    out += "  Params params;\n";
-    for (NodeId p : f.params)
-      out += fmt::format("  params.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
-  }
+  out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
-  auto mode = [&](const char* var, const char* t, const std::string& name, const std::vector<AxisId>& order,
-                  const std::vector<AxisId>& cls, const char* cls_name) {
-    if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
-      return fmt::format("  const napkin::gemm::Mode {};\n", var);
-    return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
-  };
+  const auto mode = mode_line;
   out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
   out += mode("bn", "B", B.name, B.axes, f.n, "N") + mode("bk", "B", B.name, B.axes, f.k, "K") + mode("bl", "B", B.name, B.axes, f.l, "L");
   out += mode("dm", "D", Y.name, f.out_axes, f.m, "M") + mode("dn", "D", Y.name, f.out_axes, f.n, "N") +
