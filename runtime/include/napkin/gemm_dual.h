@@ -74,6 +74,7 @@ struct DualMainloop : Base {
   static Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args, void* workspace) {
     auto [M, N2, K, L] = cute::append<4>(problem_shape, 1);
     Params p{};
+    // The base's A descriptor and transaction bytes; its own B descriptor is built and never used.
     static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(problem_shape, args, workspace);
     auto ptr = reinterpret_cast<InternalElementB const*>(args.ptr_B);
     p.tma_load_stacked = cute::make_tma_copy_B_sm90(GmemTiledCopyB{}, cute::make_tensor(ptr, stacked_b(N2 / 2, K, L, args.dB, args.second)),
