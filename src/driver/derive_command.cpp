@@ -140,7 +140,10 @@ std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
     const double tflops = k.predicted_s > 0 ? k.flops / k.predicted_s / 1e12 : 0;
     s += fmt::format("     predicted {}, {:.1f} TFLOP/s, {:.4g} MB of HBM traffic, bound by {}\n", seconds_text(k.predicted_s),
                      tflops, k.hbm_bytes / 1e6, k.bound);
-    s += fmt::format("     schedule: {}\n", kernel_schedule_text(k));
+    s += fmt::format("     schedule: {}{}\n", kernel_schedule_text(k),
+                     k.kind == plan::KernelKind::dual_gemm && k.gemm
+                         ? fmt::format(" (tile N per product: one WGMMA tile of {} columns)", 2 * k.gemm->tile_n)
+                         : "");
     if (!k.detail.empty()) s += fmt::format("     {}\n", k.detail);
     if (k.considered > 1) {
       int rejected = 0;
