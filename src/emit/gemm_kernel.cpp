@@ -470,6 +470,11 @@ std::string params_binding(const ir::Diagram& d, const GemmForm& f) {
   return out;
 }
 
+// The entry's line binding tensor `x` (stored in `order`) as `var`, by name, dtype and role letters.
+std::string bind_line(const GemmForm& f, const std::string& var, const Node& x, const std::vector<AxisId>& order) {
+  return fmt::format("  const napkin_tensor* {} = tb.bind(\"{}\", {}, \"{}\");\n", var, x.name, abi_dtype(x.dtype), roles(f, order));
+}
+
 // The entry's line flattening tensor `t`'s dims of class `cls` into the GEMM mode `var` (an
 // absent mode where it has none of them).
 std::string mode_line(const std::string& var, const char* t, const std::string& name, const std::vector<AxisId>& order,
@@ -477,6 +482,18 @@ std::string mode_line(const std::string& var, const char* t, const std::string& 
   if (!std::any_of(order.begin(), order.end(), [&](AxisId a) { return contains(cls, a); }))
     return fmt::format("  const napkin::gemm::Mode {};\n", var);
   return fmt::format("  const napkin::gemm::Mode {} = s.mode({}, \"{}\", \"{}\", {});\n", var, t, name, cls_name, dims_of(order, cls));
+}
+
+// mode_line for each class letter of `classes` ("mkl": M, K, L), named prefix + letter.
+std::string mode_lines(const GemmForm& f, const std::string& prefix, const char* t, const Node& x, const std::vector<AxisId>& order,
+                       const char* classes) {
+  std::string out;
+  for (const char* c = classes; *c != '\0'; ++c) {
+    const std::vector<AxisId>& cls = *c == 'm' ? f.m : *c == 'n' ? f.n : *c == 'k' ? f.k : f.l;
+    const char name[2] = {static_cast<char>(*c - 'a' + 'A'), '\0'};
+    out += mode_line(prefix + *c, t, x.name, order, cls, name);
+  }
+  return out;
 }
 
 // The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
@@ -513,22 +530,13 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
-  out += fmt::format("  const napkin_tensor* A = tb.bind(\"{}\", {}, \"{}\");\n", A.name, abi_dtype(A.dtype), roles(f, A.axes));
-  out += fmt::format("  const napkin_tensor* B0 = tb.bind(\"{}\", {}, \"{}\");\n", B0.name, abi_dtype(B0.dtype), roles(f, B0.axes));
-  out += fmt::format("  const napkin_tensor* B1 = tb.bind(\"{}\", {}, \"{}\");\n", B1.name, abi_dtype(B1.dtype), roles(f, B1.axes));
-  out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", Y.name, abi_dtype(Y.dtype), roles(f, f.out_axes));
+  out += bind_line(f, "A", A, A.axes) + bind_line(f, "B0", B0, B0.axes) + bind_line(f, "B1", B1, B1.axes) +
+         bind_line(f, "D", Y, f.out_axes);
   out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
-  const auto mode = mode_line;
-  out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
-  for (const auto& [t, b] : {std::pair<const char*, const Node*>{"B0", &B0}, {"B1", &B1}}) {
-    const std::string v = t[1] == '0' ? "b0" : "b1";
-    out += mode(v + "n", t, b->name, b->axes, f.n, "N") + mode(v + "k", t, b->name, b->axes, f.k, "K") +
-           mode(v + "l", t, b->name, b->axes, f.l, "L");
-  }
-  out += mode("dm", "D", Y.name, f.out_axes, f.m, "M") + mode("dn", "D", Y.name, f.out_axes, f.n, "N") +
-         mode("dl", "D", Y.name, f.out_axes, f.l, "L");
+  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b0", "B0", B0, B0.axes, "nkl") +
+         mode_lines(f, "b1", "B1", B1, B1.axes, "nkl") + mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
   out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
                      f.a_k_major ? "am" : "ak");
   out += fmt::format("  s.tma(B0, \"{}\", {}, \"{}\", {{{}, b0l}}, true);\n", B0.name, f.b_k_major ? "b0k" : "b0n",
@@ -602,42 +610,37 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
-  out += fmt::format("  const napkin_tensor* A = tb.bind(\"{}\", {}, \"{}\");\n", A.name, abi_dtype(A.dtype), roles(f, A.axes));
-  out += fmt::format("  const napkin_tensor* B = tb.bind(\"{}\", {}, \"{}\");\n", B.name, abi_dtype(B.dtype), roles(f, B.axes));
-  out += fmt::format("  const napkin_tensor* D = tb.bind(\"{}\", {}, \"{}\");\n", Y.name, abi_dtype(Y.dtype), roles(f, f.out_axes));
+  out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {
     const Node& x = d.node(f.leaves[i].node);
-    out += fmt::format("  const napkin_tensor* X{} = tb.bind(\"{}\", {}, \"{}\");\n", i + 1, x.name, abi_dtype(x.dtype), roles(f, x.axes));
+    out += bind_line(f, fmt::format("X{}", i + 1), x, x.axes);
   }
   out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
-  const auto mode = mode_line;
-  out += mode("am", "A", A.name, A.axes, f.m, "M") + mode("ak", "A", A.name, A.axes, f.k, "K") + mode("al", "A", A.name, A.axes, f.l, "L");
-  out += mode("bn", "B", B.name, B.axes, f.n, "N") + mode("bk", "B", B.name, B.axes, f.k, "K") + mode("bl", "B", B.name, B.axes, f.l, "L");
-  out += mode("dm", "D", Y.name, f.out_axes, f.m, "M") + mode("dn", "D", Y.name, f.out_axes, f.n, "N") +
-         mode("dl", "D", Y.name, f.out_axes, f.l, "L");
+  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
+         mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
   std::vector<std::string> leaf_checks, leaf_args;
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {
     const Node& x = d.node(f.leaves[i].node);
     const std::string t = fmt::format("X{}", i + 1), v = fmt::format("x{}", i + 1);
-    out += mode((v + "l").c_str(), t.c_str(), x.name, x.axes, f.l, "L");
+    out += mode_lines(f, v, t.c_str(), x, x.axes, "l");
     switch (f.leaves[i].kind) {
       case GemmLeaf::Kind::scalar:
         leaf_args.push_back(fmt::format("napkin::gemm::scalar<Leaf{}>({}, {}l)", i + 1, t, v));
         break;
       case GemmLeaf::Kind::row_vector:
-        out += mode((v + "m").c_str(), t.c_str(), x.name, x.axes, f.m, "M");
+        out += mode_lines(f, v, t.c_str(), x, x.axes, "m");
         leaf_checks.push_back(fmt::format("  s.vector({}, \"{}\", {}m, \"M\");\n", t, x.name, v));
         leaf_args.push_back(fmt::format("napkin::gemm::row_vector<Leaf{}>({}, {}l)", i + 1, t, v));
         break;
       case GemmLeaf::Kind::col_vector:
-        out += mode((v + "n").c_str(), t.c_str(), x.name, x.axes, f.n, "N");
+        out += mode_lines(f, v, t.c_str(), x, x.axes, "n");
         leaf_checks.push_back(fmt::format("  s.vector({}, \"{}\", {}n, \"N\");\n", t, x.name, v));
         leaf_args.push_back(fmt::format("napkin::gemm::col_vector<Leaf{}>({}, {}l)", i + 1, t, v));
         break;
       case GemmLeaf::Kind::tensor: {
-        out += mode((v + "m").c_str(), t.c_str(), x.name, x.axes, f.m, "M") + mode((v + "n").c_str(), t.c_str(), x.name, x.axes, f.n, "N");
+        out += mode_lines(f, v, t.c_str(), x, x.axes, "mn");
         const bool n_major = contains(f.n, x.axes.back());
         leaf_checks.push_back(fmt::format("  s.tma({0}, \"{1}\", {2}{3}, \"{4}\", {{{2}{5}, {2}l}}, false);\n", t, x.name, v,
                                           n_major ? "n" : "m", n_major ? "N" : "M", n_major ? "m" : "n"));

@@ -402,6 +402,13 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
   return g;
 }
 
+// " class count" per reason class of a solver's rejections, for "no schedule fits" messages.
+std::string rejection_counts(const std::map<std::string, int>& rejected) {
+  std::string reasons;
+  for (const auto& [cls, n] : rejected) reasons += fmt::format(" {} {}", cls, n);
+  return reasons;
+}
+
 // The family of a GEMM problem: its solver's best schedules, or why none fits.
 Family solved_gemm(const search::GemmProblem& p, const arch::Machine& m, int top, KernelKind kind) {
   auto r = search::solve_gemm(p, m);
@@ -409,12 +416,9 @@ Family solved_gemm(const search::GemmProblem& p, const arch::Machine& m, int top
   Family f;
   f.considered = r->considered;
   f.rejected = r->rejected;
-  if (r->ranked.empty()) {
-    std::string reasons;
-    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
+  if (r->ranked.empty())
     return invalid(fmt::format("no {} schedule fits among {} candidates:{}", kind == KernelKind::dual_gemm ? "dual GEMM" : "GEMM",
-                               r->considered, reasons));
-  }
+                               r->considered, rejection_counts(r->rejected)));
   f.valid = true;
   f.kind = kind;
   f.gemm = r->ranked.front().schedule;
@@ -480,9 +484,9 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   return solved_gemm(p, m, top, KernelKind::gemm);
 }
 
-// Two contractions that share their first operand (X Wg, X Wu) over the same classes, whose
-// products only the epilogue's elementwise code combines: a dual GEMM (napkin/gemm_dual.h).
-// Returns "" when `c` is not of that shape (another family may run it).
+// Two contractions that share their first operand (X Wg, X Wu) over the same axes, whose products
+// only the epilogue's elementwise code combines: a dual GEMM (napkin/gemm_dual.h). Returns "" when
+// `c` has that shape, else why not (another family may run it).
 std::string dual_shape(const ir::Diagram& kd, const Census& c) {
   if (c.contracts.size() != 2) return "not two contractions";
   const Node& c0 = kd.node(c.contracts[0]);
@@ -505,17 +509,16 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
   const NodeId out = kd.outputs[0].node;
   if (!depends_on(kd, out, c.contracts[0]) || !depends_on(kd, out, c.contracts[1]))
     return invalid("the output does not combine both contractions");
-  const GemmClasses g0 = gemm_classes(kd, c.contracts[0], m), g1 = gemm_classes(kd, c.contracts[1], m);
-  if (!g0.why.empty()) return invalid(g0.why);
-  if (!g1.why.empty()) return invalid(g1.why);
-  if (g0.m != g1.m || g0.n != g1.n || g0.k != g1.k || g0.l != g1.l) return invalid("the two contractions' GEMM modes differ");
   const Node& b0 = kd.node(c0.operands[1]);
   const Node& b1 = kd.node(c1.operands[1]);
   // One TMA descriptor reads both: the same dtype and storage order (the strides are checked at
-  // launch).
+  // launch). With A shared and the same axes, the second contraction then has the first's GEMM
+  // modes, and what gemm_classes checks of one holds for the other.
   if (b0.dtype != b1.dtype || b0.axes != b1.axes)
     return invalid(fmt::format("{} and {} differ in dtype or storage order: a dual GEMM reads them through one descriptor", b0.name,
                                b1.name));
+  const GemmClasses g0 = gemm_classes(kd, c.contracts[0], m);
+  if (!g0.why.empty()) return invalid(g0.why);
   for (NodeId n : c.inputs)
     if (n != c0.operands[0] && n != c0.operands[1] && n != c1.operands[1])
       return invalid(fmt::format("epilogue input {}: the dual GEMM's epilogue reads its two products, constants and params only",
@@ -617,8 +620,7 @@ Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const s
   f.considered = r->considered;
   f.rejected = r->rejected;
   if (r->ranked.empty()) {
-    std::string reasons;
-    for (const auto& [cls, n] : r->rejected) reasons += fmt::format(" {} {}", cls, n);
+    const std::string reasons = rejection_counts(r->rejected);
     // The binding constraint: the reason of the most common class, as one candidate met it.
     std::string example;
     int most = 0;

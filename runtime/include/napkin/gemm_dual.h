@@ -35,7 +35,6 @@ template <class Base>
 struct DualMainloop : Base {
   using typename Base::DispatchPolicy;
   using ClusterShape = typename DispatchPolicy::ClusterShape;
-  using typename Base::ElementA;
   using typename Base::ElementB;
   using typename Base::GmemTiledCopyB;
   using typename Base::InternalElementB;
@@ -43,7 +42,6 @@ struct DualMainloop : Base {
   using typename Base::PipelineState;
   using typename Base::SmemLayoutA;
   using typename Base::SmemLayoutB;
-  using typename Base::StrideA;
   using typename Base::StrideB;
   using typename Base::TensorStorage;
   using typename Base::TileShape;
