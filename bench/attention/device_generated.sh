@@ -11,6 +11,9 @@
 # Carried: build/gen, .cutlass (CuTe headers; or $CUTLASS_INC), .devbin (a napkin binary and its
 # two libraries; or $DEVBIN), .peers for FlashAttention-3 in bench. Logs go to $OUT. TESTS_K: a
 # pytest -k filter for tests (the kernels built); SANITIZE_K: the examples to sanitize (all built).
+# BASE_GEN=dir BASE_RUNTIME=dir: a baseline's kernel.cu files (as build/gen) and the runtime/
+# they compile against (e.g. `git archive <rev> runtime/include`), compiled beside the others
+# and timed in the same process by bench (impl napkin_base): an A/B of an emitter or runtime change.
 #   bench/attention/device_generated.sh "tests sanitize bench" [variants.py args...]
 set -uo pipefail
 what=${1:-tests}; shift || true
@@ -24,6 +27,11 @@ GEN=/tmp/gen; mkdir -p $GEN
 t0=$(date +%s)
 flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -shared -diag-suppress=177 -Iruntime/include -I${CUTLASS_INC:-.cutlass/include}"
 for d in build/gen/*/; do n=$(basename $d); mkdir -p $GEN/$n; cmp -s $d/kernel.cu $GEN/$n/kernel.cu || { cp $d/* $GEN/$n/; rm -f $GEN/$n/libkernel.so; }; done
+if [[ -n ${BASE_GEN:-} ]]; then
+  mkdir -p /tmp/gen_base; cp -r $BASE_GEN/* /tmp/gen_base/
+  base_flags=${flags/-Iruntime\/include/-I$BASE_RUNTIME\/include}
+  ls -d /tmp/gen_base/*/ | xargs -P 8 -I{} sh -c "test -f {}libkernel.so || nvcc $base_flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED base {}'" &
+fi
 ls -d $GEN/*/ | xargs -P 16 -I{} sh -c "test -f {}libkernel.so || nvcc $flags {}kernel.cu -o {}libkernel.so > {}nvcc.log 2>&1 || echo 'FAILED {}'"
 echo "kernels ready in $(( $(date +%s) - t0 )) s: $(ls $GEN/*/libkernel.so | wc -l)"
 grep -c spill $GEN/*/nvcc.log | grep -v ":0" | tee "$OUT/spills.txt"
@@ -59,5 +67,6 @@ if [[ $what == *bench* ]]; then
   if ls .peers/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .peers/*.whl 2>&1 | tail -2; export PYTHONPATH=/tmp/peers
   fi
-  NAPKIN_KERNELS=$GEN timeout 560 python3 bench/attention/variants.py --out "$OUT/variants.jsonl" "$@" 2>&1 | tee "$OUT/bench.log" | tail -100
+  wait  # (the baseline's compiles)
+  NAPKIN_KERNELS=$GEN timeout 560 python3 bench/attention/variants.py --out "$OUT/variants.jsonl" ${BASE_GEN:+--also base=/tmp/gen_base} "$@" 2>&1 | tee "$OUT/bench.log" | tail -100
 fi

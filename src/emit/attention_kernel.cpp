@@ -150,7 +150,7 @@ class Recogniser {
     if (auto r = split_normaliser(f, p); !r.ok()) return r;
     if (auto r = check_epilogue(f); !r.ok()) return r;
     if (auto r = check_dtypes(f); !r.ok()) return r;
-    find_scale(f);
+    find_factor(f);
     f.skips_blocks = std::any_of(f.masks.begin(), f.masks.end(), [&](NodeId m) { return may_skip(d_, m, aux_); });
     for (auto& [node, roles] : aux_) f.aux.push_back({node, roles});
     return f;
@@ -408,26 +408,85 @@ class Recogniser {
     return f;
   }
 
-  // scores = Q K^T * c with c > 0 folds into the softmax's exp2.
-  void find_scale(AttentionForm& f) const {
-    if (f.normaliser < 0) return;
-    const Node& s = d_.node(f.score);
-    double c = 0;
-    if (f.score == f.qk) c = 1.0;
-    else if (s.op == OpKind::scale && s.operands[0] == f.qk) c = s.scalar;
-    else if ((s.op == OpKind::mul || s.op == OpKind::div) && s.operands.size() == 2) {
-      const int ci = d_.node(s.operands[1]).op == OpKind::constant ? 1 : d_.node(s.operands[0]).op == OpKind::constant ? 0 : -1;
-      if (ci >= 0 && s.operands[1 - ci] == f.qk && (s.op == OpKind::mul || ci == 1)) {
-        c = d_.node(s.operands[ci]).scalar;
-        if (s.op == OpKind::div) c = 1.0 / c;
+  // The score's factor (AttentionForm::factor_nodes): down the score from its top towards Q K^T,
+  // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg), every
+  // multiplier free of the query row and the key is taken out; a softcap on the path gives its
+  // cap and ends the path (tanh is not linear).
+  void find_factor(AttentionForm& f) const {
+    if (f.normaliser < 0) return;  // P = prob(S) itself: nothing folds into a softmax
+    NodeId n = f.score;
+    bool collected_all = true;
+    while (true) {
+      f.score_path.push_back(n);
+      if (n == f.qk) break;
+      const Node& x = d_.node(n);
+      const auto path_operand = [&]() -> int {
+        const bool a = depends_on(d_, x.operands[0], f.qk), b = x.operands.size() > 1 && depends_on(d_, x.operands[1], f.qk);
+        return a == b ? -1 : a ? 0 : 1;
+      };
+      NodeId next = -1;
+      bool collect = false;
+      switch (x.op) {
+        case OpKind::scale: case OpKind::neg:
+          collect = true;
+          next = x.operands[0];
+          break;
+        case OpKind::softcap: collect = true; break;
+        case OpKind::mul: case OpKind::div: {
+          const int pi = path_operand();
+          if (pi < 0 || (x.op == OpKind::div && pi != 0)) break;
+          collect = free_of_rows_and_keys(f, x.operands[static_cast<std::size_t>(1 - pi)]);
+          next = x.operands[static_cast<std::size_t>(pi)];
+          break;
+        }
+        case OpKind::add: case OpKind::sub: {
+          const int pi = path_operand();
+          if (pi >= 0) next = x.operands[static_cast<std::size_t>(pi)];
+          break;
+        }
+        default: break;
       }
+      if (collect) {
+        f.factor_nodes.push_back(n);
+        const Node* m = x.op == OpKind::mul || x.op == OpKind::div
+                            ? &d_.node(x.operands[depends_on(d_, x.operands[0], f.qk) ? 1 : 0])
+                            : nullptr;
+        if (x.op == OpKind::scale || x.op == OpKind::softcap) f.factor_constant *= x.scalar;
+        else if (x.op == OpKind::neg) f.factor_constant = -f.factor_constant;
+        else if (m->op == OpKind::constant && m->name.empty())
+          f.factor_constant = x.op == OpKind::mul ? f.factor_constant * m->scalar : f.factor_constant / m->scalar;
+        else f.factor_per_tile = true;
+      } else {
+        collected_all = false;
+      }
+      if (next < 0) break;
+      n = next;
     }
-    if (c > 0 && std::isfinite(c)) {
-      f.score_is_scale = true;
-      f.scale = c;
-    }
+    f.score_is_raw = collected_all && f.score_path.back() == f.qk;
+    // A constant factor folds at compile time only where positive and finite: the softmax's
+    // running max is of the scores over the factor.
+    if (!(f.factor_constant > 0 && std::isfinite(f.factor_constant))) f.factor_per_tile = true;
   }
 
+  // Whether `n` takes one value per (batch, head): constants, params, batch and head indices,
+  // and inputs indexed by them alone, through elementwise ops.
+  bool free_of_rows_and_keys(const AttentionForm& f, NodeId n) const {
+    const Node& x = d_.node(n);
+    if (n == f.qk || x.dtype == DType::boolean) return false;
+    switch (x.op) {
+      case OpKind::constant: return true;
+      case OpKind::iota: return x.axis == f.batch || x.axis == f.head || x.axis == f.group;
+      case OpKind::input: {
+        const auto it = aux_.find(n);
+        return it != aux_.end() && it->second.find_first_of("qke") == std::string::npos;
+      }
+      default:
+        if (!ir::is_elementwise(x.op)) return false;
+        for (NodeId o : x.operands)
+          if (!free_of_rows_and_keys(f, o)) return false;
+        return true;
+    }
+  }
 
   const Diagram& d_;
   const SourceText& src_;
@@ -524,7 +583,128 @@ class BodyWriter {
     return values_.at(top);
   }
 
+  // The score over its factor (AttentionForm::factor_nodes): the factor's nodes dropped from
+  // the path, each term added beside the path times the reciprocal of the factor below it.
+  // The sum's reciprocal is written first in the product, so that a per-head value times it
+  // is computed once and each score takes one FMA.
+  std::string factored_score(std::string& out) { return without_factor(0, out); }
+
+  // The factor itself: the product of the factor nodes' multipliers, constant first.
+  std::string factor(std::string& out) {
+    std::string s = float_literal(f_.factor_constant);
+    for (NodeId n : f_.factor_nodes) {
+      const Node& x = d_.node(n);
+      if (x.op != OpKind::mul && x.op != OpKind::div) continue;
+      const NodeId m = multiplier(n);
+      if (d_.node(m).op == OpKind::constant && d_.node(m).name.empty()) continue;
+      s += x.op == OpKind::mul ? " * " + real(m, out) : " * __fdividef(1.0f, " + real(m, out) + ")";
+    }
+    return s;
+  }
+
  private:
+  bool collected(NodeId n) const {
+    return std::find(f_.factor_nodes.begin(), f_.factor_nodes.end(), n) != f_.factor_nodes.end();
+  }
+  // A multiplying node's operand off the path (the multiplier).
+  NodeId multiplier(NodeId n) const {
+    const Node& x = d_.node(n);
+    return depends_on(d_, x.operands[0], f_.qk) ? x.operands[1] : x.operands[0];
+  }
+  std::string real(NodeId n, std::string& out) {
+    value(n, out);
+    return as(n, CType::real);
+  }
+  // 1 / (the factor of the path's nodes from index i on), or "" where it is 1.
+  std::string reciprocal_below(std::size_t i, std::string& out) {
+    double constant = 1.0;
+    std::string runtime;
+    for (std::size_t j = i; j < f_.score_path.size(); ++j) {
+      const NodeId n = f_.score_path[j];
+      if (!collected(n)) continue;
+      const Node& x = d_.node(n);
+      if (x.op == OpKind::scale || x.op == OpKind::softcap) constant /= x.scalar;
+      else if (x.op == OpKind::neg) constant = -constant;
+      else {
+        const NodeId m = multiplier(n);
+        const Node& c = d_.node(m);
+        if (c.op == OpKind::constant && c.name.empty()) constant = x.op == OpKind::mul ? constant / c.scalar : constant * c.scalar;
+        else runtime += x.op == OpKind::mul ? " * __fdividef(1.0f, " + real(m, out) + ")" : " * " + real(m, out);
+      }
+    }
+    if (constant == 1.0 && runtime.empty()) return "";
+    return runtime.empty() ? float_literal(constant) : "(" + float_literal(constant) + runtime + ")";
+  }
+  // `n` times the reciprocal r (a term beside the path): a per-head multiplier of n takes r first.
+  std::string beside(NodeId n, const std::string& r, std::string& out) {
+    if (r.empty()) return real(n, out);
+    const Node& x = d_.node(n);
+    if (x.op == OpKind::mul)
+      for (int i = 0; i < 2; ++i) {
+        const NodeId u = x.operands[static_cast<std::size_t>(i)], w = x.operands[static_cast<std::size_t>(1 - i)];
+        if (!depends_on(d_, u, f_.qk) && d_.node(u).dtype != DType::boolean && per_head(u))
+          return "(" + real(u, out) + " * " + r + ") * " + real(w, out);
+      }
+    return real(n, out) + " * " + r;
+  }
+  // A value that reads no row or key index and no input indexed by them.
+  bool per_head(NodeId n) const {
+    const Node& x = d_.node(n);
+    if (x.op == OpKind::iota) return index_of(x.axis) != "q" && index_of(x.axis) != "k" && index_of(x.axis) != "e";
+    if (x.op == OpKind::input) {
+      for (const AuxInput& a : f_.aux)
+        if (a.node == n) return a.roles.find_first_of("qke") == std::string::npos;
+      return false;
+    }
+    for (NodeId o : x.operands)
+      if (!per_head(o)) return false;
+    return x.op != OpKind::contract;
+  }
+  std::string without_factor(std::size_t i, std::string& out) {
+    const NodeId n = f_.score_path[i];
+    bool below = false;
+    for (std::size_t j = i; j < f_.score_path.size(); ++j) below = below || collected(f_.score_path[j]);
+    if (!below) return real(n, out);
+    const Node& x = d_.node(n);
+    std::string expr;
+    if (collected(n)) {
+      if (x.op != OpKind::softcap) return without_factor(i + 1, out);
+      // softcap(v, c) = c tanh(v / c): the factor c out, v / c folded into a scale under it.
+      NodeId v = x.operands[0];
+      double c = 1.0 / x.scalar;
+      const Node& y = d_.node(v);
+      if (y.op == OpKind::scale) {
+        c *= y.scalar;
+        v = y.operands[0];
+      } else if (y.op == OpKind::mul) {
+        for (int j = 0; j < 2; ++j) {
+          const Node& m = d_.node(y.operands[static_cast<std::size_t>(j)]);
+          if (m.op == OpKind::constant && m.name.empty()) {
+            c *= m.scalar;
+            v = y.operands[static_cast<std::size_t>(1 - j)];
+            break;
+          }
+        }
+      }
+      expr = fmt::format("napkin::device::fast_tanh({} * {})", real(v, out), float_literal(c));
+    } else {
+      const NodeId next = f_.score_path[i + 1];
+      const int pi = x.operands[0] == next ? 0 : 1;
+      const NodeId other = x.operands[static_cast<std::size_t>(1 - pi)];
+      const std::string inner = without_factor(i + 1, out);
+      switch (x.op) {
+        case OpKind::mul: expr = real(other, out) + " * " + inner; break;
+        case OpKind::div: expr = inner + " * __fdividef(1.0f, " + real(other, out) + ")"; break;
+        case OpKind::add: expr = inner + " + " + beside(other, reciprocal_below(i + 1, out), out); break;
+        default:  // sub
+          expr = pi == 0 ? inner + " - " + beside(other, reciprocal_below(i + 1, out), out)
+                         : beside(other, reciprocal_below(i + 1, out), out) + " - " + inner;
+      }
+    }
+    const std::string name = fmt::format("w{}", n);
+    out += fmt::format("    const float {} = {};{}\n", name, expr, x.name.empty() ? "" : "  // " + x.name + " over its factor");
+    return name;
+  }
   void collect(NodeId n, std::set<NodeId>& need) {
     if (values_.count(n) || !need.insert(n).second) return;
     for (NodeId o : d_.node(n).operands) collect(o, need);
@@ -778,8 +958,10 @@ Result<AttentionForm> recognise_attention(const ir::Diagram& d, const SourceText
 
 std::string describe_fusion(const AttentionForm& f) {
   std::string s = f.normaliser >= 0 ? "softmax over the keys" : "no normalisation (P summed plainly)";
-  s += f.score_is_scale ? fmt::format("; scores scaled by {} (folded into exp2)", ir::format_number(f.scale))
-                        : "; score modification fused";
+  if (!f.score_is_raw) s += "; score modification fused";
+  if (f.normaliser >= 0 && (f.factor_per_tile || f.factor_constant != 1.0))
+    s += f.factor_per_tile ? "; score factor folded into exp2 per (batch, head)"
+                           : fmt::format("; scores scaled by {} (folded into exp2)", ir::format_number(f.factor_constant));
   if (!f.masks.empty()) s += f.skips_blocks ? "; mask bounded per block (skips blocks)" : "; mask (every chunk)";
   if (f.epilogue != f.pv) s += "; epilogue fused";
   if (f.lse >= 0) s += " (reads the row logsumexp)";
@@ -792,7 +974,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   const std::string element = f.element == DType::bf16 ? "cutlass::bfloat16_t" : "cutlass::half_t";
   const std::vector<NodeId>& preds = f.masks;
   const bool has_mask = !preds.empty();
-  const bool score_mod = f.normaliser >= 0 && !f.score_is_scale;
+  const bool score_mod = f.normaliser >= 0 && !f.score_is_raw;
+  const bool factor_per_tile = f.normaliser >= 0 && f.factor_per_tile;
   // The epilogue: the code between P V and the output, less a final cast to the element type
   // (the kernel's store rounds).
   const NodeId epi_top = f.epilogue;
@@ -852,6 +1035,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   });
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
+  if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
   const std::map<NodeId, int> staged = staged_inputs(d, f);
   if (!staged.empty()) {
     int bytes = 0;
@@ -890,7 +1074,21 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  " + (scored ? per_score(w, "float", name, params) : fmt::format("__device__ static float {}(Args const& a, {})", name, params));
     out += fmt::format(" {{\n{}    return static_cast<float>({});\n  }}\n", body, v);
   };
-  if (score_mod) function("score", "float raw, int b, int h, int q, int k", f.score, {{f.qk, "raw"}});
+  if (factor_per_tile) {
+    std::string body;
+    BodyWriter w(d, f, {});
+    const std::string v = w.factor(body);
+    out += "  __device__ static float score_factor(Args const& a, int b, int h) {\n";
+    if ((body + v).find(", q, k)") != std::string::npos) out += "    constexpr int q = 0, k = 0;  // (a factor is per head)\n";
+    out += body + "    return " + v + ";\n  }\n";
+  }
+  if (score_mod) {
+    std::string body;
+    BodyWriter w(d, f, {{f.qk, "raw"}}, staged);
+    const std::string v = w.factored_score(body);
+    out += "  " + per_score(w, "float", "score", "float raw, int b, int h, int q, int k");
+    out += fmt::format(" {{\n{}    return {};\n  }}\n", body, v);
+  }
   if (f.normaliser < 0) function("prob", "float raw, int b, int h, int q, int k", f.score, {{f.qk, "raw"}});
   if (has_mask) {
     std::string body;
@@ -931,7 +1129,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      "napkin::AttentionDType::{}, {}}};\n\n",
                      d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
                      f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
-                     float_literal(f.score_is_scale ? f.scale : 1.0));
+                     float_literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0));
   if (entry_name.empty()) out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
   out += "}  // namespace\n\n";
   if (entry_name.empty())

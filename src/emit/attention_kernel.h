@@ -38,8 +38,16 @@ struct AttentionForm {
   ir::NodeId lse = -1;                    // logsumexp of the softmax's input read by the epilogue, or -1
   ir::NodeId output = -1;                 // the output node
   ir::NodeId epilogue = -1;               // the epilogue's top (output less a cast to the element type); pv: none
-  bool score_is_scale = false;            // score is qk times a constant: folded into exp2
-  double scale = 1.0;                     // that constant
+  // The score's factor, folded into the softmax's exp2: score = factor * rest, where the factor
+  // is a product of values free of the query row and the key, taken from `factor_nodes` (scale,
+  // neg, softcap's cap, * or / by such a value) on the score's path down to qk. Every term added
+  // beside the path is divided by the factor below it; a negative factor flips the rest's sign.
+  std::vector<ir::NodeId> score_path;     // the score's top, then down ops linear in qk, to qk or the op that is not
+  std::vector<ir::NodeId> factor_nodes;   // the path's nodes whose multiplier is the factor's
+  double factor_constant = 1.0;           // the factor's literal part
+  bool factor_per_tile = false;           // the factor reads params or inputs, or is not a positive constant:
+                                          // computed per (batch, head) tile (Fusion::score_factor)
+  bool score_is_raw = false;              // rest is qk itself: no per-score code
   bool skips_blocks = false;              // the mask depends on indices and constants alone
   // Roles: axis ids, -1 when absent.
   ir::AxisId batch = -1, head = -1, group = -1, query = -1, key = -1, dim = -1, vdim = -1;

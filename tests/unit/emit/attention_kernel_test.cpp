@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -84,8 +85,9 @@ TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
     return emit::recognise_attention(l.diagram, l.src).value();
   };
   const auto plain = form("attention");
-  EXPECT_TRUE(plain.score_is_scale);
-  EXPECT_DOUBLE_EQ(plain.scale, 0.08838834764831845);
+  EXPECT_TRUE(plain.score_is_raw);
+  EXPECT_FALSE(plain.factor_per_tile);
+  EXPECT_DOUBLE_EQ(plain.factor_constant, 0.08838834764831845);
   EXPECT_TRUE(plain.masks.empty());
   EXPECT_EQ(plain.q_roles, "bhqd");
   EXPECT_EQ(plain.v_roles, "bhke");
@@ -96,11 +98,52 @@ TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
   EXPECT_TRUE(form("chunked_local").skips_blocks);     // floor(q / c) == floor(k / c) is bounded
   EXPECT_TRUE(form("document_mask").skips_blocks);     // doc_q == doc_k through block summaries, and q >= k
   EXPECT_TRUE(form("key_padding").skips_blocks);       // keep[b k] through its block summary
-  EXPECT_FALSE(form("alibi").score_is_scale);
+  EXPECT_FALSE(form("alibi").score_is_raw);
   EXPECT_EQ(form("alibi").aux.size(), 1u);
   EXPECT_EQ(form("sigmoid_attention").normaliser, -1);
   EXPECT_GE(form("attention_sinks").lse, 0);
   EXPECT_EQ(form("sliding_window").params.size(), 1u);
+}
+
+// The score's factor free of rows and keys is taken out of the per-score code and folded into the
+// softmax's exponent: at compile time where it is a positive constant, else per (batch, head)
+// tile, signed; terms added beside the scores are divided by the factor below them.
+TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
+  struct Case {
+    const char* score;
+    bool raw, per_tile;
+    double constant;
+    std::vector<std::string> emitted;  // substrings of the kernel
+  };
+  const std::vector<Case> cases = {
+      {"contract(Q, K over d) * 0.125 / temp", true, true, 0.125,
+       {"kScoreMod = false", "kScoreFactor = true", "return 0.125f * __fdividef(1.0f, a.in_temp.at(b, h, q, k));"}},
+      {"contract(Q, K over d) * 0.5 + slope * (k - q)", false, false, 0.5,
+       {"raw + (a.in_slope.at(b, h, q, k) * 2.0f) * static_cast<float>(", ", 0.5f};"}},
+      {"softcap(contract(Q, K over d) * 0.125, 30)", false, false, 30,
+       {"napkin::device::fast_tanh(raw * 0.00416666688f)", ", 30.0f};"}},
+      // A negative constant is signed: folded per tile (the running max is of the negated scores).
+      {"-(contract(Q, K over d) * 2)", true, true, -2, {"return -2.0f;"}},
+      // Below a nonlinear op nothing is taken out; above it, a param is.
+      {"tanh(contract(Q, K over d) * 0.5) * t", false, true, 1, {"napkin::device::fast_tanh(", "static_cast<float>(a.param_t)"}},
+      // A multiplier that depends on the key stays in the per-score code.
+      {"contract(Q, K over d) * bias_k * 0.25", false, false, 0.25, {"raw * a.in_bias_k.at(b, h, q, k)"}},
+      {"(contract(Q, K over d) + bias_k) / (temp * 2)", false, true, 1, {"raw + a.in_bias_k.at(b, h, q, k);",
+                                                                         "__fdividef(1.0f, v"}},
+  };
+  for (const Case& c : cases) {
+    const std::string text = std::string("axes b=2 h=4 q=256 k=256 d=64\nparam t = 3\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                                         "in V[b h k d] bf16\nin temp[h] f32\nin slope[h] f32\nin bias_k[b k] f32\nS = ") +
+                             c.score + "\nP = softmax(S over k)\nO = contract(P, V over k) as bf16\nout O\n";
+    const Loaded l = parse("factor.napkin", text);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    ASSERT_TRUE(f.ok()) << c.score << ": " << f.error().format();
+    EXPECT_EQ(f->score_is_raw, c.raw) << c.score;
+    EXPECT_EQ(f->factor_per_tile, c.per_tile) << c.score;
+    EXPECT_DOUBLE_EQ(f->factor_constant, c.constant) << c.score;
+    const std::string kernel = emit_for(l);
+    for (const std::string& s : c.emitted) EXPECT_NE(kernel.find(s), std::string::npos) << c.score << " lacks " << s << "\n" << kernel;
+  }
 }
 
 // Inputs a mask reads along the query or key axis alone (i32 or bool) are summarised per block, so

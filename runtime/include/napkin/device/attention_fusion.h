@@ -6,8 +6,11 @@
 // A Fusion is a struct with
 //   struct Args                  auxiliary tensors (pointers and element strides) and scalars;
 //                                a kernel parameter, read through `a` below
-//   kScoreMod                    score() replaces `raw * scale`; false: the scale is folded into
-//                                the softmax's exp2 (the plain kernel, no extra instruction)
+//   kScoreMod                    score() replaces the raw score; false: the raw score is the
+//                                softmax's input (times the scale, folded into its exp2)
+//   kScoreFactor, score_factor() a factor of the softmax's input per (batch, head), folded into
+//                                the exp2 with the scale: the kernel's softmax is of
+//                                score_factor(b, h) * score(raw) (negated first where negative)
 //   kMask                        visible() masks scores (to -inf, or to 0 when !kNormalise)
 //   kSkipsBlocks                 block() bounds the mask over a block of indices, so a tile
 //                                visits only the key chunks the mask may leave visible and masks
@@ -32,6 +35,7 @@
 //   kSharesAcrossBatch           the fused code reads a tensor indexed by rows or keys but not
 //                                the batch: tiles of one head run batch after batch, so the
 //                                CTAs running together share it in L2
+//   __device__ static float score_factor(Args const& a, int b, int h);
 //   template <class Reads> __device__ static float score(Args const& a, Reads const& rd, float raw, int b, int h, int q, int k);
 //   template <class Reads> __device__ static bool visible(Args const& a, Reads const& rd, int b, int h, int q, int k);
 //   __device__ static BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1);
@@ -63,7 +67,7 @@ struct FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false,
-                        kSharesAcrossBatch = false;
+                        kSharesAcrossBatch = false, kScoreFactor = false;
   static constexpr int kStagedBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A, class Reads>
@@ -76,6 +80,8 @@ struct FusionDefaults {
   __device__ static float prob(A const&, Reads const&, float raw, int, int, int, int) { return raw; }
   template <class A, class Stage>
   __device__ static void stage(A const&, Stage&&) {}
+  template <class A>
+  __device__ static float score_factor(A const&, int, int) { return 1.f; }
   template <class A>
   __device__ static float epilogue(A const&, float o, float, int, int, int, int) { return o; }
 };

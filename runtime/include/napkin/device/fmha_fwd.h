@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include <cute/tensor.hpp>
 #include <cute/arch/copy_sm90.hpp>
@@ -250,7 +251,7 @@ struct FwdParams {
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
   int* tile_counter;              // zero at launch, zero again at exit (see the producer)
-  float scale_log2;  // softmax_scale * log2(e); log2(e) where Fusion::score applies the scale
+  float scale_log2;  // softmax_scale * log2(e) (times |Fusion::score_factor| per tile)
   typename Cfg::Fusion::Args fusion;
   bool pingpong;     // consumer warpgroups take turns to issue their WGMMAs
   // Cfg::kChunkLists: tile t's visible chunks, ascending, at chunk_list[t * chunks_per_row],
@@ -603,6 +604,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       const ChunkRange range = ss.tile_range[qb];
       const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
+      // The score's factor (Fusion::kScoreFactor) scales the exponent; where it is negative the
+      // scores are negated first (then the running max is of the negated scores). A zero factor
+      // keeps a tiny scale so that masked scores (-inf) still give 0, not NaN.
+      float scale_log2 = p.scale_log2;
+      [[maybe_unused]] bool negate = false;
+      if constexpr (Fusion::kScoreFactor) {
+        const float factor = Fusion::score_factor(p.fusion, tc.batch, tc.head);
+        const float magnitude = fabsf(factor);
+        negate = factor < 0.f;
+        scale_log2 *= magnitude == 0.f ? 1e-30f : magnitude;
+      }
 
       auto needs_mask = [&](int n) {
         bool m = (n + 1) * kBlockN > p.seqlen_k;
@@ -635,7 +647,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // once, not kept live over the whole chunk (32 registers a value at 128-key chunks). Keys
       // in pairs (the accumulator's adjacent columns), so each staged input is read from shared
       // memory once a pair and a row.
-      auto fuse_scores = [&](int n, bool masked) {
+      auto fuse_scores = [&](int n, bool masked, auto negated) {
         if constexpr (Cfg::kStaged) staged_wait();
         const int col_base = n * kBlockN;
         CUTE_UNROLL
@@ -661,6 +673,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                   if constexpr (Fusion::kNormalise) s = Fusion::score(p.fusion, rd, s, tc.batch, tc.head, row, key);
                   else s = Fusion::prob(p.fusion, rd, s, tc.batch, tc.head, row, key);
                 }
+                if constexpr (decltype(negated)::value) s = -s;
                 if (masked) {
                   // (Bitwise: a branch around each visible() would serialise its reads.)
                   bool hidden = col >= p.seqlen_k;
@@ -678,8 +691,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // then overlap the GEMM). Then the staged inputs of the chunk at `next_step` are copied.
       // (Staged inputs are read by score() or prob(), so every chunk's scores are fused.)
       auto modify_scores = [&](int n, bool masked, int next_step) {
-        if (masked) fuse_scores(n, true);
-        else if constexpr (kPerScoreCode) fuse_scores(n, false);
+        auto fuse = [&](auto negated) {
+          if (masked) fuse_scores(n, true, negated);
+          else if (kPerScoreCode || decltype(negated)::value) fuse_scores(n, false, negated);
+        };
+        if constexpr (Fusion::kScoreFactor) {
+          if (negate) fuse(std::true_type{});
+          else fuse(std::false_type{});
+        } else {
+          fuse(std::false_type{});
+        }
         if constexpr (Cfg::kStaged)
           if (next_step < n_blocks) stage_chunk(fwd_chunk_of<Cfg>(p, tc, range, next_step));
       };
@@ -720,7 +741,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // The normaliser: the online softmax, or nothing (P = prob(S) already; O is a plain sum).
       auto normalise = [&](float (&corr)[2]) {
         if constexpr (Fusion::kNormalise) {
-          return softmax.step(rS, p.scale_log2, corr);
+          return softmax.step(rS, scale_log2, corr);
         } else {
           corr[0] = corr[1] = 1.f;
           return false;
@@ -745,7 +766,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           inv_sum[0] = inv_sum[1] = 1.f;  // (no LSE: the host refuses an LSE output)
           return;
         }
-        softmax.finish(p.scale_log2, inv_sum, lse);
+        softmax.finish(scale_log2, inv_sum, lse);
         if (p.lse != nullptr && (lane & 3) == 0) {
           CUTE_UNROLL
           for (int r = 0; r < 2; ++r) {
@@ -964,7 +985,7 @@ cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
 // Builds the parameters (TMA descriptors included) and launches. Arguments are checked by
 // the caller (attention_fwd_check). `tile_counter`: an int in device memory that is zero and
 // used by no launch running concurrently (one per stream); the kernel leaves it zero.
-// `softmax_scale` multiplies the raw scores unless Fusion::score applies a scale of its own.
+// `softmax_scale` multiplies the scores (Fusion::score's, or the raw ones) in the softmax.
 template <class Cfg>
 cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o, float* lse,
                             int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
@@ -1003,7 +1024,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.num_tiles = p.num_m_blocks * heads_q * batch;
   p.o = static_cast<Element*>(o);
   for (int i = 0; i < 3; ++i) p.o_strides[i] = o_strides[i];
-  p.scale_log2 = (Cfg::Fusion::kScoreMod ? 1.f : softmax_scale) * 1.4426950408889634f;
+  p.scale_log2 = softmax_scale * 1.4426950408889634f;
   p.fusion = fusion;
   p.pingpong = pingpong;
 
