@@ -518,6 +518,7 @@ std::string input_member(const std::string& name) { return "in_" + name; }
 std::string param_member(const std::string& name) { return "param_" + name; }
 std::string summary_member(const std::string& name) { return "blocks_" + name; }
 std::string divisor_member(const std::string& name) { return "divisor_" + name; }
+std::string range_member(const std::string& name) { return "range_" + name; }
 
 // The AuxRole bits of a roles string (napkin/attention_kernel.h).
 std::string aux_roles_mask(const std::string& roles) {
@@ -899,7 +900,8 @@ class BoundWriter {
         break;
       case OpKind::constant:
         expr = x.name.empty() ? fmt::format("napkin::device::irange({}LL)", static_cast<long long>(x.scalar))
-                              : "napkin::device::range_of_real(a." + param_member(x.name) + ")";
+                              : "a." + range_member(x.name);
+        if (!x.name.empty()) ranges_.insert(x.name);
         break;
       case OpKind::add: expr = ops[0] + " + " + ops[1]; break;
       case OpKind::sub: expr = ops[0] + " - " + ops[1]; break;
@@ -932,6 +934,7 @@ class BoundWriter {
   const std::map<NodeId, char>& summarised() const { return summarised_; }
   // The params the bound divides by (floor(x / c)): each a napkin::device::Divisor in Args.
   const std::set<std::string>& divisors() const { return divisors_; }
+  const std::set<std::string>& ranges() const { return ranges_; }
 
  private:
   const Diagram& d_;
@@ -940,6 +943,7 @@ class BoundWriter {
   std::map<NodeId, std::string> values_;
   std::map<NodeId, char> summarised_;
   std::set<std::string> divisors_;
+  std::set<std::string> ranges_;
 };
 
 std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {
@@ -999,7 +1003,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   // The mask's block bound, written first: it names the block summaries Args carries.
   std::string block_fn;
   std::map<NodeId, char> summarised;
-  std::set<std::string> divisors;
+  std::set<std::string> divisors, ranges;
   if (has_mask && f.skips_blocks) {
     std::string bbody;
     std::vector<std::string> bterms;
@@ -1009,6 +1013,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     for (std::size_t i = 1; i < bterms.size(); ++i) combined = "napkin::device::bv_and(" + combined + ", " + bterms[i] + ")";
     summarised = bw.summarised();
     divisors = bw.divisors();
+    ranges = bw.ranges();
     // A bound over indices and params alone is also a host function (kBlockOnHost).
     block_fn = fmt::format("  {}static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
                            "int k0, int k1) {{\n    const napkin::device::IntRange qr{{q0, q1}}, kr{{k0, k1}};\n",
@@ -1027,6 +1032,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     }
   for (const std::string& p : divisors)
     out += fmt::format("    napkin::device::Divisor {};  // param {} as the bound's divisor\n", divisor_member(p), p);
+  for (const std::string& p : ranges)
+    out += fmt::format("    napkin::device::IntRange {};  // param {}'s floor and ceiling, for the bound\n", range_member(p), p);
   out += "  };\n";
   out += fmt::format("  static constexpr bool kScoreMod = {}, kMask = {}, kSkipsBlocks = {}, kNormalise = {};\n",
                      score_mod, has_mask, f.skips_blocks, f.normaliser >= 0);
@@ -1123,6 +1130,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                        ir::format_number(d.node(p).scalar));
   for (const std::string& p : divisors)
     out += fmt::format("  a.{} = napkin::device::make_divisor(a.{});\n", divisor_member(p), param_member(p));
+  for (const std::string& p : ranges)
+    out += fmt::format("  a.{} = napkin::device::range_of_real(a.{});\n", range_member(p), param_member(p));
   out += "}\n\n";
   const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
   out += fmt::format("constexpr napkin::AttentionSpec kSpec{{\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", {}, "

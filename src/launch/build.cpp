@@ -651,10 +651,19 @@ std::vector<napkin_tensor> abi_tensors(std::vector<HostTensor>& hs) {
   return ts;
 }
 
-// The inputs and the (NaN-poisoned) output of `d` as host tensors, from the seeded reference inputs.
+// The inputs, the params (rank-0 f64 in host memory, at the values `d` binds: --set p=...) and
+// the (NaN-poisoned) output of `d` as host tensors, from the seeded reference inputs; the
+// output last.
 std::vector<HostTensor> host_tensors(const ir::Diagram& d, const reference::TensorMap& inputs, DType out_dtype) {
   std::vector<HostTensor> hs;
   for (ir::NodeId n : d.inputs()) hs.push_back(to_host(d.node(n).name, d.node(n).dtype, inputs.at(d.node(n).name)));
+  for (const ir::Node& n : d.nodes)
+    if (n.op == ir::OpKind::constant && !n.name.empty() &&
+        std::none_of(hs.begin(), hs.end(), [&](const HostTensor& h) { return h.name == n.name; })) {
+      HostTensor p{n.name, DType::f64, {}, std::vector<unsigned char>(sizeof(double))};
+      std::memcpy(p.bytes.data(), &n.scalar, sizeof(double));
+      hs.push_back(std::move(p));
+    }
   const ir::Output& o = d.outputs[0];
   reference::Tensor poison;
   poison.axes = o.axes;

@@ -190,3 +190,24 @@ def test_kernel_as_a_torch_operator():
     torch.library.opcheck(op, (q, k, v, 50.0))
     compiled = torch.compile(lambda a, b, c: op(a, b, c, 50.0) * 2, fullgraph=True)
     assert torch.equal(compiled(q, k, v), want * 2)
+
+
+@pytest.mark.parametrize("p", [0, 150, 5000])
+def test_napkin_run_binds_the_params_it_is_given(p, tmp_path):
+    """`napkin run --set p=...` validates and times the kernel at that param, not the diagram's
+    default (prefix_lm: p = 0 is causal attention, 150 cuts inside the validation's 263 keys,
+    5000 is past them)."""
+    root = os.environ.get("NAPKIN_KERNELS")
+    lib = pathlib.Path(root) / "prefix_lm" / "libkernel.so" if root else None
+    if lib is None or not lib.exists():
+        lib = tmp_path / "prefix_lm" / "libkernel.so"
+        r = subprocess.run([napkin_bin(), "build", str(diagram("prefix_lm")), "--machine", "h100-sxm5",
+                            "-o", str(lib.parent)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    import json
+    head_dim = json.loads((lib.parent / "manifest.json").read_text())["head_dim"]
+    r = subprocess.run([napkin_bin(), "run", str(diagram("prefix_lm")), "--machine", "h100-sxm5", "--library", str(lib),
+                        "--set", f"d={head_dim}", "--set", f"p={p}", "--set", "q=1000", "--set", "k=1000", "--iters", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": ok") == 2, r.stdout

@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_p;  // param p (default 1024)
+    napkin::device::IntRange range_p;  // param p's floor and ceiling, for the bound
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
@@ -24,7 +25,7 @@ struct Fusion : napkin::device::FusionDefaults {
   }
   __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};
-    const napkin::device::BlockVisibility r8 = napkin::device::bv_lt(kr, napkin::device::range_of_real(a.param_p));
+    const napkin::device::BlockVisibility r8 = napkin::device::bv_lt(kr, a.range_p);
     const napkin::device::BlockVisibility r11 = napkin::device::bv_ge(qr, kr);
     const napkin::device::BlockVisibility r12 = napkin::device::bv_or(r8, r11);
     return r12;
@@ -33,6 +34,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_p = tb.param("p", 1024);
+  a.range_p = napkin::device::range_of_real(a.param_p);
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};

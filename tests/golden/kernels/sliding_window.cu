@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_w;  // param w (default 4096)
+    napkin::device::IntRange range_w;  // param w's floor and ceiling, for the bound
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
@@ -29,7 +30,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r9 = napkin::device::bv_ge(qr, kr);
     const napkin::device::IntRange r12 = qr - kr;
     const napkin::device::IntRange r13 = napkin::device::range_abs(r12);
-    const napkin::device::BlockVisibility r14 = napkin::device::bv_lt(r13, napkin::device::range_of_real(a.param_w));
+    const napkin::device::BlockVisibility r14 = napkin::device::bv_lt(r13, a.range_w);
     const napkin::device::BlockVisibility r15 = napkin::device::bv_and(r9, r14);
     return r15;
   }
@@ -37,6 +38,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_w = tb.param("w", 4096);
+  a.range_w = napkin::device::range_of_real(a.param_w);
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
