@@ -124,12 +124,6 @@ std::string indent(const std::string& text, const std::string& by) {
   return s;
 }
 
-std::string kernel_schedule_text(const plan::Kernel& k) {
-  if (k.gemm) return plan::gemm_schedule_text(*k.gemm);
-  if (k.rows) return search::row_schedule_text(*k.rows);
-  if (k.streamed) return k.streamed->summary;
-  return "-";
-}
 
 std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
   std::string s;
@@ -140,7 +134,8 @@ std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
     const double tflops = k.predicted_s > 0 ? k.flops / k.predicted_s / 1e12 : 0;
     s += fmt::format("     predicted {}, {:.1f} TFLOP/s, {:.4g} MB of HBM traffic, bound by {}\n", seconds_text(k.predicted_s),
                      tflops, k.hbm_bytes / 1e6, k.bound);
-    s += fmt::format("     schedule: {}{}\n", kernel_schedule_text(k),
+    const std::string schedule = plan::kernel_schedule_text(k);
+    s += fmt::format("     schedule: {}{}\n", schedule.empty() ? "-" : schedule,
                      k.kind == plan::KernelKind::dual_gemm && k.gemm
                          ? fmt::format(" (tile N per product: one WGMMA tile of {} columns)", 2 * k.gemm->tile_n)
                          : "");
@@ -170,7 +165,7 @@ json plan_json(const plan::Plan& p) {
   json kernels = json::array();
   for (const plan::Kernel& k : p.kernels)
     kernels.push_back({{"name", k.name}, {"kind", std::string(plan::kernel_kind_name(k.kind))},
-                       {"schedule", kernel_schedule_text(k)}, {"predicted_s", k.predicted_s}, {"flops", k.flops},
+                       {"schedule", plan::kernel_schedule_text(k)}, {"predicted_s", k.predicted_s}, {"flops", k.flops},
                        {"hbm_bytes", k.hbm_bytes}, {"bound", k.bound}, {"detail", k.detail},
                        {"diagram", ir::print_diagram(k.diagram)}});
   return {{"name", p.name}, {"kernels", kernels}, {"materialised", p.materialised}, {"moves", p.moves},
@@ -213,6 +208,20 @@ CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, 
   const plan::Plan& p = r.chosen;
   double flops = 0, bytes = 0;
   for (const plan::Kernel& k : p.kernels) flops += k.flops, bytes += k.hbm_bytes;
+  if (!o.timeline_svg.empty()) {
+    // A plan's timeline: its kernels one after the other, each as long as predicted, coloured
+    // by what bounds it.
+    emit::TimelineLane lane{"GPU, kernels in order", {}};
+    double t = 0;
+    for (std::size_t i = 0; i < p.kernels.size(); ++i) {
+      const plan::Kernel& k = p.kernels[i];
+      lane.spans.push_back({fmt::format("{}. {}", i + 1, k.name), "bound by " + k.bound, t, t + k.predicted_s});
+      t += k.predicted_s;
+    }
+    std::ofstream f(o.timeline_svg);
+    f << emit::draw_timeline_svg({lane}, t, fmt::format("{} on {}: the plan's kernels, predicted", d.source_name, m.name));
+    if (!f) return failure(plain_error(fmt::format("{}: cannot write the timeline", o.timeline_svg)), o.json);
+  }
   CommandOutput out;
   if (o.json) {
     json alts = json::array();

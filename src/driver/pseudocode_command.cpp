@@ -1,14 +1,66 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/pseudocode_command.h"
 
+#include <fmt/format.h>
+
 #include "arch/load.h"
 #include "cost/cost.h"
 #include "driver/units.h"
 #include "emit/pseudocode.h"
+#include "emit/svg_canvas.h"
+#include "ir/printer.h"
+#include "plan/plan.h"
 #include "sched/schedule.h"
 #include "sched/streaming.h"
 
 namespace napkin::driver {
+namespace {
+
+// The pseudocode of one schedule of `d`, with the cost model's live memory under its table
+// where `judged` (the schedule's fit is the cost model's to judge).
+std::string schedule_pseudocode(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine& m, bool markdown,
+                                bool judged = true) {
+  std::vector<emit::LiveMemory> live;
+  if (judged)
+    if (auto est = cost::estimate(d, s, m)) live = live_memory(*est);
+  return markdown ? emit::pseudocode_markdown(d, s, &m, live) : emit::pseudocode_text(d, s, &m, live);
+}
+
+// A kernel plan (napkin derive's chosen plan): its kernels in order, each with its schedule and
+// the pseudocode of its loop nest, or its diagram where it is one pass over rows.
+Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, const arch::Machine& m, bool markdown) {
+  const std::string c = markdown ? "- " : "# ";  // Markdown: list items
+  std::string s = markdown ? fmt::format("# Pseudocode of {}\n\n", d.source_name)
+                           : fmt::format("# napkin {}: pseudocode\n", emit::napkin_version());
+  s += fmt::format("{}diagram {}: {}\n", c, d.source_name, ir::diagram_key(d));
+  s += fmt::format("{}plan: {} kernel{} in order, predicted {} on {} (napkin derive says why this plan)\n", c,
+                   p.kernels.size(), p.kernels.size() == 1 ? "" : "s", seconds_text(p.predicted_s), m.name);
+  for (const std::string& mv : p.moves) s += fmt::format("{}move: {}\n", c, mv);
+  s += fmt::format("{}materialised in global memory: {}\n", c, p.materialised.empty() ? "nothing" : fmt::format("{}", fmt::join(p.materialised, "; ")));
+  for (std::size_t i = 0; i < p.kernels.size(); ++i) {
+    const plan::Kernel& k = p.kernels[i];
+    const std::string schedule = plan::kernel_schedule_text(k);
+    s += fmt::format("\n## kernel {} of {}: {}\n", i + 1, p.kernels.size(), k.name);
+    s += fmt::format("{}schedule: {}; predicted {}, bound by {}\n", c, schedule.empty() ? "-" : schedule,
+                     seconds_text(k.predicted_s), k.bound);
+    auto nest = plan::kernel_loop_nest(k);
+    if (!nest) return nest.error();
+    if (*nest) {
+      // A GEMM's fit (tiles, stages, accumulators) is its solver's to judge, which counts the
+      // epilogue as the kernel runs it, fragment by fragment.
+      if (k.gemm) s += fmt::format("{}fit: judged by the GEMM solver (napkin derive)\n", c);
+      std::string body = schedule_pseudocode(k.diagram, **nest, m, markdown, !k.gemm);
+      if (!markdown) body.erase(0, body.find('\n') + 1);  // (the command's own first line above)
+      s += body;
+    } else {
+      s += fmt::format("{}one pass over its rows, in registers:\n", c);
+      s += markdown ? "```\n" + ir::print_diagram(k.diagram) + "```\n" : ir::print_diagram(k.diagram);
+    }
+  }
+  return s;
+}
+
+}  // namespace
 
 CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& options) {
   auto parsed = load(args);
@@ -22,18 +74,27 @@ CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& optio
     if (!s) return failure(s.error(), false);
     schedule = s.value();
   } else {
+    // A diagram that derives a plan of kernels (any but one attention kernel) prints the plan.
+    if (auto derivation = plan::derive_plan(d, *machine)) {
+      const plan::Plan& p = derivation->chosen;
+      const bool one_attention_kernel = p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention &&
+                                        p.moves.empty();
+      if (!one_attention_kernel && p.infeasible.empty()) {
+        auto text = plan_pseudocode(d, p, *machine, options.markdown);
+        if (!text) return failure(text.error(), false);
+        CommandOutput r;
+        r.out = *text;
+        return r;
+      }
+    }
     schedule = cost::default_schedule(d, sched::analyse_streaming(d), *machine);
   }
   for (const sched::LevelSchedule& l : schedule.levels)
     if (!machine->level(l.level))
       return failure(plain_error("--schedule: level '" + l.level + "' is not a level of machine " + machine->name),
                      false);
-  // The live memory under the table is the cost model's: one count, the one analyze prints.
-  std::vector<emit::LiveMemory> live;
-  if (auto est = cost::estimate(d, schedule, *machine)) live = live_memory(*est);
   CommandOutput r;
-  r.out = options.markdown ? emit::pseudocode_markdown(d, schedule, &*machine, live)
-                           : emit::pseudocode_text(d, schedule, &*machine, live);
+  r.out = schedule_pseudocode(d, schedule, *machine, options.markdown);
   return r;
 }
 

@@ -33,27 +33,6 @@ reference::Tensor from_named(const ir::Diagram& d, const Named& n, const std::ve
   return t.permuted(axes);
 }
 
-// A GEMM kernel's tiled loop nest: its last M and N axes tiled, its one K axis streamed.
-std::string gemm_nest(const ir::Diagram& kd, const plan::GemmSchedule& s) {
-  ir::NodeId c = -1;
-  for (ir::NodeId n = 0; n < static_cast<ir::NodeId>(kd.nodes.size()); ++n)
-    if (kd.node(n).op == ir::OpKind::contract) c = n;
-  if (c < 0 || kd.node(c).over.size() != 1) return "";
-  const ir::Node& cn = kd.node(c);
-  const auto& a = kd.node(cn.operands[0]).axes;
-  const auto& b = kd.node(cn.operands[1]).axes;
-  auto has = [](const std::vector<ir::AxisId>& v, ir::AxisId x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-  std::string m, n;
-  for (ir::AxisId x : cn.axes) {
-    if (has(a, x) && !has(b, x)) m = kd.axis(x).name;
-    if (has(b, x) && !has(a, x)) n = kd.axis(x).name;
-  }
-  std::string tiles;
-  if (!m.empty()) tiles += fmt::format(" {}={}", m, s.tile_m);
-  if (!n.empty()) tiles += fmt::format(" {}={}", n, s.tile_n);
-  return fmt::format("smem{{tile{}; stream {}={}:add}}", tiles.empty() ? "" : tiles, kd.axis(cn.over[0]).name, s.tile_k);
-}
-
 }  // namespace
 
 Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, const reference::TensorMap& inputs) {
@@ -69,15 +48,9 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
       if (it == tensors.end()) return plain_error(fmt::format("kernel '{}': its input '{}' is computed by no earlier kernel", k.name, name));
       in[name] = from_named(kd, it->second, kd.node(n).axes);
     }
-    std::optional<sched::Schedule> schedule;
-    if (k.streamed) {
-      schedule = k.streamed->schedule;
-    } else if (k.gemm) {
-      const std::string nest = gemm_nest(kd, *k.gemm);
-      auto s = sched::parse_schedule(nest, kd);
-      if (!s) return plain_error(fmt::format("kernel '{}': schedule {}: {}", k.name, nest, s.error().message));
-      schedule = *s;
-    }
+    auto nest = plan::kernel_loop_nest(k);
+    if (!nest) return nest.error();
+    const std::optional<sched::Schedule>& schedule = *nest;
     reference::TensorMap result;
     if (schedule) {
       auto r = execute(kd, *schedule, in);

@@ -223,12 +223,6 @@ json plan_tensor_json(const ir::Diagram& d, const std::string& name, const std::
   return {{"name", name}, {"kind", kind}, {"dtype", std::string(dtype_name(dtype))}, {"axes", ax}};
 }
 
-std::string kernel_schedule_text(const plan::Kernel& k) {
-  if (k.gemm) return plan::gemm_schedule_text(*k.gemm);
-  if (k.rows) return search::row_schedule_text(*k.rows);
-  if (k.streamed) return k.streamed->summary;
-  return "";
-}
 
 json plan_manifest(const ir::Diagram& d, const plan::Plan& p, const arch::Machine& m) {
   const std::set<std::string> fixed = fixed_axes(p);
@@ -241,7 +235,7 @@ json plan_manifest(const ir::Diagram& d, const plan::Plan& p, const arch::Machin
   double flops = 0, bytes = 0;
   std::vector<std::string> parts;
   for (const plan::Kernel& k : p.kernels) {
-    kernels.push_back({{"name", k.name}, {"kind", std::string(plan::kernel_kind_name(k.kind))}, {"schedule", kernel_schedule_text(k)},
+    kernels.push_back({{"name", k.name}, {"kind", std::string(plan::kernel_kind_name(k.kind))}, {"schedule", plan::kernel_schedule_text(k)},
                        {"predicted_us", k.predicted_s * 1e6}, {"flops", k.flops}, {"hbm_bytes", k.hbm_bytes}, {"bound", k.bound}});
     flops += k.flops;
     bytes += k.hbm_bytes;

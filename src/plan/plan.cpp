@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "plan/moves.h"
+#include "sched/schedule.h"
 #include "sched/streaming.h"
 
 namespace napkin::plan {
@@ -413,6 +414,48 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     out.alternatives.push_back({std::move(*p), std::move(w)});
   }
   return out;
+}
+
+std::string kernel_schedule_text(const Kernel& k) {
+  if (k.gemm) return gemm_schedule_text(*k.gemm);
+  if (k.rows) return search::row_schedule_text(*k.rows);
+  if (k.streamed) return k.streamed->summary;
+  return "";
+}
+
+Result<std::optional<sched::Schedule>> kernel_loop_nest(const Kernel& k) {
+  if (k.streamed) return std::optional<sched::Schedule>(k.streamed->schedule);
+  if (!k.gemm) return std::optional<sched::Schedule>();
+  const ir::Diagram& kd = k.diagram;
+  NodeId c = -1;
+  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n)
+    if (kd.node(n).op == OpKind::contract) c = n;
+  if (c < 0 || kd.node(c).over.size() != 1) return std::optional<sched::Schedule>();
+  const ir::Node& cn = kd.node(c);
+  const auto& a = kd.node(cn.operands[0]).axes;
+  const auto& b = kd.node(cn.operands[1]).axes;
+  auto has = [](const std::vector<ir::AxisId>& v, ir::AxisId x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  std::string tiles;
+  for (ir::AxisId x : cn.axes) {
+    if (has(a, x) && !has(b, x)) tiles += fmt::format(" {}={}", kd.axis(x).name, k.gemm->tile_m);
+    if (has(b, x) && !has(a, x)) tiles += fmt::format(" {}={}", kd.axis(x).name, k.gemm->tile_n);
+    if (has(a, x) && has(b, x)) tiles += fmt::format(" {}=1", kd.axis(x).name);  // a batch: one matrix per tile
+  }
+  const std::string stages = k.gemm->stages > 0 ? fmt::format("; stages={}", k.gemm->stages) : "";  // 0: CUTLASS's auto
+  // Registers: the consumer warpgroups' rows of the tile (cooperative: two share it; ping-pong:
+  // each has a tile of its own), holding the accumulators and the epilogue's outputs.
+  std::string m_axis, outputs;
+  for (ir::AxisId x : cn.axes)
+    if (has(a, x) && !has(b, x)) m_axis = kd.axis(x).name;
+  for (const ir::Output& o : kd.outputs) outputs += " " + kd.node(o.node).name;
+  const std::string registers =
+      m_axis.empty() ? "" : fmt::format(" rmem{{tile {}={}; keep{}{}}}", m_axis, k.gemm->pingpong ? k.gemm->tile_m : k.gemm->tile_m / 2,
+                                        outputs, k.gemm->pingpong ? "" : "; groups=2");
+  const std::string nest = fmt::format("smem{{tile{}; stream {}={}:add{}}}{}", tiles, kd.axis(cn.over[0]).name, k.gemm->tile_k,
+                                       stages, registers);
+  auto s = sched::parse_schedule(nest, kd);
+  if (!s) return plain_error(fmt::format("kernel '{}': schedule {}: {}", k.name, nest, s.error().message));
+  return std::optional<sched::Schedule>(*s);
 }
 
 }  // namespace napkin::plan

@@ -80,6 +80,16 @@ struct PlanOptions {
   int top = 1;                   // schedules kept per kernel (distinct)
 };
 
+// The kernel's schedule in one line (its solver's: GEMM tiles, row blocks, the streamed
+// configuration); "" where it has none.
+std::string kernel_schedule_text(const Kernel& k);
+
+// The kernel's loop nest as a schedule of its own diagram (sched/schedule.h), which the CPU
+// executor runs and the pseudocode prints: a streamed kernel's own; a GEMM's output tile over its
+// M and N axes with its K axis streamed in chunks of tile_k; none for row and elementwise kernels
+// (one pass over their rows).
+Result<std::optional<sched::Schedule>> kernel_loop_nest(const Kernel& k);
+
 // Pre: d verified. Errors name the binding constraint and the smallest change that would make a
 // plan feasible.
 Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& options = {});

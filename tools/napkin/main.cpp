@@ -145,7 +145,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
                      "rows in a warpgroup: thread (one per thread, the paper; default) or quad (WGMMA's layout, "
                      "a row over four threads, 64 rows per warpgroup)")
       ->check(one_of("--row-layout", {"thread", "quad"}));
-  derive->add_option("--timeline", derive_options.timeline_svg, "write the best configuration's timeline SVG here")
+  derive->add_option("--timeline", derive_options.timeline_svg, "write the timeline SVG here: one SM's iteration of the best configuration, or a plan's kernels in order")
       ->check(non_empty("--timeline", "a path for the SVG"));
   derive->add_flag("--pseudocode", derive_options.pseudocode, "print the best schedule's pseudocode after the derivation");
   derive->callback([&] {

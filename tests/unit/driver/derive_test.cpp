@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `napkin derive` as a script and a reader use it.
+#include <filesystem>
+#include <string>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +25,26 @@ TEST(Derive, JsonContract) {
   for (const auto& [reason, n] : j["rejected"].items()) rejected += n.get<int>();
   EXPECT_EQ(rejected + j["feasible"].get<int>(), j["considered"].get<int>());
   EXPECT_LT(j["search_s"].get<double>(), 0.5);
+}
+
+// --timeline draws what was derived: one SM's iteration of an attention configuration, or a plan's
+// kernels in order (each as long as predicted), never nothing.
+TEST(Derive, TimelineOfAConfigurationAndOfAPlan) {
+  const auto dir = std::filesystem::temp_directory_path() / "napkin_derive_timeline";
+  std::filesystem::create_directories(dir);
+  for (const char* example : {"attention", "swiglu_mlp"}) {
+    const auto svg = dir / (std::string(example) + ".svg");
+    std::filesystem::remove(svg);
+    auto r = run_napkin(std::string("derive examples/") + example + ".napkin --machine h100-sxm5 --timeline " + svg.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(std::filesystem::exists(svg)) << example;
+    const std::string text = testing::read_text(svg);
+    EXPECT_NE(text.find("<svg"), std::string::npos) << example;
+    if (std::string(example) == "swiglu_mlp") {
+      EXPECT_NE(text.find("1. dual_gemm H &lt;- X Wg Wu"), std::string::npos) << text.substr(0, 3000);
+      EXPECT_NE(text.find("2. gemm Y &lt;- Wd H"), std::string::npos);
+    }
+  }
 }
 
 TEST(Derive, PaperExampleTextMatchesGolden) {

@@ -32,6 +32,11 @@ TEST(LiveMemory, PseudocodeCountsAsAnalyzeDoesForEveryExample) {
     auto a = run_napkin("analyze " + file + " --machine h100-sxm5 --json");
     auto p = run_napkin("pseudocode " + file + " --machine h100-sxm5");
     ASSERT_EQ(p.exit_code, 0) << file << ": " << p.err;
+    if (p.out.find("\n# plan: ") != std::string::npos) {
+      // A plan of kernels (PseudocodePrintsThePlanOfKernels): no kernel of it said not to fit.
+      EXPECT_EQ(p.out.find("does not fit"), std::string::npos) << file << "\n" << p.out;
+      continue;
+    }
     if (a.exit_code != 0) {  // no estimate: the pseudocode says which level does not fit
       EXPECT_NE(p.out.find(": does not fit"), std::string::npos) << file << "\n" << p.out;
       continue;
@@ -55,6 +60,20 @@ TEST(LiveMemory, PseudocodeCountsAsAnalyzeDoesForEveryExample) {
       EXPECT_NEAR(value, kib, 0.01 * kib) << file << ": " << line;
     }
   }
+}
+
+// A diagram that derives a plan of kernels prints the plan, each kernel's loop nest as the CPU
+// executor runs it (a GEMM's output tile, its K axis streamed), not one fused schedule.
+TEST(LiveMemory, PseudocodePrintsThePlanOfKernels) {
+  auto p = run_napkin("pseudocode examples/swiglu_mlp.napkin --machine h100-sxm5");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  for (const char* part : {"# plan: 2 kernels in order", "## kernel 1 of 2: dual_gemm H <- X Wg Wu",
+                           "## kernel 2 of 2: gemm Y <- Wd H", "# materialised in global memory: H[t f] bf16",
+                           "G_acc += X @ Wg over e", "U_acc += X @ Wu over e", "Y_acc += H @ Wd over f"})
+    EXPECT_NE(p.out.find(part), std::string::npos) << part << "\n" << p.out;
+  auto md = run_napkin("pseudocode examples/layernorm.napkin --machine h100-sxm5 --markdown");
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("one pass over its rows"), std::string::npos) << md.out;
 }
 
 }  // namespace
