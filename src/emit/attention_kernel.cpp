@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -563,6 +564,9 @@ class BodyWriter {
              std::map<NodeId, int> staged = {})
       : d_(d), f_(f), values_(std::move(leaves)), staged_(std::move(staged)) {}
   bool reads_staged() const { return reads_staged_; }
+  // The largest |x| of an index expression converted by index_float, as scale * L + offset for
+  // L the longest index extent of a call (0, 0: none converted).
+  std::pair<long long, long long> index_float_bound() const { return index_float_bound_; }
 
   // Returns the expression of `top` after the statements it needs (appended to `out`).
   std::string value(NodeId top, std::string& out) {
@@ -715,6 +719,13 @@ class BodyWriter {
     const CType from = ctype_of(d_.node(operand));
     if (from == t) return v;
     if (t == CType::boolean) return "(" + v + " != 0)";
+    // An index expression (ALiBi's k - q) converted without the SFU's I2F, which the softmax's
+    // exponentials saturate at d = 64; exact within the bound the launch checks.
+    if (t == CType::real && from == CType::integer)
+      if (auto b = index_bound(operand)) {
+        index_float_bound_ = {std::max(index_float_bound_.first, b->first), std::max(index_float_bound_.second, b->second)};
+        return "napkin::device::index_float(" + v + ")";
+      }
     return fmt::format("static_cast<{}>({})", ctype_name(t), v);
   }
   std::string expression(NodeId n) {
@@ -827,6 +838,45 @@ class BodyWriter {
   std::map<NodeId, std::string> values_;
   std::map<NodeId, int> staged_;
   bool reads_staged_ = false;
+  std::pair<long long, long long> index_float_bound_{0, 0};
+
+  // |x| <= scale * L + offset for an integer expression of indices (each below L, the longest
+  // index extent) and integer literals through + - * by a literal, abs, min, max; none for any
+  // other (an i32 input, a param).
+  std::optional<std::pair<long long, long long>> index_bound(NodeId n) const {
+    const Node& x = d_.node(n);
+    auto op = [&](int i) { return index_bound(x.operands[static_cast<std::size_t>(i)]); };
+    auto literal = [&](int i) -> std::optional<long long> {
+      const Node& c = d_.node(x.operands[static_cast<std::size_t>(i)]);
+      if (c.op != OpKind::constant || !c.name.empty() || c.scalar != std::floor(c.scalar) || std::fabs(c.scalar) > 1e6)
+        return std::nullopt;
+      return static_cast<long long>(std::fabs(c.scalar));
+    };
+    switch (x.op) {
+      case OpKind::iota: return std::make_pair(1LL, 0LL);
+      case OpKind::constant:
+        if (auto c = [&]() -> std::optional<long long> {
+              if (!x.name.empty() || x.scalar != std::floor(x.scalar) || std::fabs(x.scalar) > 1e6) return std::nullopt;
+              return static_cast<long long>(std::fabs(x.scalar));
+            }())
+          return std::make_pair(0LL, *c);
+        return std::nullopt;
+      case OpKind::neg: case OpKind::abs: return op(0);
+      case OpKind::add: case OpKind::sub: case OpKind::min: case OpKind::max: {
+        const auto a = op(0), b = op(1);
+        if (!a || !b) return std::nullopt;
+        if (x.op == OpKind::min || x.op == OpKind::max)
+          return std::make_pair(std::max(a->first, b->first), std::max(a->second, b->second));
+        return std::make_pair(a->first + b->first, a->second + b->second);
+      }
+      case OpKind::mul:
+        for (int i = 0; i < 2; ++i)
+          if (auto c = literal(i))
+            if (auto o = op(1 - i)) return std::make_pair(o->first * *c, o->second * *c);
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
 };
 
 // The score-shaped inputs (roles q and k) the score code reads, each with its byte offset among
@@ -1073,6 +1123,11 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     return fmt::format("template <class Reads>\n  __device__ static {} {}(Args const& a, Reads const&{}, {})", result, name,
                        w.reads_staged() ? " rd" : "", params);
   };
+  std::pair<long long, long long> index_float{0, 0};  // the bound of every index_float written
+  auto note = [&](const BodyWriter& w) {
+    index_float = {std::max(index_float.first, w.index_float_bound().first),
+                   std::max(index_float.second, w.index_float_bound().second)};
+  };
   auto function = [&](const char* name, const char* params, NodeId top, std::map<NodeId, std::string> leaves) {
     std::string body;
     const bool scored = top == f.score;
@@ -1080,6 +1135,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     const std::string v = w.value(top, body);
     out += "  " + (scored ? per_score(w, "float", name, params) : fmt::format("__device__ static float {}(Args const& a, {})", name, params));
     out += fmt::format(" {{\n{}    return static_cast<float>({});\n  }}\n", body, v);
+    note(w);
   };
   if (factor_per_tile) {
     std::string body;
@@ -1088,6 +1144,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  __device__ static float score_factor(Args const& a, int b, int h) {\n";
     if ((body + v).find(", q, k)") != std::string::npos) out += "    constexpr int q = 0, k = 0;  // (a factor is per head)\n";
     out += body + "    return " + v + ";\n  }\n";
+    note(w);
   }
   if (score_mod) {
     std::string body;
@@ -1095,6 +1152,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     const std::string v = w.factored_score(body);
     out += "  " + per_score(w, "float", "score", "float raw, int b, int h, int q, int k");
     out += fmt::format(" {{\n{}    return {};\n  }}\n", body, v);
+    note(w);
   }
   if (f.normaliser < 0) function("prob", "float raw, int b, int h, int q, int k", f.score, {{f.qk, "raw"}});
   if (has_mask) {
@@ -1105,12 +1163,17 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  " + per_score(w, "bool", "visible", "int b, int h, int q, int k") + " {\n" + body;
     out += "    return " + mask_conjunction(terms, " & ") + ";\n  }\n";
     out += block_fn;
+    note(w);
   }
   if (epilogue) {
     std::map<NodeId, std::string> leaves{{f.pv, "o"}};
     if (f.lse >= 0) leaves[f.lse] = "lse";
     function("epilogue", "float o, float lse, int b, int h, int q, int e", epi_top, leaves);
   }
+  if (index_float.first > 0 || index_float.second > 0)
+    out += fmt::format("  // index_float's values: |x| <= {} L + {}, L the longest index extent (checked at launch)\n"
+                       "  static constexpr long long kIndexFloatScale = {}, kIndexFloatOffset = {};\n",
+                       index_float.first, index_float.second, index_float.first, index_float.second);
   out += "};\n\n";
   // The fused code's own inputs and params, bound by name (napkin::launch_generated binds the rest).
   out += fmt::format("void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&{}) {{\n",

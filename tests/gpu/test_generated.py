@@ -211,3 +211,22 @@ def test_napkin_run_binds_the_params_it_is_given(p, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count(": ok") == 2, r.stdout
+
+
+def test_index_arithmetic_past_its_exact_range_is_refused():
+    """alibi converts k - q to a float without the SFU (napkin::device::index_float), exactly
+    below 2^22: a call of 2^21 tokens (|k - q| up to 2 x 2^21 by the emitter's bound) is refused
+    with the reason, never run inexactly; one token less runs."""
+    import torch
+    kernel = kernel_for("alibi")
+    d = next(a["size"] for spec in kernel.inputs for a in spec["axes"] if a["name"] == "d")
+    n = 1 << 21
+    q, k, v = (torch.randn(1, 1, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    slope = torch.ones(1, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(q)
+    with pytest.raises(ValueError, match=r"exactly below 2\^22"):
+        kernel(q, k, v, slope, out=out)
+    m = n - 1
+    kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])
+    torch.cuda.synchronize()
+    assert torch.isfinite(out[:, :, :m].float()).all()

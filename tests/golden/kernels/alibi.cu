@@ -18,7 +18,7 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const int v9 = k - q;
-    const float w11 = raw + (a.in_slope.at(b, h, q, k) * 11.3137083f) * static_cast<float>(v9);  // S over its factor
+    const float w11 = raw + (a.in_slope.at(b, h, q, k) * 11.3137083f) * napkin::device::index_float(v9);  // S over its factor
     return w11;
   }
   template <class Reads>
@@ -31,6 +31,8 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r14 = napkin::device::bv_ge(qr, kr);
     return r14;
   }
+  // index_float's values: |x| <= 2 L + 0, L the longest index extent (checked at launch)
+  static constexpr long long kIndexFloatScale = 2, kIndexFloatOffset = 0;
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

@@ -19,10 +19,10 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;
-    const float v11 = static_cast<float>(q) * __fdividef(1.0f, static_cast<float>(a.param_c));
-    const float v12 = napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c));
-    const float v14 = static_cast<float>(k) * __fdividef(1.0f, static_cast<float>(a.param_c));
-    const float v15 = napkin::device::floor_quotient(static_cast<float>(k), static_cast<float>(a.param_c));
+    const float v11 = napkin::device::index_float(q) * __fdividef(1.0f, static_cast<float>(a.param_c));
+    const float v12 = napkin::device::floor_quotient(napkin::device::index_float(q), static_cast<float>(a.param_c));
+    const float v14 = napkin::device::index_float(k) * __fdividef(1.0f, static_cast<float>(a.param_c));
+    const float v15 = napkin::device::floor_quotient(napkin::device::index_float(k), static_cast<float>(a.param_c));
     const bool v16 = v12 == v15;
     const bool v17 = v9 & v16;  // visible
     return v17;
@@ -36,6 +36,8 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r17 = napkin::device::bv_and(r9, r16);
     return r17;
   }
+  // index_float's values: |x| <= 1 L + 0, L the longest index extent (checked at launch)
+  static constexpr long long kIndexFloatScale = 1, kIndexFloatOffset = 0;
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

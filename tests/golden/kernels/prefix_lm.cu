@@ -18,7 +18,7 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kBlockOnHost = true;
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
-    const bool v8 = static_cast<float>(k) < static_cast<float>(a.param_p);
+    const bool v8 = napkin::device::index_float(k) < static_cast<float>(a.param_p);
     const bool v11 = q >= k;
     const bool v12 = v8 | v11;  // visible
     return v12;
@@ -30,6 +30,8 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r12 = napkin::device::bv_or(r8, r11);
     return r12;
   }
+  // index_float's values: |x| <= 1 L + 0, L the longest index extent (checked at launch)
+  static constexpr long long kIndexFloatScale = 1, kIndexFloatOffset = 0;
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

@@ -21,7 +21,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const bool v9 = q >= k;
     const int v12 = q - k;
     const int v13 = abs(v12);
-    const bool v14 = static_cast<float>(v13) < static_cast<float>(a.param_w);
+    const bool v14 = napkin::device::index_float(v13) < static_cast<float>(a.param_w);
     const bool v15 = v9 & v14;  // visible
     return v15;
   }
@@ -34,6 +34,8 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r15 = napkin::device::bv_and(r9, r14);
     return r15;
   }
+  // index_float's values: |x| <= 2 L + 0, L the longest index extent (checked at launch)
+  static constexpr long long kIndexFloatScale = 2, kIndexFloatOffset = 0;
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

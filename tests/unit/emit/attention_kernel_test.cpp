@@ -119,7 +119,7 @@ TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
       {"contract(Q, K over d) * 0.125 / temp", true, true, 0.125,
        {"kScoreMod = false", "kScoreFactor = true", "return 0.125f * __fdividef(1.0f, a.in_temp.at(b, h, q, k));"}},
       {"contract(Q, K over d) * 0.5 + slope * (k - q)", false, false, 0.5,
-       {"raw + (a.in_slope.at(b, h, q, k) * 2.0f) * static_cast<float>(", ", 0.5f};"}},
+       {"raw + (a.in_slope.at(b, h, q, k) * 2.0f) * napkin::device::index_float(", ", 0.5f};", "kIndexFloatScale = 2, kIndexFloatOffset = 0;"}},
       {"softcap(contract(Q, K over d) * 0.125, 30)", false, false, 30,
        {"napkin::device::fast_tanh(raw * 0.00416666688f)", ", 30.0f};"}},
       // A negative constant is signed: folded per tile (the running max is of the negated scores).
@@ -202,7 +202,7 @@ TEST(AttentionKernel, FloorOfAQuotientIsExact) {
                          "P = softmax(select(floor(q / c) == floor(k / c), S, -inf) over k)\n"
                          "O = contract(P, V over k) as bf16\nout O\n");
   const std::string cu = emit_for(l);
-  EXPECT_NE(cu.find("napkin::device::floor_quotient(static_cast<float>(q), static_cast<float>(a.param_c))"), std::string::npos);
+  EXPECT_NE(cu.find("napkin::device::floor_quotient(napkin::device::index_float(q), static_cast<float>(a.param_c))"), std::string::npos);
   EXPECT_EQ(cu.find("floorf(__fdividef"), std::string::npos);
 }
 

@@ -32,6 +32,9 @@
 //                                memory (staged_inputs.h): a score's bytes of them, and a visit
 //                                of each with its byte offset; score(), prob() and visible()
 //                                read them through `rd` (DirectReads or StagedReads)
+//   kIndexFloatScale, kIndexFloatOffset  the fused code converts index expressions to floats
+//                                by index_float, whose values |x| <= scale L + offset (L the
+//                                longest index extent: the launch refuses lengths past 2^22)
 //   kSharesAcrossBatch           the fused code reads a tensor indexed by rows or keys but not
 //                                the batch: tiles of one head run batch after batch, so the
 //                                CTAs running together share it in L2
@@ -68,6 +71,7 @@ struct FusionDefaults {
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false,
                         kSharesAcrossBatch = false, kScoreFactor = false;
+  static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
   static constexpr int kStagedBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A, class Reads>
@@ -90,6 +94,13 @@ struct FusionDefaults {
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ float round_f16(float x) { return __half2float(__float2half_rn(x)); }
 __device__ __forceinline__ int round_i32(float x) { return x != x ? 0 : __float2int_rn(x); }
+
+// An integer index expression as a float without I2F (which runs on the SFU beside the softmax's
+// exponentials): the integer added into the mantissa of 1.5 * 2^23, the offset subtracted.
+// Exact for |x| < 2^22; the launch checks the Fusion's kIndexFloatScale * L + kIndexFloatOffset
+// against that, L the longest index extent.
+__device__ __forceinline__ float index_float(int x) { return __int_as_float(0x4B400000 + x) - 12582912.0f; }
+constexpr long long kIndexFloatLimit = 1LL << 22;
 
 // The fused code's transcendental functions: the SFU's approximations (about 2 ulp of f32;
 // far below the bf16/f16 rounding of P and O), as FlashAttention's softcap and softmax use.
