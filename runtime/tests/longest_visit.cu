@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // napkin::detail::longest_visit: the keys the most visiting tile of a mask sees, counted on the
 // host from the mask's block bound (a Fusion with kBlockOnHost), which picks the schedule
-// (choose_fwd_schedule). Host code only: runs without a GPU.
+// (choose_fwd_schedule); the block bounds' integer division and the fused code's index_float.
+// Host code only: runs without a GPU.
 #include <cstdio>
 
 #include "napkin/attention_kernel.h"
@@ -108,6 +109,14 @@ int main() {
     std::printf("FAIL make_divisor: the multiply-shift path for whole c in [1, 2^31) only\n");
     ++failures;
   }
+  // index_float (the fused code's index arithmetic as floats, without I2F): exact over the range
+  // the launch allows, |x| < 2^22, every value.
+  for (long long x = -dev::kIndexFloatLimit; x < dev::kIndexFloatLimit; ++x)
+    if (dev::index_float(static_cast<int>(x)) != static_cast<float>(x)) {
+      std::printf("FAIL index_float(%lld) = %.9g\n", x, dev::index_float(static_cast<int>(x)));
+      ++failures;
+      break;
+    }
   if (failures == 0) std::printf("longest_visit: all cases as expected\n");
   return failures == 0 ? 0 : 1;
 }

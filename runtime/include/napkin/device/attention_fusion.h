@@ -53,6 +53,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -99,7 +100,16 @@ __device__ __forceinline__ int round_i32(float x) { return x != x ? 0 : __float2
 // exponentials): the integer added into the mantissa of 1.5 * 2^23, the offset subtracted.
 // Exact for |x| < 2^22; the launch checks the Fusion's kIndexFloatScale * L + kIndexFloatOffset
 // against that, L the longest index extent.
-__device__ __forceinline__ float index_float(int x) { return __int_as_float(0x4B400000 + x) - 12582912.0f; }
+__host__ __device__ __forceinline__ float index_float(int x) {
+  const int bits = 0x4B400000 + x;
+#ifdef __CUDA_ARCH__
+  return __int_as_float(bits) - 12582912.0f;
+#else
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f - 12582912.0f;
+#endif
+}
 constexpr long long kIndexFloatLimit = 1LL << 22;
 
 // The fused code's transcendental functions: the SFU's approximations (about 2 ulp of f32;
