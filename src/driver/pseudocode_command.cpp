@@ -26,8 +26,8 @@ std::string schedule_pseudocode(const ir::Diagram& d, const sched::Schedule& s, 
   return markdown ? emit::pseudocode_markdown(d, s, &m, live) : emit::pseudocode_text(d, s, &m, live);
 }
 
-// A kernel plan (napkin derive's chosen plan): its kernels in order, each with its schedule and
-// the pseudocode of its loop nest, or its diagram where it is one pass over rows.
+}  // namespace
+
 Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, const arch::Machine& m, bool markdown) {
   const std::string c = markdown ? "- " : "# ";  // Markdown: list items
   std::string s = markdown ? fmt::format("# Pseudocode of {}\n\n", d.source_name)
@@ -60,7 +60,14 @@ Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, c
   return s;
 }
 
-}  // namespace
+std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine& m, bool attention_configured) {
+  auto derivation = plan::derive_plan(d, m);
+  if (!derivation || !derivation->chosen.infeasible.empty()) return std::nullopt;
+  const plan::Plan& p = derivation->chosen;
+  const bool one_attention_kernel = p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention && p.moves.empty();
+  if (one_attention_kernel && attention_configured) return std::nullopt;
+  return p;
+}
 
 CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& options) {
   auto parsed = load(args);
@@ -75,17 +82,12 @@ CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& optio
     schedule = s.value();
   } else {
     // A diagram that derives a plan of kernels (any but one attention kernel) prints the plan.
-    if (auto derivation = plan::derive_plan(d, *machine)) {
-      const plan::Plan& p = derivation->chosen;
-      const bool one_attention_kernel = p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention &&
-                                        p.moves.empty();
-      if (!one_attention_kernel && p.infeasible.empty()) {
-        auto text = plan_pseudocode(d, p, *machine, options.markdown);
-        if (!text) return failure(text.error(), false);
-        CommandOutput r;
-        r.out = *text;
-        return r;
-      }
+    if (auto p = derived_plan(d, *machine, true)) {
+      auto text = plan_pseudocode(d, *p, *machine, options.markdown);
+      if (!text) return failure(text.error(), false);
+      CommandOutput r;
+      r.out = *text;
+      return r;
     }
     schedule = cost::default_schedule(d, sched::analyse_streaming(d), *machine);
   }

@@ -14,6 +14,7 @@
 #include "arch/load.h"
 #include "cost/closed_form.h"
 #include "cost/cost.h"
+#include "driver/pseudocode_command.h"
 #include "driver/units.h"
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
@@ -353,11 +354,40 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
   if (peak) thresholds = cost::compute_bound_thresholds(form, d, *peak, m.bytes_per_s(arch::kL2) / dtype_bytes(dt));
   const std::string key = ir::diagram_key(d);
   const std::string version(emit::napkin_version());
+  // The plan of kernels napkin derive prints, where the diagram derives one (any but a single
+  // attention kernel the configuration solver configures): the report shows it first.
+  const std::optional<plan::Plan> plan = derived_plan(d, m, best != nullptr);
 
   Page p;
   // Summary.
   p.section("summary", "Summary");
-  if (best) {
+  if (plan) {
+    double flops = 0;
+    for (const plan::Kernel& k : plan->kernels) flops += k.flops;
+    p.add("<div class=\"cards\">\n");
+    p.add(card("predicted time", seconds_text(plan->predicted_s, "µs")));
+    p.add(card("predicted throughput", fmt::format("{:.1f} TFLOP/s", flops / plan->predicted_s / 1e12)));
+    p.add(card("kernels", std::to_string(plan->kernels.size())));
+    p.add(card("materialised", std::to_string(plan->materialised.size())));
+    p.add("</div>\n");
+    p.add(fmt::format("<p>napkin derives a plan of {} kernel{} (fusion against materialisation by the cost model, "
+                      "algebraic moves, one solver per kernel: <code>napkin derive</code>; docs/kernels.md).</p>\n",
+                      plan->kernels.size(), plan->kernels.size() == 1 ? "" : "s"));
+    std::vector<std::vector<std::string>> rows;
+    for (std::size_t i = 0; i < plan->kernels.size(); ++i) {
+      const plan::Kernel& k = plan->kernels[i];
+      rows.push_back({std::to_string(i + 1), code(k.name), code(plan::kernel_schedule_text(k)),
+                      esc(seconds_text(k.predicted_s, "µs")), esc(k.bound)});
+    }
+    p.add(table({"#", "kernel", "schedule", "predicted", "bound"}, rows, {0, 3}));
+    for (const std::string& mv : plan->moves) p.add(fmt::format("<p>Move: {}</p>\n", esc(mv)));
+    p.add(fmt::format("<p>Materialised in global memory: {}.</p>\n",
+                      plan->materialised.empty() ? std::string("nothing") : esc(fmt::format("{}", fmt::join(plan->materialised, "; ")))));
+    p.add(best ? fmt::format("<p>One fused schedule for the whole diagram (under <a href=\"#schedules\">Schedules</a>) "
+                             "is predicted at {}.</p>\n", esc(seconds_text(best->predicted_time_s, "µs")))
+               : "<p>No single fused schedule runs the whole diagram (the rejections are listed under "
+                 "<a href=\"#schedules\">Schedules</a>).</p>\n");
+  } else if (best) {
     p.add("<div class=\"cards\">\n");
     p.add(card("predicted time", seconds_text(best->predicted_time_s, "µs")));
     p.add(card("predicted throughput", fmt::format("{:.1f} TFLOP/s", best->tflops)));
@@ -471,7 +501,10 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
 
   // The best configuration's derivation.
   p.section("configuration", "Best configuration");
-  if (best && best->configuration) {
+  if (plan) {
+    p.add("<p>Each kernel of the plan is configured by its own solver: its schedule is in the table under "
+          "<a href=\"#summary\">Summary</a> (<code>napkin derive --top N</code> ranks more).</p>\n");
+  } else if (best && best->configuration) {
     p.add(fmt::format("<p>{} from the configuration solver (docs/configuration.md), the paper's section 5 "
                       "automated.</p>\n", code(best->summary)));
     p.add(configuration_html(*best->configuration, m));
@@ -486,7 +519,13 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
 
   // Pseudocode.
   p.section("pseudocode", "Pseudocode");
-  if (best) {
+  if (plan) {
+    auto text = plan_pseudocode(d, *plan, m, false);
+    if (!text) return text.error();
+    p.add("<p>The plan's kernels in order, each with its loop nest: init / loop / finalize per level, and every "
+          "variable with its shape, dtype, level and bytes (docs/pseudocode.md).</p>\n");
+    p.add(pre(*text));
+  } else if (best) {
     p.add("<p>The best schedule's algorithm: init / loop / finalize per level, and every variable with its shape, "
           "dtype, level and bytes (docs/pseudocode.md).</p>\n");
     std::vector<emit::LiveMemory> live;

@@ -113,6 +113,21 @@ TEST_F(Report, IsSelfContainedAndEscaped) {
   EXPECT_EQ(h.find(testing::source_dir().string()), std::string::npos);
 }
 
+// A diagram that derives a plan of kernels: the summary, the configuration and the pseudocode show
+// the plan napkin derive prints, not "no feasible schedule" of one fused schedule.
+TEST(ReportOfAPlan, ShowsThePlansKernels) {
+  const fs::path dir = fs::temp_directory_path() / ("napkin_report_plan_" + std::to_string(::getpid()));
+  auto r = testing::run_napkin("report examples/swiglu_mlp.napkin --machine h100-sxm5 -o '" + dir.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = testing::read_text(dir / "report.html");
+  fs::remove_all(dir);
+  for (const char* part : {"napkin derives a plan of 2 kernels", "<code>dual_gemm H &lt;- X Wg Wu</code>",
+                           "<code>gemm Y &lt;- Wd H</code>", "Each kernel of the plan is configured by its own solver",
+                           "## kernel 1 of 2: dual_gemm H &lt;- X Wg Wu", "G_acc += X @ Wg over e"})
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  EXPECT_EQ(html.find("No feasible schedule.</p>"), std::string::npos);
+}
+
 TEST(ReportErrors, UnknownMachineWritesNothing) {
   const fs::path dir = fs::temp_directory_path() / ("napkin_report_err_" + std::to_string(::getpid()));
   const auto r = testing::run_napkin("report examples/attention.napkin --machine h999 -o '" + dir.string() + "'");
