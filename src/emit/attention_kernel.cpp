@@ -412,11 +412,13 @@ class Recogniser {
   // The score's factor (AttentionForm::factor_nodes): down the score from its top towards Q K^T,
   // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg), every
   // multiplier free of the query row and the key is taken out; a softcap on the path gives its
-  // cap and ends the path (tanh is not linear).
+  // cap and ends the path (tanh is not linear). Below a + or - on the path only nonzero finite
+  // constants are: the terms beside it are divided by them (a per-head value there could be 0).
   void find_factor(AttentionForm& f) const {
     if (f.normaliser < 0) return;  // P = prob(S) itself: nothing folds into a softmax
     NodeId n = f.score;
-    bool collected_all = true;
+    bool collected_all = true, below_a_sum = false;
+    const auto divisible = [](double c) { return c != 0 && std::isfinite(c); };
     while (true) {
       f.score_path.push_back(n);
       if (n == f.qk) break;
@@ -428,21 +430,29 @@ class Recogniser {
       NodeId next = -1;
       bool collect = false;
       switch (x.op) {
-        case OpKind::scale: case OpKind::neg:
+        case OpKind::scale:
+          collect = !below_a_sum || divisible(x.scalar);
+          next = x.operands[0];
+          break;
+        case OpKind::neg:
           collect = true;
           next = x.operands[0];
           break;
-        case OpKind::softcap: collect = true; break;
+        case OpKind::softcap: collect = !below_a_sum || divisible(x.scalar); break;
         case OpKind::mul: case OpKind::div: {
           const int pi = path_operand();
           if (pi < 0 || (x.op == OpKind::div && pi != 0)) break;
-          collect = free_of_rows_and_keys(f, x.operands[static_cast<std::size_t>(1 - pi)]);
+          const NodeId m = x.operands[static_cast<std::size_t>(1 - pi)];
+          const Node& c = d_.node(m);
+          collect = below_a_sum ? c.op == OpKind::constant && c.name.empty() && divisible(c.scalar)
+                                : free_of_rows_and_keys(f, m);
           next = x.operands[static_cast<std::size_t>(pi)];
           break;
         }
         case OpKind::add: case OpKind::sub: {
           const int pi = path_operand();
           if (pi >= 0) next = x.operands[static_cast<std::size_t>(pi)];
+          below_a_sum = true;
           break;
         }
         default: break;

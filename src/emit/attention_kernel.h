@@ -41,7 +41,8 @@ struct AttentionForm {
   // The score's factor, folded into the softmax's exp2: score = factor * rest, where the factor
   // is a product of values free of the query row and the key, taken from `factor_nodes` (scale,
   // neg, softcap's cap, * or / by such a value) on the score's path down to qk. Every term added
-  // beside the path is divided by the factor below it; a negative factor flips the rest's sign.
+  // beside the path is divided by the factor below it, so below a sum only nonzero finite
+  // constants are taken out; a negative factor flips the rest's sign.
   std::vector<ir::NodeId> score_path;     // the score's top, then down ops linear in qk, to qk or the op that is not
   std::vector<ir::NodeId> factor_nodes;   // the path's nodes whose multiplier is the factor's
   double factor_constant = 1.0;           // the factor's literal part

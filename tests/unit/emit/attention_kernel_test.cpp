@@ -130,6 +130,11 @@ TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
       {"contract(Q, K over d) * bias_k * 0.25", false, false, 0.25, {"raw * a.in_bias_k.at(b, h, q, k)"}},
       {"(contract(Q, K over d) + bias_k) / (temp * 2)", false, true, 1, {"raw + a.in_bias_k.at(b, h, q, k);",
                                                                          "__fdividef(1.0f, v"}},
+      // Below a sum only nonzero constants come out: the terms beside it are divided by them, and
+      // a per-head value there may be 0 (the score is then the bias alone).
+      {"contract(Q, K over d) * temp * 0.5 + bias_k", false, false, 0.5,
+       {"raw * a.in_temp.at(b, h, q, k)", "a.in_bias_k.at(b, h, q, k) * 2.0f"}},
+      {"contract(Q, K over d) * 0 + bias_k", false, false, 1, {"raw * 0.0f"}},
   };
   for (const Case& c : cases) {
     const std::string text = std::string("axes b=2 h=4 q=256 k=256 d=64\nparam t = 3\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
