@@ -111,7 +111,6 @@ std::string rejections_text(const search::SearchResult& r) {
   return s;
 }
 
-
 std::string indent(const std::string& text, const std::string& by) {
   std::string s;
   std::size_t start = 0;
@@ -123,7 +122,6 @@ std::string indent(const std::string& text, const std::string& by) {
   }
   return s;
 }
-
 
 std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
   std::string s;
@@ -200,7 +198,6 @@ timeline_of(const search::Configuration& c, double clock_hz) {
   tma.emplace_back("next K/V chunk", "memory", 0, c.transfer_with_l2_s_per_iteration());
   return {{"TMA (producer)", tma}, {"tensor core", tc}, {"SFU", sfu}, {"FMA", fma}};
 }
-
 
 // A diagram that is not one attention kernel: its kernel plan.
 CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, const arch::Machine& m,
@@ -288,8 +285,7 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!derivation) return failure(derivation.error(), o.json);
   const plan::Plan& chosen = derivation->chosen;
-  const bool one_attention_kernel = chosen.kernels.size() == 1 && chosen.kernels[0].kind == plan::KernelKind::attention &&
-                                    chosen.moves.empty();
+  const bool one_attention_kernel = plan::one_attention_kernel(chosen);
   if (!one_attention_kernel) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
   const sched::StreamingReport report = sched::analyse_streaming(d);
   auto r = search::search(d, report, *m, so);

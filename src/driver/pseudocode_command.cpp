@@ -64,8 +64,7 @@ std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine
   auto derivation = plan::derive_plan(d, m);
   if (!derivation || !derivation->chosen.infeasible.empty()) return std::nullopt;
   const plan::Plan& p = derivation->chosen;
-  const bool one_attention_kernel = p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention && p.moves.empty();
-  if (one_attention_kernel && attention_configured) return std::nullopt;
+  if (plan::one_attention_kernel(p) && attention_configured) return std::nullopt;
   return p;
 }
 

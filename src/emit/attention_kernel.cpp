@@ -98,6 +98,61 @@ bool may_skip(const Diagram& d, NodeId n, const std::map<NodeId, std::string>& a
   return index_only(d, n, aux);
 }
 
+// Whether `n` takes one value per (batch, head): constants, params, batch and head indices, and
+// auxiliary inputs indexed by them alone, through elementwise ops; numeric, free of the scores.
+bool per_head(const Diagram& d, const AttentionForm& f, NodeId n) {
+  const Node& x = d.node(n);
+  if (n == f.qk || x.dtype == DType::boolean) return false;
+  switch (x.op) {
+    case OpKind::constant: return true;
+    case OpKind::iota: return x.axis == f.batch || x.axis == f.head || x.axis == f.group;
+    case OpKind::input:
+      return std::any_of(f.aux.begin(), f.aux.end(), [&](const AuxInput& a) {
+        return a.node == n && a.roles.find_first_of("qke") == std::string::npos;
+      });
+    default:
+      if (!ir::is_elementwise(x.op)) return false;
+      for (NodeId o : x.operands)
+        if (!per_head(d, f, o)) return false;
+      return true;
+  }
+}
+
+// A multiplying node's operand off the score's path (the multiplier).
+NodeId off_path(const Diagram& d, const AttentionForm& f, NodeId n) {
+  const Node& x = d.node(n);
+  return depends_on(d, x.operands[0], f.qk) ? x.operands[1] : x.operands[0];
+}
+
+// The factor of the score path's nodes from index `from` on (AttentionForm::factor_nodes among
+// them): its literal part, and the multipliers that are not literals, each with whether it
+// divides (the factor is constant * product of m, or of 1 / m where it divides).
+struct FactorParts {
+  double constant = 1.0;
+  std::vector<std::pair<NodeId, bool>> values;
+};
+FactorParts factor_parts(const Diagram& d, const AttentionForm& f, std::size_t from) {
+  FactorParts parts;
+  for (std::size_t j = from; j < f.score_path.size(); ++j) {
+    const NodeId n = f.score_path[j];
+    if (std::find(f.factor_nodes.begin(), f.factor_nodes.end(), n) == f.factor_nodes.end()) continue;
+    const Node& x = d.node(n);
+    if (x.op == OpKind::scale || x.op == OpKind::softcap) {
+      parts.constant *= x.scalar;
+    } else if (x.op == OpKind::neg) {
+      parts.constant = -parts.constant;
+    } else {
+      const NodeId m = off_path(d, f, n);
+      const Node& c = d.node(m);
+      if (c.op == OpKind::constant && c.name.empty())
+        parts.constant = x.op == OpKind::mul ? parts.constant * c.scalar : parts.constant / c.scalar;
+      else
+        parts.values.push_back({m, x.op == OpKind::div});
+    }
+  }
+  return parts;
+}
+
 class Recogniser {
  public:
   Recogniser(const Diagram& d, const SourceText& src) : d_(d), src_(src) {}
@@ -151,9 +206,9 @@ class Recogniser {
     if (auto r = split_normaliser(f, p); !r.ok()) return r;
     if (auto r = check_epilogue(f); !r.ok()) return r;
     if (auto r = check_dtypes(f); !r.ok()) return r;
+    for (auto& [node, roles] : aux_) f.aux.push_back({node, roles});
     find_factor(f);
     f.skips_blocks = std::any_of(f.masks.begin(), f.masks.end(), [&](NodeId m) { return may_skip(d_, m, aux_); });
-    for (auto& [node, roles] : aux_) f.aux.push_back({node, roles});
     return f;
   }
 
@@ -444,8 +499,7 @@ class Recogniser {
           if (pi < 0 || (x.op == OpKind::div && pi != 0)) break;
           const NodeId m = x.operands[static_cast<std::size_t>(1 - pi)];
           const Node& c = d_.node(m);
-          collect = below_a_sum ? c.op == OpKind::constant && c.name.empty() && divisible(c.scalar)
-                                : free_of_rows_and_keys(f, m);
+          collect = below_a_sum ? c.op == OpKind::constant && c.name.empty() && divisible(c.scalar) : per_head(d_, f, m);
           next = x.operands[static_cast<std::size_t>(pi)];
           break;
         }
@@ -457,46 +511,17 @@ class Recogniser {
         }
         default: break;
       }
-      if (collect) {
-        f.factor_nodes.push_back(n);
-        const Node* m = x.op == OpKind::mul || x.op == OpKind::div
-                            ? &d_.node(x.operands[depends_on(d_, x.operands[0], f.qk) ? 1 : 0])
-                            : nullptr;
-        if (x.op == OpKind::scale || x.op == OpKind::softcap) f.factor_constant *= x.scalar;
-        else if (x.op == OpKind::neg) f.factor_constant = -f.factor_constant;
-        else if (m->op == OpKind::constant && m->name.empty())
-          f.factor_constant = x.op == OpKind::mul ? f.factor_constant * m->scalar : f.factor_constant / m->scalar;
-        else f.factor_per_tile = true;
-      } else {
-        collected_all = false;
-      }
+      if (collect) f.factor_nodes.push_back(n);
+      else collected_all = false;
       if (next < 0) break;
       n = next;
     }
     f.score_is_raw = collected_all && f.score_path.back() == f.qk;
     // A constant factor folds at compile time only where positive and finite: the softmax's
     // running max is of the scores over the factor.
-    if (!(f.factor_constant > 0 && std::isfinite(f.factor_constant))) f.factor_per_tile = true;
-  }
-
-  // Whether `n` takes one value per (batch, head): constants, params, batch and head indices,
-  // and inputs indexed by them alone, through elementwise ops.
-  bool free_of_rows_and_keys(const AttentionForm& f, NodeId n) const {
-    const Node& x = d_.node(n);
-    if (n == f.qk || x.dtype == DType::boolean) return false;
-    switch (x.op) {
-      case OpKind::constant: return true;
-      case OpKind::iota: return x.axis == f.batch || x.axis == f.head || x.axis == f.group;
-      case OpKind::input: {
-        const auto it = aux_.find(n);
-        return it != aux_.end() && it->second.find_first_of("qke") == std::string::npos;
-      }
-      default:
-        if (!ir::is_elementwise(x.op)) return false;
-        for (NodeId o : x.operands)
-          if (!free_of_rows_and_keys(f, o)) return false;
-        return true;
-    }
+    const FactorParts parts = factor_parts(d_, f, 0);
+    f.factor_constant = parts.constant;
+    f.factor_per_tile = !parts.values.empty() || !(parts.constant > 0 && std::isfinite(parts.constant));
   }
 
   const Diagram& d_;
@@ -606,14 +631,10 @@ class BodyWriter {
 
   // The factor itself: the product of the factor nodes' multipliers, constant first.
   std::string factor(std::string& out) {
-    std::string s = float_literal(f_.factor_constant);
-    for (NodeId n : f_.factor_nodes) {
-      const Node& x = d_.node(n);
-      if (x.op != OpKind::mul && x.op != OpKind::div) continue;
-      const NodeId m = multiplier(n);
-      if (d_.node(m).op == OpKind::constant && d_.node(m).name.empty()) continue;
-      s += x.op == OpKind::mul ? " * " + real(m, out) : " * __fdividef(1.0f, " + real(m, out) + ")";
-    }
+    const FactorParts parts = factor_parts(d_, f_, 0);
+    std::string s = float_literal(parts.constant);
+    for (const auto& [m, divides] : parts.values)
+      s += divides ? " * __fdividef(1.0f, " + real(m, out) + ")" : " * " + real(m, out);
     return s;
   }
 
@@ -621,32 +642,17 @@ class BodyWriter {
   bool collected(NodeId n) const {
     return std::find(f_.factor_nodes.begin(), f_.factor_nodes.end(), n) != f_.factor_nodes.end();
   }
-  // A multiplying node's operand off the path (the multiplier).
-  NodeId multiplier(NodeId n) const {
-    const Node& x = d_.node(n);
-    return depends_on(d_, x.operands[0], f_.qk) ? x.operands[1] : x.operands[0];
-  }
   std::string real(NodeId n, std::string& out) {
     value(n, out);
     return as(n, CType::real);
   }
   // 1 / (the factor of the path's nodes from index i on), or "" where it is 1.
   std::string reciprocal_below(std::size_t i, std::string& out) {
-    double constant = 1.0;
+    const FactorParts parts = factor_parts(d_, f_, i);
     std::string runtime;
-    for (std::size_t j = i; j < f_.score_path.size(); ++j) {
-      const NodeId n = f_.score_path[j];
-      if (!collected(n)) continue;
-      const Node& x = d_.node(n);
-      if (x.op == OpKind::scale || x.op == OpKind::softcap) constant /= x.scalar;
-      else if (x.op == OpKind::neg) constant = -constant;
-      else {
-        const NodeId m = multiplier(n);
-        const Node& c = d_.node(m);
-        if (c.op == OpKind::constant && c.name.empty()) constant = x.op == OpKind::mul ? constant / c.scalar : constant * c.scalar;
-        else runtime += x.op == OpKind::mul ? " * __fdividef(1.0f, " + real(m, out) + ")" : " * " + real(m, out);
-      }
-    }
+    for (const auto& [m, divides] : parts.values)
+      runtime += divides ? " * " + real(m, out) : " * __fdividef(1.0f, " + real(m, out) + ")";
+    const double constant = 1.0 / parts.constant;
     if (constant == 1.0 && runtime.empty()) return "";
     return runtime.empty() ? float_literal(constant) : "(" + float_literal(constant) + runtime + ")";
   }
@@ -657,23 +663,10 @@ class BodyWriter {
     if (x.op == OpKind::mul)
       for (int i = 0; i < 2; ++i) {
         const NodeId u = x.operands[static_cast<std::size_t>(i)], w = x.operands[static_cast<std::size_t>(1 - i)];
-        if (!depends_on(d_, u, f_.qk) && d_.node(u).dtype != DType::boolean && per_head(u))
+        if (per_head(d_, f_, u))
           return "(" + real(u, out) + " * " + r + ") * " + real(w, out);
       }
     return real(n, out) + " * " + r;
-  }
-  // A value that reads no row or key index and no input indexed by them.
-  bool per_head(NodeId n) const {
-    const Node& x = d_.node(n);
-    if (x.op == OpKind::iota) return index_of(x.axis) != "q" && index_of(x.axis) != "k" && index_of(x.axis) != "e";
-    if (x.op == OpKind::input) {
-      for (const AuxInput& a : f_.aux)
-        if (a.node == n) return a.roles.find_first_of("qke") == std::string::npos;
-      return false;
-    }
-    for (NodeId o : x.operands)
-      if (!per_head(o)) return false;
-    return x.op != OpKind::contract;
   }
   std::string without_factor(std::size_t i, std::string& out) {
     const NodeId n = f_.score_path[i];
@@ -856,8 +849,9 @@ class BodyWriter {
   std::optional<std::pair<long long, long long>> index_bound(NodeId n) const {
     const Node& x = d_.node(n);
     auto op = [&](int i) { return index_bound(x.operands[static_cast<std::size_t>(i)]); };
-    auto literal = [&](int i) -> std::optional<long long> {
-      const Node& c = d_.node(x.operands[static_cast<std::size_t>(i)]);
+    // |c| of an integral literal (not a param) of moderate size.
+    auto literal = [&](NodeId m) -> std::optional<long long> {
+      const Node& c = d_.node(m);
       if (c.op != OpKind::constant || !c.name.empty() || c.scalar != std::floor(c.scalar) || std::fabs(c.scalar) > 1e6)
         return std::nullopt;
       return static_cast<long long>(std::fabs(c.scalar));
@@ -865,11 +859,7 @@ class BodyWriter {
     switch (x.op) {
       case OpKind::iota: return std::make_pair(1LL, 0LL);
       case OpKind::constant:
-        if (auto c = [&]() -> std::optional<long long> {
-              if (!x.name.empty() || x.scalar != std::floor(x.scalar) || std::fabs(x.scalar) > 1e6) return std::nullopt;
-              return static_cast<long long>(std::fabs(x.scalar));
-            }())
-          return std::make_pair(0LL, *c);
+        if (auto c = literal(n)) return std::make_pair(0LL, *c);
         return std::nullopt;
       case OpKind::neg: case OpKind::abs: return op(0);
       case OpKind::add: case OpKind::sub: case OpKind::min: case OpKind::max: {
@@ -881,7 +871,7 @@ class BodyWriter {
       }
       case OpKind::mul:
         for (int i = 0; i < 2; ++i)
-          if (auto c = literal(i))
+          if (auto c = literal(x.operands[static_cast<std::size_t>(i)]))
             if (auto o = op(1 - i)) return std::make_pair(o->first * *c, o->second * *c);
         return std::nullopt;
       default: return std::nullopt;

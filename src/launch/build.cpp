@@ -223,7 +223,6 @@ json plan_tensor_json(const ir::Diagram& d, const std::string& name, const std::
   return {{"name", name}, {"kind", kind}, {"dtype", std::string(dtype_name(dtype))}, {"axes", ax}};
 }
 
-
 json plan_manifest(const ir::Diagram& d, const plan::Plan& p, const arch::Machine& m) {
   const std::set<std::string> fixed = fixed_axes(p);
   json inputs = json::array(), outputs = json::array(), params = json::array(), kernels = json::array();

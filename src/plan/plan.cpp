@@ -416,6 +416,10 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
   return out;
 }
 
+bool one_attention_kernel(const Plan& p) {
+  return p.kernels.size() == 1 && p.kernels[0].kind == KernelKind::attention && p.moves.empty();
+}
+
 std::string kernel_schedule_text(const Kernel& k) {
   if (k.gemm) return gemm_schedule_text(*k.gemm);
   if (k.rows) return search::row_schedule_text(*k.rows);
@@ -435,22 +439,29 @@ Result<std::optional<sched::Schedule>> kernel_loop_nest(const Kernel& k) {
   const auto& a = kd.node(cn.operands[0]).axes;
   const auto& b = kd.node(cn.operands[1]).axes;
   auto has = [](const std::vector<ir::AxisId>& v, ir::AxisId x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  // M's and N's innermost axes take the tile (the modes are flattened, innermost fastest); their
+  // outer axes and the batch axes one index per tile.
+  std::vector<ir::AxisId> m_axes, n_axes;
+  for (ir::AxisId x : cn.axes) {
+    if (has(a, x) && !has(b, x)) m_axes.push_back(x);
+    if (has(b, x) && !has(a, x)) n_axes.push_back(x);
+  }
   std::string tiles;
   for (ir::AxisId x : cn.axes) {
-    if (has(a, x) && !has(b, x)) tiles += fmt::format(" {}={}", kd.axis(x).name, k.gemm->tile_m);
-    if (has(b, x) && !has(a, x)) tiles += fmt::format(" {}={}", kd.axis(x).name, k.gemm->tile_n);
-    if (has(a, x) && has(b, x)) tiles += fmt::format(" {}=1", kd.axis(x).name);  // a batch: one matrix per tile
+    const std::int64_t tile = !m_axes.empty() && x == m_axes.back()   ? k.gemm->tile_m
+                              : !n_axes.empty() && x == n_axes.back() ? k.gemm->tile_n
+                                                                      : 1;
+    tiles += fmt::format(" {}={}", kd.axis(x).name, tile);
   }
   const std::string stages = k.gemm->stages > 0 ? fmt::format("; stages={}", k.gemm->stages) : "";  // 0: CUTLASS's auto
   // Registers: the consumer warpgroups' rows of the tile (cooperative: two share it; ping-pong:
   // each has a tile of its own), holding the accumulators and the epilogue's outputs.
-  std::string m_axis, outputs;
-  for (ir::AxisId x : cn.axes)
-    if (has(a, x) && !has(b, x)) m_axis = kd.axis(x).name;
+  std::string outputs;
   for (const ir::Output& o : kd.outputs) outputs += " " + kd.node(o.node).name;
   const std::string registers =
-      m_axis.empty() ? "" : fmt::format(" rmem{{tile {}={}; keep{}{}}}", m_axis, k.gemm->pingpong ? k.gemm->tile_m : k.gemm->tile_m / 2,
-                                        outputs, k.gemm->pingpong ? "" : "; groups=2");
+      m_axes.empty() ? "" : fmt::format(" rmem{{tile {}={}; keep{}{}}}", kd.axis(m_axes.back()).name,
+                                        k.gemm->pingpong ? k.gemm->tile_m : k.gemm->tile_m / 2, outputs,
+                                        k.gemm->pingpong ? "" : "; groups=2");
   const std::string nest = fmt::format("smem{{tile{}; stream {}={}:add{}}}{}", tiles, kd.axis(cn.over[0]).name, k.gemm->tile_k,
                                        stages, registers);
   auto s = sched::parse_schedule(nest, kd);

@@ -80,6 +80,10 @@ struct PlanOptions {
   int top = 1;                   // schedules kept per kernel (distinct)
 };
 
+// Whether the plan is one attention kernel with no move: the diagram as written, which the
+// configuration solver configures (napkin derive then prints that derivation, not a plan).
+bool one_attention_kernel(const Plan& p);
+
 // The kernel's schedule in one line (its solver's: GEMM tiles, row blocks, the streamed
 // configuration); "" where it has none.
 std::string kernel_schedule_text(const Kernel& k);
