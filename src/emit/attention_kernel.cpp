@@ -916,6 +916,7 @@ class BoundWriter {
     if (x.op == OpKind::input) {  // a summarised input: its [min, max] over the block's rows or keys
       const char axis = summarised_axis(x, aux_.at(n));
       summarised_[n] = axis;
+      costly_ = true;
       const std::string name = fmt::format("r{}", n);
       out += fmt::format("    const {} {} = a.{}.{}(b, h, {});\n",
                          x.dtype == DType::boolean ? "napkin::device::BlockVisibility" : "napkin::device::IntRange", name,
@@ -927,6 +928,7 @@ class BoundWriter {
       const Node& q = d_.node(x.operands[0]);
       const std::string name = fmt::format("r{}", n);
       const Node& c = d_.node(q.operands[1]);
+      costly_ = true;
       if (c.name.empty())
         out += fmt::format("    const napkin::device::IntRange {} = napkin::device::range_floor_div({}, {}LL);\n", name,
                            value(q.operands[0], out), static_cast<long long>(c.scalar));
@@ -956,7 +958,7 @@ class BoundWriter {
       case OpKind::add: expr = ops[0] + " + " + ops[1]; break;
       case OpKind::sub: expr = ops[0] + " - " + ops[1]; break;
       case OpKind::neg: expr = "-" + ops[0]; break;
-      case OpKind::mul: expr = "napkin::device::range_mul(" + ops[0] + ", " + ops[1] + ")"; break;
+      case OpKind::mul: expr = "napkin::device::range_mul(" + ops[0] + ", " + ops[1] + ")", costly_ = true; break;
       case OpKind::abs: expr = "napkin::device::range_abs(" + ops[0] + ")"; break;
       case OpKind::min: expr = "napkin::device::range_min(" + ops[0] + ", " + ops[1] + ")"; break;
       case OpKind::max: expr = "napkin::device::range_max(" + ops[0] + ", " + ops[1] + ")"; break;
@@ -985,6 +987,8 @@ class BoundWriter {
   // The params the bound divides by (floor(x / c)): each a napkin::device::Divisor in Args.
   const std::set<std::string>& divisors() const { return divisors_; }
   const std::set<std::string>& ranges() const { return ranges_; }
+  // The bound takes a division, a product or reads of block summaries (Fusion::kBlockCostly).
+  bool costly() const { return costly_; }
 
  private:
   const Diagram& d_;
@@ -994,6 +998,7 @@ class BoundWriter {
   std::map<NodeId, char> summarised_;
   std::set<std::string> divisors_;
   std::set<std::string> ranges_;
+  bool costly_ = false;
 };
 
 std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {
@@ -1054,6 +1059,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   std::string block_fn;
   std::map<NodeId, char> summarised;
   std::set<std::string> divisors, ranges;
+  bool block_costly = false;
   if (has_mask && f.skips_blocks) {
     std::string bbody;
     std::vector<std::string> bterms;
@@ -1064,6 +1070,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     summarised = bw.summarised();
     divisors = bw.divisors();
     ranges = bw.ranges();
+    block_costly = bw.costly();
     // A bound over indices and params alone is also a host function (kBlockOnHost).
     block_fn = fmt::format("  {}static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
                            "int k0, int k1) {{\n    const napkin::device::IntRange qr{{q0, q1}}, kr{{k0, k1}};\n",
@@ -1112,6 +1119,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += "  static constexpr bool kSharesAcrossBatch = true;\n";
   if (!block_fn.empty())
     out += summarised.empty() ? "  static constexpr bool kBlockOnHost = true;\n" : "  static constexpr bool kBlockReadsTensors = true;\n";
+  if (block_costly) out += "  static constexpr bool kBlockCostly = true;  // the producer warp evaluates block()\n";
   // A summary over query rows (axis 'q', or both: '2') makes the visible blocks follow the
   // tensor's row blocks.
   if (std::any_of(summarised.begin(), summarised.end(), [](const auto& s) { return s.second != 'k'; }))

@@ -196,6 +196,29 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
   EXPECT_NE(mixed.second.find("static constexpr bool kBlockOnHost = true;"), std::string::npos);
   EXPECT_NE(mixed.second.find("__host__ __device__ static napkin::device::BlockVisibility block("), std::string::npos);
   EXPECT_EQ(mixed.second.find("kBlockReadsTensors"), std::string::npos);
+  // Reads of summaries make the bound costly (the producer evaluates it); compares do not.
+  for (const auto* reads : {&doc, &keep, &tensor})
+    EXPECT_NE(reads->second.find("static constexpr bool kBlockCostly = true;"), std::string::npos);
+  EXPECT_EQ(mixed.second.find("kBlockCostly"), std::string::npos);
+}
+
+// A bound with a division or a product of ranges is costly (Fusion::kBlockCostly: the producer
+// warp evaluates it and hands each chunk's mask decision to the consumers); one of compares,
+// sums and differences (causal, a window) stays in the consumers.
+TEST(AttentionKernel, MarksBoundsWithDivisionsOrProductsCostly) {
+  auto costly = [](const std::string& pred) {
+    const Loaded l = parse("costly.napkin", "axes b=2 h=4 q=256 k=256 d=64\nparam c = 64\nin Q[b h q d] bf16\n"
+                                            "in K[b h k d] bf16\nin V[b h k d] bf16\nS = contract(Q, K over d)\n"
+                                            "P = softmax(select(" + pred + ", S, -inf) over k)\n"
+                                            "O = contract(P, V over k) as bf16\nout O\n");
+    const std::string cu = emit_for(l);
+    EXPECT_NE(cu.find("block(Args const& a"), std::string::npos) << pred;
+    return cu.find("static constexpr bool kBlockCostly = true;") != std::string::npos;
+  };
+  EXPECT_FALSE(costly("q >= k"));
+  EXPECT_FALSE(costly("q >= k && q - k < c"));
+  EXPECT_TRUE(costly("q >= k && floor(q / c) == floor(k / c)"));
+  EXPECT_TRUE(costly("2 * q >= k"));
 }
 
 // floor(x / c) in a mask: the corrected quotient, exact on integers as the reference and the

@@ -23,6 +23,9 @@
 //                                host sees which chunks each tile visits when it picks a schedule
 //   kBlockReadsTensors           block() reads tensors (block summaries): the visible chunks
 //                                may have gaps, so each tile's are listed before the kernel
+//   kBlockCostly                 block() takes a division, a product or reads of block
+//                                summaries (not a few compares): the producer warp evaluates it,
+//                                and hands each chunk's mask decision to the consumers
 //   kBlockRowsFromTensors        block() reads a tensor indexed by query row (a mask tensor,
 //                                segment ids): its visible blocks change with the tensor's row
 //                                blocks, so tiles are laid over whole 128-row blocks
@@ -70,7 +73,7 @@ struct FusionDefaults {
   struct Args {};
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
-                        kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false,
+                        kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false, kBlockCostly = false,
                         kSharesAcrossBatch = false, kScoreFactor = false;
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
   static constexpr int kStagedBytes = 0;

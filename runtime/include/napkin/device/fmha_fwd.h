@@ -66,6 +66,16 @@ struct FwdConfig {
   // (a block-sparse mask, padding in runs): a pre-pass lists each tile's visible chunks
   // (fwd_chunk_lists_kernel) and the tile visits those alone.
   static constexpr bool kChunkLists = Fusion::kSkipsBlocks && Fusion::kBlockReadsTensors;
+  // Under a mask, the producer evaluates which chunks each warpgroup must mask (Fusion::block)
+  // while it waits for a K slot, and hands the flags with the slot: the consumers, whose issue
+  // slots the softmax needs, then read one word a chunk. A bound with a floor division cost
+  // chunked_local 40 % of its time where each consumer thread evaluated it (bench/NOTES.md).
+  static constexpr bool kMaskFlagsFromProducer = Fusion::kMask && Fusion::kBlockCostly;
+  // Where such a bound picks each tile's chunks, the whole producer warp searches them (32
+  // bounds at once: fwd_chunk_range_by_warp) and its lane 0 loads; elsewhere one elected thread
+  // runs alone. (Not for cheap bounds: with the warp in its loop the loading lane spilled, and
+  // FlashAttention-3's suite's causal rows lost 2-5 %; bench/NOTES.md.)
+  static constexpr bool kWarpSearch = Fusion::kSkipsBlocks && Fusion::kBlockCostly && !kChunkLists;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   // The order a tile walks its key chunks (fwd_chunk_at_step). Always upwards from key 0, so
   // the tiles of a head, which start together, read each K/V chunk at about the same time,
@@ -104,7 +114,7 @@ struct FwdConfig {
   // setmaxnreg budgets: the registers a CTA gets at launch (the launch bounds' cap, in steps
   // of 8) are shared out as producer + W * consumer.
   static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSM) / 8 * 8;
-  static constexpr int kProducerRegs = kConsumerWGs == 3 ? 32 : 24;
+  static constexpr int kProducerRegs = Fusion::kBlockCostly && kConsumerWGs == 2 ? 40 : kConsumerWGs == 3 || Fusion::kBlockCostly ? 32 : 24;
   static constexpr int kConsumerRegs =
       std::min(240, (kLaunchRegs * (kConsumerWGs + 1) - kProducerRegs) / kConsumerWGs / 8 * 8);
   static_assert((kProducerRegs + kConsumerWGs * kConsumerRegs) * 128 <= 65536 / kCtasPerSM);
@@ -210,6 +220,7 @@ struct FwdConfig {
     uint64_t o_free;                // kOInV: the V ring is free of the previous tile's O (see the producer)
     int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
     ChunkRange tile_range[kQBuffers];  // its key chunks (fwd_chunk_range)
+    ChunkRange searched;            // kWarpSearch: the producer warp's search, for its loading lane
     __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
@@ -337,6 +348,57 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
   }
 }
 
+// Whether the rows of consumer warpgroup w in tile tc need the mask on key chunk n: keys past
+// seqlen_k, or Fusion::block cannot show every (row, key) of the block visible.
+template <class Cfg>
+__device__ __forceinline__ bool fwd_chunk_needs_mask(FwdParams<Cfg> const& p, TileCoord tc, int w, int n) {
+  bool m = (n + 1) * Cfg::kBlockN > p.seqlen_k;
+  if constexpr (Cfg::Fusion::kMask) {
+    const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;
+    const int q0 = min(row0, p.seqlen_q - 1), q1 = min(row0 + 63, p.seqlen_q - 1);
+    m = m || !Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * Cfg::kBlockN, (n + 1) * Cfg::kBlockN - 1).must;
+  }
+  return m;
+}
+
+// fwd_chunk_range's result by a whole warp, converged (Cfg::kWarpSearch); every lane gets it.
+// The lanes bound 32 runs that split the chunks, then the chunks of the first (for the end, the
+// last) run that may be visible, one a lane; where no chunk of it may be (a run's bound is
+// looser than its chunks'), the next such run. The result is that of a search chunk by chunk (a
+// bound over a run is false only where it is false over each of its chunks), in three rounds
+// of one bound each where there are fewer than 1,024 chunks, where one thread evaluates
+// ~4 log2(n) bounds in a row.
+template <class Cfg>
+__device__ __forceinline__ ChunkRange fwd_chunk_range_by_warp(FwdParams<Cfg> const& p, TileCoord tc) {
+  const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int q0 = tc.m_block * Cfg::kBlockM;
+  const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
+  auto may = [&](int n0, int n1) {  // chunks [n0, n1), none where n0 >= n1
+    if (n0 >= n1) return false;
+    const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
+    return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
+  };
+  const int span = (n_total + 31) / 32;  // chunks a run
+  const unsigned runs = __ballot_sync(0xffffffffu, may(min(lane * span, n_total), min((lane + 1) * span, n_total)));
+  // The first (from_end: the last) chunk of run r that may be visible; -1 where none.
+  auto find_in_run = [&](int r, bool from_end) {
+    const int r0 = r * span, r1 = min(r0 + span, n_total);
+    for (int base = 0; base < r1 - r0; base += 32) {
+      const int n = from_end ? r1 - 1 - base - lane : r0 + base + lane;
+      const unsigned hit = __ballot_sync(0xffffffffu, n >= r0 && n < r1 && may(n, n + 1));
+      if (hit != 0) return from_end ? r1 - base - __ffs(hit) : r0 + base + __ffs(hit) - 1;
+    }
+    return -1;
+  };
+  int begin = -1, last = -1;
+  for (unsigned left = runs; left != 0 && begin < 0; left &= left - 1) begin = find_in_run(__ffs(left) - 1, false);
+  if (begin < 0) return {0, 0};  // every row of the tile masked
+  for (unsigned left = runs; left != 0 && last < 0; left &= ~(1u << (31 - __clz(left))))
+    last = find_in_run(31 - __clz(left), true);
+  return {begin, last + 1};
+}
+
 // The key chunk a tile visits at step `step` of its n_blocks (Cfg::kLastChunkFirst).
 template <class Cfg>
 __device__ __forceinline__ int fwd_chunk_at_step(int step, int n_blocks) {
@@ -433,7 +495,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
     cutlass::arch::warpgroup_reg_dealloc<Cfg::kProducerRegs>();
-    if (warp == 0 && cute::elect_one_sync()) {
+    // Warp 0 produces: one lane issues the loads; under Cfg::kWarpSearch the whole warp searches
+    // each tile's chunks first.
+    if (warp == 0 && (Cfg::kWarpSearch || cute::elect_one_sync())) {
+      const bool leader = !Cfg::kWarpSearch || lane == 0;
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
@@ -487,7 +552,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           while (clock64() - t0 < delay) __nanosleep(128);
         }
       }
-      for (int tile = blockIdx.x;; tile = next_tile >= 0 ? next_tile : claim()) {
+      // The leader's part of a tile: wait for a Q buffer, publish the tile and its chunks (from
+      // ss.searched under kWarpSearch), load; false past the last tile (the consumers are told
+      // to stop).
+      auto load_tile = [&](int tile) {
         next_tile = -1;
         if constexpr (Cfg::kQBuffers == 1)
           if (tile < p.num_tiles) prefetch_q_to_l2(tile);
@@ -499,16 +567,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         if (tile >= p.num_tiles) {
           atomicExch(&ss.tile_idx[qb], -1);
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
-          break;
+          return false;
         }
         const TileCoord tc = sched.decode(tile);
-        const ChunkRange range = fwd_chunk_range<Cfg>(p, tc);
+        const ChunkRange range = Cfg::kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc);
         const int n_blocks = range.end - range.begin;
         ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
         atomicExch(&ss.tile_idx[qb], tile);
         if (n_blocks == 0) {
           cutlass::arch::ClusterBarrier::arrive(&ss.q_bar[qb].bar);
-          continue;
+          return true;
         }
         ss.q_bar[qb].arrive_expect(Cfg::kQBytes);
         CUTE_UNROLL
@@ -530,7 +598,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           const int n = n_next;
           // (Read a step ahead: a chunk list's entry comes from L2 while this step waits for a slot.)
           if (step + 1 < n_blocks) n_next = fwd_chunk_of<Cfg>(p, tc, range, step + 1);
-          ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
+          if constexpr (Cfg::kMaskFlagsFromProducer) {
+            uint32_t flags = 0;  // bit w: warpgroup w masks chunk n
+            CUTE_UNROLL
+            for (int w = 0; w < Cfg::kConsumerWGs; ++w) flags |= static_cast<uint32_t>(fwd_chunk_needs_mask<Cfg>(p, tc, w, n)) << w;
+            ss.k_ring.producer_acquire(st, Cfg::kKVBytes, flags);
+          } else {
+            ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
+          }
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
@@ -545,6 +620,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
             if (step == 0) next_tile = claim();
         }
         ++o_tiles;
+        return true;
+      };
+      for (int tile = blockIdx.x;;) {
+        if constexpr (Cfg::kWarpSearch)
+          if (tile < p.num_tiles) {
+            // (Through shared memory: in registers, the range spilled the loading lane's
+            // registers in its chunk loop.)
+            const ChunkRange range = fwd_chunk_range_by_warp<Cfg>(p, sched.decode(tile));
+            if (leader) ss.searched = range;
+          }
+        int next = -1;  // the next tile; -1 past the last
+        if (leader && load_tile(tile)) next = next_tile >= 0 ? next_tile : claim();
+        if constexpr (Cfg::kWarpSearch) next = __shfl_sync(0xffffffffu, next, 0);
+        if (next < 0) break;
+        tile = next;
       }
     }
   } else {
@@ -616,13 +706,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         scale_log2 *= magnitude == 0.f ? 1e-30f : magnitude;
       }
 
+      // Whether chunk n (in K slot k_st, waited for) needs the mask on this warpgroup's rows.
       auto needs_mask = [&](int n) {
-        bool m = (n + 1) * kBlockN > p.seqlen_k;
-        if constexpr (Fusion::kMask) {
-          const int q0 = min(row0, p.seqlen_q - 1), q1 = min(row0 + 63, p.seqlen_q - 1);
-          m = m || !Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n * kBlockN, (n + 1) * kBlockN - 1).must;
-        }
-        return m;
+        if constexpr (Cfg::kMaskFlagsFromProducer) return ((ss.k_ring.consumer_tag(k_st) >> w) & 1u) != 0;
+        else return fwd_chunk_needs_mask<Cfg>(p, tc, w, n);
       };
       // The fused score code over chunk n, in one pass: Fusion::score (or Fusion::prob where P
       // is not normalised), then, where `masked`, the mask: keys past seqlen_k and those

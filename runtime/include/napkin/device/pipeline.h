@@ -5,6 +5,9 @@
 // thread) acquires a slot, then issues TMA loads that complete the slot's `full` barrier with a
 // transaction byte count. Consumers wait on `full`, read the slot (WGMMA), and release it by
 // arriving on `empty` — one arrival per consumer warp. Phases flip each time the ring wraps.
+// A slot also carries a word from the producer to its consumers (`tag`): written after the slot
+// is free and before the producer's arrival on `full`, read after the wait. (Shared-memory
+// atomics, as compute-sanitizer's racecheck does not see the order the mbarriers give.)
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,7 @@ struct StageRing {
 
   uint64_t full[Stages];
   uint64_t empty[Stages];
+  uint32_t tag[Stages];
 
   // One thread; `consumer_arrivals` is the number of arrivals that free a slot.
   __device__ void init(uint32_t consumer_arrivals) {
@@ -49,10 +53,23 @@ struct StageRing {
     Empty::wait(&empty[st.index], st.phase ^ 1u);
     Full::arrive_and_expect_tx(&full[st.index], tx_bytes);
   }
+  // The same, handing `slot_tag` to the slot's consumers (consumer_tag).
+  __device__ void producer_acquire(RingState<Stages> st, uint32_t tx_bytes, uint32_t slot_tag) {
+    Empty::wait(&empty[st.index], st.phase ^ 1u);
+    atomicExch(&tag[st.index], slot_tag);
+    Full::arrive_and_expect_tx(&full[st.index], tx_bytes);
+  }
   __device__ uint64_t& full_barrier(RingState<Stages> st) { return full[st.index]; }
 
   // Consumer side.
   __device__ void consumer_wait(RingState<Stages> st) { Full::wait(&full[st.index], st.phase); }
+  // After consumer_wait(st), before the release, by a whole warp: the word the producer handed
+  // with the slot (one read a warp).
+  __device__ uint32_t consumer_tag(RingState<Stages> st) {
+    uint32_t v = 0;
+    if (threadIdx.x % 32 == 0) v = atomicAdd(&tag[st.index], 0u);
+    return __shfl_sync(0xffffffffu, v, 0);
+  }
   // Called by lane 0 of every consumer warp once the warp's reads of the slot have completed.
   __device__ void consumer_release(RingState<Stages> st) { Empty::arrive(&empty[st.index]); }
 };
