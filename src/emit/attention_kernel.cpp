@@ -975,6 +975,7 @@ class BoundWriter {
       default: expr = "napkin::device::bv_unknown()"; is_bool = true; break;
     }
     if (x.op == OpKind::iota || x.op == OpKind::constant) return values_[n] = expr;
+    ++operations_;
     const std::string name = fmt::format("r{}", n);
     out += fmt::format("    const {} {} = {};\n", is_bool ? "napkin::device::BlockVisibility" : "napkin::device::IntRange",
                        name, expr);
@@ -987,8 +988,11 @@ class BoundWriter {
   // The params the bound divides by (floor(x / c)): each a napkin::device::Divisor in Args.
   const std::set<std::string>& divisors() const { return divisors_; }
   const std::set<std::string>& ranges() const { return ranges_; }
-  // The bound takes a division, a product or reads of block summaries (Fusion::kBlockCostly).
-  bool costly() const { return costly_; }
+  // Fusion::kBlockCostly: the bound takes a division, a product, reads of block summaries, or
+  // four operations or more. Measured on the H100 (bench/NOTES.md, 2026-11-26 fourth): bounds of
+  // up to three compares (causal, ALiBi, prefix-LM) ran 1-8 % faster in the consumers, the
+  // window's five operations 3-9 % faster in the producer, a floor division 4-39 %.
+  bool costly() const { return costly_ || operations_ >= 4; }
 
  private:
   const Diagram& d_;
@@ -999,6 +1003,7 @@ class BoundWriter {
   std::set<std::string> divisors_;
   std::set<std::string> ranges_;
   bool costly_ = false;
+  int operations_ = 0;  // range and visibility operations written
 };
 
 std::string mask_conjunction(const std::vector<std::string>& terms, const char* join) {

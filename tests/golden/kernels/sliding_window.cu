@@ -16,6 +16,7 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   static constexpr bool kBlockOnHost = true;
+  static constexpr bool kBlockCostly = true;  // the producer warp evaluates block()
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;

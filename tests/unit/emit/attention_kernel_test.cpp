@@ -202,10 +202,10 @@ TEST(AttentionKernel, BoundsMasksOverInputsThroughBlockSummaries) {
   EXPECT_EQ(mixed.second.find("kBlockCostly"), std::string::npos);
 }
 
-// A bound with a division or a product of ranges is costly (Fusion::kBlockCostly: the producer
-// warp evaluates it and hands each chunk's mask decision to the consumers); one of compares,
-// sums and differences (causal, a window) stays in the consumers.
-TEST(AttentionKernel, MarksBoundsWithDivisionsOrProductsCostly) {
+// A bound with a division, a product of ranges or four operations is costly (Fusion::kBlockCostly:
+// the producer warp evaluates it and hands each chunk's mask decision to the consumers); one of
+// up to three compares (causal, prefix-LM) stays in the consumers.
+TEST(AttentionKernel, MarksBoundsWithDivisionsProductsOrManyOperationsCostly) {
   auto costly = [](const std::string& pred) {
     const Loaded l = parse("costly.napkin", "axes b=2 h=4 q=256 k=256 d=64\nparam c = 64\nin Q[b h q d] bf16\n"
                                             "in K[b h k d] bf16\nin V[b h k d] bf16\nS = contract(Q, K over d)\n"
@@ -216,7 +216,8 @@ TEST(AttentionKernel, MarksBoundsWithDivisionsOrProductsCostly) {
     return cu.find("static constexpr bool kBlockCostly = true;") != std::string::npos;
   };
   EXPECT_FALSE(costly("q >= k"));
-  EXPECT_FALSE(costly("q >= k && q - k < c"));
+  EXPECT_FALSE(costly("k < c || q >= k"));
+  EXPECT_TRUE(costly("q >= k && q - k < c"));
   EXPECT_TRUE(costly("q >= k && floor(q / c) == floor(k / c)"));
   EXPECT_TRUE(costly("2 * q >= k"));
 }
