@@ -47,8 +47,10 @@ if [[ $what == *sanitize* ]]; then
   for tool in memcheck racecheck synccheck; do
     for d in $GEN/*_d128; do n=$(basename $d _d128); [[ -z ${SANITIZE_K:-} || " $SANITIZE_K " == *" $n "* ]] || continue
       src=examples/$n.napkin; [[ -f $src ]] || src=tests/diagrams/$n.napkin
+      # The GPU tests' params (PARAMS in tests/gpu/test_generated.py): masks that cut inside tiles.
+      params=$(python3 -c "import ast; t=open('tests/gpu/test_generated.py').read(); print(' '.join('--set ' + x for x in ast.literal_eval(t.split('PARAMS = ', 1)[1].split(chr(10), 1)[0]).get('$n', [])))")
       for sets in "" "--set k=560"; do tag=${sets:+_k560}
-        echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=128 --iters 0 $sets > $OUT/san_${tool}_$n$tag.log 2>&1; echo \"$tool $n$tag exit \$?\""
+        echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=128 --iters 0 $params $sets > $OUT/san_${tool}_$n$tag.log 2>&1; echo \"$tool $n$tag exit \$?\""
       done
     done
   done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3, $4}' | sort | uniq -c
