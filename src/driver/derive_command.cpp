@@ -137,7 +137,7 @@ std::string plan_kernels_text(const plan::Plan& p, int top, bool verbose) {
                      k.kind == plan::KernelKind::dual_gemm && k.gemm
                          ? fmt::format(" (tile N per product: one WGMMA tile of {} columns)", 2 * k.gemm->tile_n)
                          : "");
-    if (!k.detail.empty()) s += fmt::format("     {}\n", k.detail);
+    if (!k.detail.empty() && k.detail != schedule) s += fmt::format("     {}\n", k.detail);  // (an attention kernel's is its schedule)
     if (k.considered > 1) {
       int rejected = 0;
       for (const auto& [cls, n] : k.rejected) rejected += n;

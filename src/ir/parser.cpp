@@ -933,6 +933,10 @@ class Elaborator {
       b_.fail(e.loc, "sum expects one operand and the axes to reduce: sum(x over k)");
       return {};
     }
+    if (f == "sigmoid" || f == "silu" || f == "relu" || f == "gelu_tanh") {
+      if (!want(e, 1, false, fmt::format("one operand: {}(x)", f))) return {};
+      return activation(f, elaborate(*e.args[0]), e.loc);
+    }
     if (f == "scale" || f == "softcap") {
       if (!want(e, 2, false, fmt::format("a value and a number: {}(x, c)", f))) return {};
       Value x = elaborate(*e.args[0]);
@@ -986,10 +990,38 @@ class Elaborator {
       auto over = over_axes(e);
       return b_.composite(it->second, x, over, eps, e.loc);
     }
+    if (f == "gelu") {
+      b_.fail(e.loc, "unknown function 'gelu': napkin has no erf, so GELU's exact form cannot be written",
+              "gelu_tanh(x) is its tanh approximation (PyTorch's gelu(x, approximate='tanh'))");
+      return {};
+    }
     b_.fail(e.loc, fmt::format("unknown function '{}'", f),
-            "expected one of: contract exp exp2 log neg tanh abs add sub mul div max min scale "
-            "cast softcap select sum softmax logsumexp rmsnorm layernorm");
+            "expected one of: contract exp exp2 log neg tanh abs floor add sub mul div max min scale "
+            "cast softcap select sum softmax logsumexp rmsnorm layernorm sigmoid silu relu gelu_tanh");
     return {};
+  }
+
+  // The activations, written out in the operations above: the IR has no node of their own, so
+  // every part of napkin sees what the user could have written by hand (docs/language.md).
+  Value activation(const std::string& f, Value x, SourceLoc loc) {
+    // Nodes in the order the parser makes them for the written-out form (left to right), so
+    // the diagrams are equal node for node.
+    auto c = [&](double v) { return b_.constant(v, loc); };
+    auto op = [&](OpKind k, Value a, Value y) { return b_.binary(k, a, y, loc); };
+    if (f == "relu") return op(OpKind::max, x, c(0));  // max(x, 0)
+    if (f == "gelu_tanh") {  // x * 0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+      const Value half = op(OpKind::mul, x, c(0.5));
+      const Value one = c(1);
+      const Value sqrt_2_pi = c(0.7978845608028654);
+      const Value cube = op(OpKind::mul, op(OpKind::mul, op(OpKind::mul, c(0.044715), x), x), x);
+      const Value inner = op(OpKind::mul, sqrt_2_pi, op(OpKind::add, x, cube));
+      return op(OpKind::mul, half, op(OpKind::add, one, b_.unary(OpKind::tanh, inner, loc)));
+    }
+    const Value one = c(1);  // silu: x / (1 + exp(-x)); sigmoid: 1 / (1 + exp(-x))
+    const Value numerator = f == "silu" ? x : one;
+    const Value denominator_one = f == "silu" ? one : c(1);
+    const Value e = b_.unary(OpKind::exp, b_.unary(OpKind::neg, x, loc), loc);
+    return op(OpKind::div, numerator, op(OpKind::add, denominator_one, e));
   }
 
   static constexpr std::size_t kMaxDefinitionDepth = 1000;

@@ -49,6 +49,28 @@ TEST(Parser, BuilderProducesTheSameIr) {
   EXPECT_EQ(print_diagram(built.value()), print_diagram(parsed->diagram));
 }
 
+// The activations are the diagrams of their written-out forms (no IR node of their own), so
+// every emitter, executor and solver sees them as it would the hand-written expression.
+TEST(Parser, ActivationsAreTheirWrittenOutForms) {
+  auto diagram = [](const std::string& expr) {
+    auto p = parse("axes t=4 e=8\nin X[t e] f32\nY = " + expr + "\nout Y\n");
+    EXPECT_TRUE(p.ok()) << expr << ": " << (p.ok() ? "" : p.error().format());
+    return p.ok() ? p->diagram : Diagram{};
+  };
+  EXPECT_TRUE(diagram("silu(X)") == diagram("X / (1 + exp(-X))"));
+  EXPECT_TRUE(diagram("sigmoid(X)") == diagram("1 / (1 + exp(-X))"));
+  EXPECT_TRUE(diagram("relu(X)") == diagram("max(X, 0)"));
+  EXPECT_TRUE(diagram("gelu_tanh(X)") ==
+              diagram("X * 0.5 * (1 + tanh(0.7978845608028654 * (X + 0.044715 * X * X * X)))"));
+  EXPECT_FALSE(diagram("silu(X)") == diagram("sigmoid(X)"));
+  auto two = parse("axes t=4\nin X[t] f32\nY = silu(X, X)\nout Y\n");
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().format().find("silu expects one operand: silu(x)"), std::string::npos) << two.error().format();
+  auto unknown = parse("axes t=4\nin X[t] f32\nY = gelu(X)\nout Y\n");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().format().find("gelu_tanh"), std::string::npos) << unknown.error().format();
+}
+
 TEST(Parser, BindingsOverrideSizesAndParams) {
   auto p = parse("axes q=8 k=8\nparam w = 3\nin S[q k] f32\nM = select(|q - k| < w, S, 0)\nout M\n",
                  {{"q", 4, "q=4"}, {"w", 2, "w=2"}});
