@@ -351,9 +351,18 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       }
     } else if ((n.op == OpKind::exp || n.op == OpKind::exp2) && has(n, sh.stream)) {
       double ops = static_cast<double>(c.chunk);
-      if (std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax)) ops += 1;  // delta
+      const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
+      if (online) ops += 1;  // delta
       const double rate = *m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32);
-      out.rates.push_back({"exp (with the rescale exp(m_old - m_new))", arch::Unit::sfu, DType::f32, ops, rate, ops / rate});
+      out.rates.push_back({online ? "exp (with the rescale exp(m_old - m_new))" : "exp", arch::Unit::sfu, DType::f32, ops,
+                           rate, ops / rate});
+      out.sfu_clk_per_row += ops / rate;
+    } else if (n.op == OpKind::div && n.operands.size() == 2 && has(dn.node(n.operands[1]), sh.stream)) {
+      // A division by a score-shaped value (sigmoid's 1 / (1 + exp(-s))): the kernel multiplies
+      // by a reciprocal, one on the SFU a score.
+      const double ops = static_cast<double>(c.chunk);
+      const double rate = *m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32);
+      out.rates.push_back({"reciprocal (a division by a score)", arch::Unit::sfu, DType::f32, ops, rate, ops / rate});
       out.sfu_clk_per_row += ops / rate;
     }
   }
@@ -364,7 +373,9 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     const auto rate = m.ops_per_clk_per_sm(arch::Unit::fma, t);
     if (!rate) return plain_error(fmt::format("machine {} has no fma rate for {}", m.name, dtype_name(t)));
     const double ops = elements(d, n, per_row);
-    out.rates.push_back({fmt::format("rescale and accumulate {}", n.name), arch::Unit::fma, t, ops, *rate, ops / *rate});
+    const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
+    out.rates.push_back({fmt::format("{} {}", online ? "rescale and accumulate" : "accumulate", n.name), arch::Unit::fma, t,
+                         ops, *rate, ops / *rate});
     out.fma_clk_per_row += ops / *rate;
   }
   const double ideal = std::max({out.tensor_clk_per_row, out.sfu_clk_per_row, out.fma_clk_per_row});

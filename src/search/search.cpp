@@ -146,12 +146,19 @@ Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& 
     streamed += a.kind == sched::AxisKind::streamed;
     rows += a.kind == sched::AxisKind::woven && !a.broadcast_inputs.empty();
   }
+  // The solver's model is attention's: a contraction makes the streamed tile, the code between
+  // feeds a second one over the streamed axis. A single contraction streaming a plain sum (a
+  // matmul's K) is the GEMM family's (plan's solver); a plain sum after a first contraction
+  // (sigmoid or ReLU attention: no softmax) is attention's.
+  const auto contractions = std::count_if(report.normalised.diagram.nodes.begin(), report.normalised.diagram.nodes.end(),
+                                          [](const ir::Node& n) { return n.op == ir::OpKind::contract; });
   const bool solver = streamed == 1 && rows >= 1 && m.limits.warpgroup_size_threads.has_value() &&
-                      std::none_of(report.axes.begin(), report.axes.end(), [&](const sched::AxisStreaming& a) {
-                        return a.kind == sched::AxisKind::streamed &&
-                               std::count(a.accumulators.begin(), a.accumulators.end(), sched::Accumulator::add) &&
-                               a.accumulators.size() == 1;
-                      });
+                      (contractions >= 2 ||
+                       std::none_of(report.axes.begin(), report.axes.end(), [&](const sched::AxisStreaming& a) {
+                         return a.kind == sched::AxisKind::streamed &&
+                                std::count(a.accumulators.begin(), a.accumulators.end(), sched::Accumulator::add) &&
+                                a.accumulators.size() == 1;
+                       }));
   auto r = solver ? solver_search(d, report, m, options) : schedule_search(d, report, m);
   if (!r) return r;
   double flops = 0;

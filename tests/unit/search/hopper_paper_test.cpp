@@ -116,5 +116,22 @@ TEST(Search, OtherShapesGoThroughTheCostModel) {
   EXPECT_GT(r->ranked.front().tflops, 0);
 }
 
+// Attention without a softmax (a plain sum over the keys after the first contraction) is still
+// attention's shape: the configuration solver, with its exponential and the division by a
+// score on the SFU and no row statistics or rescale.
+TEST(Search, UnnormalisedAttentionGoesThroughTheSolver) {
+  const Fixture f = load("sigmoid_attention.napkin");
+  auto r = search(f.d, f.report, f.m);
+  ASSERT_TRUE(r.ok()) << r.error().format();
+  EXPECT_EQ(r->method, "configuration solver");
+  ASSERT_FALSE(r->ranked.empty());
+  const Configuration& c = *r->ranked.front().configuration;
+  std::vector<std::string> sfu;
+  for (const auto& rate : c.rates)
+    if (rate.unit == arch::Unit::sfu) sfu.push_back(rate.op);
+  EXPECT_EQ(sfu, (std::vector<std::string>{"exp", "reciprocal (a division by a score)"}));
+  for (const auto& v : c.variables) EXPECT_EQ(v.name.find("row statistics"), std::string::npos) << v.name;
+}
+
 }  // namespace
 }  // namespace napkin::search
