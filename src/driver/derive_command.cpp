@@ -236,7 +236,13 @@ CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, 
   std::string s = fmt::format("napkin derive {} on {} ({})\ndiagram: {}\n", args.file, m.name, m.display_name,
                               ir::diagram_key(d));
   s += fmt::format("method: kernel plan (fusion against materialisation by the cost model, algebraic moves, one solver "
-                   "per kernel); derived in {}\n\n", seconds_text(plan_s));
+                   "per kernel); derived in {}\n", seconds_text(plan_s));
+  // The attention solver's row layout: napkin build configures with the kernels' (quad), so
+  // say which one these predictions used where they differ.
+  if (std::any_of(p.kernels.begin(), p.kernels.end(), [](const plan::Kernel& k) { return k.kind == plan::KernelKind::attention; }))
+    s += fmt::format("attention kernels configured with the {} row layout{}\n", o.row_layout,
+                     o.row_layout == "thread" ? " (the paper's; napkin build uses WGMMA's: --row-layout quad)" : "");
+  s += "\n";
   s += fmt::format("chosen plan: {} kernel{}, predicted {}, {:.1f} TFLOP/s, {:.4g} MB of HBM traffic\n", p.kernels.size(),
                    p.kernels.size() == 1 ? "" : "s", seconds_text(p.predicted_s), flops / p.predicted_s / 1e12, bytes / 1e6);
   for (const std::string& mv : p.moves) s += fmt::format("  move: {}\n", mv);
