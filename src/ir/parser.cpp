@@ -1017,11 +1017,10 @@ class Elaborator {
       const Value inner = op(OpKind::mul, sqrt_2_pi, op(OpKind::add, x, cube));
       return op(OpKind::mul, half, op(OpKind::add, one, b_.unary(OpKind::tanh, inner, loc)));
     }
-    const Value one = c(1);  // silu: x / (1 + exp(-x)); sigmoid: 1 / (1 + exp(-x))
-    const Value numerator = f == "silu" ? x : one;
-    const Value denominator_one = f == "silu" ? one : c(1);
+    const Value numerator = f == "silu" ? x : c(1);  // silu: x / (1 + exp(-x)); sigmoid: 1 / (1 + exp(-x))
+    const Value one = c(1);
     const Value e = b_.unary(OpKind::exp, b_.unary(OpKind::neg, x, loc), loc);
-    return op(OpKind::div, numerator, op(OpKind::add, denominator_one, e));
+    return op(OpKind::div, numerator, op(OpKind::add, one, e));
   }
 
   static constexpr std::size_t kMaxDefinitionDepth = 1000;

@@ -318,7 +318,9 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
                        static_cast<double>(m.limits.smem_bytes_per_block.value) / 1024));
   out.warpgroups = std::max(1, out.warpgroups);
 
-  // §3 Throughput per row and chunk (one thread-iteration with one row a thread).
+  // §3 Throughput per row and chunk (one thread-iteration with one row a thread). `online`: a
+  // softmax's rescale (exp(m_old - m_new) a row, O rescaled), absent where P is summed plainly.
+  const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
   double first_gemm_clk = -1;
   for (std::size_t i = 0; i < dn.nodes.size(); ++i) {
     const Node& n = dn.nodes[i];
@@ -351,7 +353,6 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       }
     } else if ((n.op == OpKind::exp || n.op == OpKind::exp2) && has(n, sh.stream)) {
       double ops = static_cast<double>(c.chunk);
-      const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
       if (online) ops += 1;  // delta
       const double rate = *m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32);
       out.rates.push_back({online ? "exp (with the rescale exp(m_old - m_new))" : "exp", arch::Unit::sfu, DType::f32, ops,
@@ -373,7 +374,6 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     const auto rate = m.ops_per_clk_per_sm(arch::Unit::fma, t);
     if (!rate) return plain_error(fmt::format("machine {} has no fma rate for {}", m.name, dtype_name(t)));
     const double ops = elements(d, n, per_row);
-    const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
     out.rates.push_back({fmt::format("{} {}", online ? "rescale and accumulate" : "accumulate", n.name), arch::Unit::fma, t,
                          ops, *rate, ops / *rate});
     out.fma_clk_per_row += ops / *rate;

@@ -282,6 +282,17 @@ __device__ __forceinline__ int fwd_tile_index(FwdParams<Cfg> const& p, TileCoord
   return (tc.batch * p.heads_q + tc.head) * p.num_m_blocks + tc.m_block;
 }
 
+// Whether Fusion::block may leave some key of chunks [n0, n1) visible to the rows of tile tc
+// (none where n0 >= n1): the bound every search for a tile's chunks evaluates.
+template <class Cfg>
+__device__ __forceinline__ bool fwd_chunks_may_be_visible(FwdParams<Cfg> const& p, TileCoord tc, int n0, int n1) {
+  if (n0 >= n1) return false;
+  const int q0 = tc.m_block * Cfg::kBlockM;
+  const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
+  const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
+  return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
+}
+
 // One warp per tile: the chunks Fusion::block may leave visible over the tile's rows, 32 at a
 // time (a ballot), written in ascending order.
 template <class Cfg>
@@ -289,13 +300,11 @@ __global__ void fwd_chunk_lists_kernel(FwdParams<Cfg> const p, uint16_t* list, i
   const int tile = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
   if (tile >= p.num_tiles) return;
   const int bh = tile / p.num_m_blocks, m_block = tile - bh * p.num_m_blocks;
-  const int head = bh % p.heads_q, batch = bh / p.heads_q;
-  const int q0 = m_block * Cfg::kBlockM, q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
+  const TileCoord tc{m_block, bh % p.heads_q, bh / p.heads_q};
   int written = 0;
   for (int base = 0; base < p.chunks_per_row; base += 32) {
     const int n = base + lane;
-    const bool may = n < p.chunks_per_row &&
-                     Cfg::Fusion::block(p.fusion, batch, head, q0, q1, n * Cfg::kBlockN, min((n + 1) * Cfg::kBlockN, p.seqlen_k) - 1).may;
+    const bool may = n < p.chunks_per_row && fwd_chunks_may_be_visible(p, tc, n, n + 1);
     const unsigned ballot = __ballot_sync(0xffffffffu, may);
     if (may) list[static_cast<int64_t>(tile) * p.chunks_per_row + written + __popc(ballot & ((1u << lane) - 1))] = static_cast<uint16_t>(n);
     written += __popc(ballot);
@@ -317,12 +326,7 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
   } else {
     if constexpr (Cfg::kChunkLists)
       if (p.chunk_list != nullptr) return {0, p.chunk_count[fwd_tile_index(p, tc)]};  // steps of the list
-    const int q0 = tc.m_block * Cfg::kBlockM;
-    const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
-    auto may = [&](int n0, int n1) {  // chunks [n0, n1)
-      const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
-      return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
-    };
+    auto may = [&](int n0, int n1) { return fwd_chunks_may_be_visible(p, tc, n0, n1); };
     auto pow2_floor = [](int x) { return 1 << (31 - __clz(x)); };  // x >= 1
     int begin = 0, run = pow2_floor(n_total);
     while (begin < n_total) {
@@ -376,13 +380,7 @@ template <class Cfg>
 __device__ __forceinline__ ChunkRange fwd_chunk_range_by_warp(FwdParams<Cfg> const& p, TileCoord tc) {
   const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int q0 = tc.m_block * Cfg::kBlockM;
-  const int q1 = min(q0 + Cfg::kBlockM, p.seqlen_q) - 1;
-  auto may = [&](int n0, int n1) {  // chunks [n0, n1), none where n0 >= n1
-    if (n0 >= n1) return false;
-    const int k1 = min(n1 * Cfg::kBlockN, p.seqlen_k) - 1;
-    return Cfg::Fusion::block(p.fusion, tc.batch, tc.head, q0, q1, n0 * Cfg::kBlockN, k1).may;
-  };
+  auto may = [&](int n0, int n1) { return fwd_chunks_may_be_visible(p, tc, n0, n1); };
   const int span = (n_total + 31) / 32;  // chunks a run
   const unsigned runs = __ballot_sync(0xffffffffu, may(min(lane * span, n_total), min((lane + 1) * span, n_total)));
   // The first (from_end: the last) chunk of run r that may be visible; -1 where none.
