@@ -181,6 +181,10 @@ timeline_of(const search::Configuration& c, double clock_hz) {
   const double first = c.rates.empty() ? 0 : c.rates.front().clk_per_row;
   const double nt = (1 + c.config.overhead) * c.sfu_clk_per_row;
   std::vector<std::tuple<std::string, std::string, double, double>> tc, sfu, fma, tma;
+  // A softmax (its rescale in the rate table) or P summed plainly (sigmoid attention).
+  const bool softmax = std::any_of(c.rates.begin(), c.rates.end(), [](const search::OpRate& r) {
+    return r.op.rfind("rescale", 0) == 0;
+  });
   double t_tc = 0, t_sfu = 0;
   for (int w = 0; w < c.warpgroups; ++w) {
     const double start = t_tc;
@@ -190,8 +194,9 @@ timeline_of(const search::Configuration& c, double clock_hz) {
                     (start + first * rows + rest) / clock_hz);
     t_tc = start + c.tensor_clk_per_row * rows;
     const double s0 = std::max(t_sfu, start + first * rows);
-    sfu.emplace_back(fmt::format("WG{} softmax exp", w + 1), "sfu", s0 / clock_hz, (s0 + nt * rows) / clock_hz);
-    fma.emplace_back(fmt::format("WG{} rescale", w + 1), "fma", (s0 + nt * rows) / clock_hz,
+    sfu.emplace_back(fmt::format("WG{} {}", w + 1, softmax ? "softmax exp" : "score code"), "sfu", s0 / clock_hz,
+                     (s0 + nt * rows) / clock_hz);
+    fma.emplace_back(fmt::format("WG{} {}", w + 1, softmax ? "rescale" : "accumulate"), "fma", (s0 + nt * rows) / clock_hz,
                      (s0 + nt * rows + c.fma_clk_per_row * rows) / clock_hz);
     t_sfu = s0 + nt * rows;
   }
