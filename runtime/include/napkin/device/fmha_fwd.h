@@ -693,7 +693,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       trace(FwdEvent::kTileStart, w);
       if (tile < 0) break;
       const TileCoord tc = sched.decode(tile);
-      const ChunkRange range = ss.tile_range[qb];
+      // Read from shared memory, then broadcast from lane 0: ptxas then knows the range is
+      // warp-uniform, so the chunk loop's WGMMA descriptors and ring indices stay in uniform
+      // registers (read as it is, they went through vector registers, R2UR and WARPSYNC).
+      const ChunkRange range{__shfl_sync(0xffffffffu, ss.tile_range[qb].begin, 0),
+                             __shfl_sync(0xffffffffu, ss.tile_range[qb].end, 0)};
       const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
       // The score's factor (Fusion::kScoreFactor) scales the exponent; where it is negative the

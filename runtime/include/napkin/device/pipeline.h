@@ -30,6 +30,13 @@ struct RingState {
   }
 };
 
+// `st` as lane 0 of the warp holds it (a shuffle): ptxas then knows the state is warp-uniform,
+// so what derives from it (barrier addresses, WGMMA descriptors) stays in uniform registers.
+template <int Stages>
+__device__ __forceinline__ RingState<Stages> warp_uniform(RingState<Stages> st) {
+  return {__shfl_sync(0xffffffffu, st.index, 0), __shfl_sync(0xffffffffu, st.phase, 0)};
+}
+
 template <int Stages>
 struct StageRing {
   static constexpr int kStages = Stages;
