@@ -314,10 +314,9 @@ __global__ void fwd_chunk_lists_kernel(FwdParams<Cfg> const p, uint16_t* list, i
 
 // The key chunks [begin, end) a tile visits; empty when every row is masked out. Without
 // block skipping, every chunk. With it (Fusion::kSkipsBlocks), the first and last chunks the
-// mask may leave visible (Fusion::block over the tile's rows), found by galloping: a run of
-// chunks the bound hides is skipped whole and the next run tried twice as long; where the bound
-// may be visible, the run is halved. A boundary costs ~2 log2(n) bound evaluations (each a few
-// reads of block summaries where the mask reads inputs), once per tile, in the producer.
+// mask may leave visible (Fusion::block over the tile's rows), by one thread of the producer:
+// ~n/8 + 16 evaluations of a cheap bound a tile (Fusion::kBlockCostly bounds: the warp's search,
+// fwd_chunk_range_by_warp).
 template <class Cfg>
 __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, TileCoord tc) {
   const int n_total = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -327,31 +326,18 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range(FwdParams<Cfg> const& p, T
     if constexpr (Cfg::kChunkLists)
       if (p.chunk_list != nullptr) return {0, p.chunk_count[fwd_tile_index(p, tc)]};  // steps of the list
     auto may = [&](int n0, int n1) { return fwd_chunks_may_be_visible(p, tc, n0, n1); };
-    auto pow2_floor = [](int x) { return 1 << (31 - __clz(x)); };  // x >= 1
-    int begin = 0, run = pow2_floor(n_total);
-    while (begin < n_total) {
-      run = min(run, pow2_floor(n_total - begin));
-      if (!may(begin, begin + run)) {
-        begin += run, run *= 2;
-      } else if (run == 1) {
-        break;
-      } else {
-        run /= 2;
-      }
-    }
-    if (begin >= n_total) return {0, 0};  // every row of the tile masked
+    // In groups of kGroup chunks, then chunk by chunk. (A galloping search, ~2 log2(n) bounds a
+    // boundary, made ptxas take the consumers' chunk loop out of uniform registers: causal d = 64
+    // and 128 ran 4-8 % more instructions a chunk; bench/NOTES.md, 2026-11-26, fifth.)
+    constexpr int kGroup = 8;
+    int begin = 0;
+    while (begin < n_total && !may(begin, min(begin + kGroup, n_total))) begin += kGroup;
+    begin = min(begin, n_total);
+    while (begin < n_total && !may(begin, begin + 1)) ++begin;
+    if (begin == n_total) return {0, 0};  // every row of the tile masked
     int end = n_total;
-    run = pow2_floor(n_total - begin);
-    while (end > begin + 1) {
-      run = min(run, pow2_floor(end - begin));
-      if (!may(end - run, end)) {
-        end -= run, run *= 2;
-      } else if (run == 1) {
-        break;
-      } else {
-        run /= 2;
-      }
-    }
+    while (end - kGroup >= begin && !may(end - kGroup, end)) end -= kGroup;
+    while (end > begin + 1 && !may(end - 1, end)) --end;
     return {begin, end};
   }
 }
@@ -931,7 +917,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           if constexpr (Cfg::kSoftmaxOverlapsPV) {
             RingState<Cfg::kStages> next_v = v_st;  // the next P V's V: this chunk's
             next_v.advance();
-            ss.v_ring.consumer_wait(next_v);
+            // (warp_uniform: otherwise ptxas took the whole chunk loop out of uniform registers.)
+            ss.v_ring.consumer_wait(warp_uniform(next_v));
           }
           warpgroup_wait<0>();
           trace(FwdEvent::kPVDone, w);
