@@ -631,7 +631,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     // Consumer index: rows [64 w, 64 w + 64) of the tile. (Broadcast from lane 0, so that ptxas
     // knows it is warp-uniform: the chunk loop's branches on it, e.g. the O-staging barrier's, then
     // leave the loop in uniform registers; the 176-key loop ran 873 instructions, now 851.)
-    const int w = __shfl_sync(0xffffffffu, wg - 1, 0);
+    const int w = Cfg::kConsumerWGs == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0);
     const int tid = threadIdx.x % 128;
     const int warp_in_wg = warp % 4;
     char* const staged_tile = ss.staged.data() + (4 * w + warp_in_wg) * Cfg::kStagedWarpBytes;
