@@ -16,6 +16,9 @@ APT_PACKAGES=(
 # CUTLASS/CuTe headers for runtime/ (pinned: the device library is written against this API).
 CUTLASS_VERSION="4.2.0.0"
 CUTLASS_PIP="nvidia-cutlass==$CUTLASS_VERSION"
+# cuobjdump and nvdisasm (pinned): tools/check_chunk_loops.py reads the kernels' SASS in the tests.
+SASS_TOOLS_VERSION="13.5.37"
+SASS_TOOLS_PIP=("nvidia-cuda-cuobjdump==$SASS_TOOLS_VERSION" "nvidia-cuda-nvdisasm==$SASS_TOOLS_VERSION")
 
 # Presence checks capture a command's whole output before matching it: `cmd | grep -q` under
 # pipefail fails whenever grep exits at its match before cmd has written everything (cmd then
@@ -51,5 +54,12 @@ if [[ "${1:-}" == "--cuda" ]]; then
     python3 -m pip install -q "$CUTLASS_PIP" 2>/dev/null ||
       python3 -m pip install -q --break-system-packages "$CUTLASS_PIP" 2>/dev/null ||
       python3 -m pip install -q --user --break-system-packages "$CUTLASS_PIP"
+  fi
+  shown=$(python3 -m pip show nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm 2>/dev/null || true)
+  if [[ $(grep -cx "Version: $SASS_TOOLS_VERSION" <<<"$shown") != 2 ]]; then
+    echo "install_deps: installing ${SASS_TOOLS_PIP[*]} (SASS of the generated kernels)"
+    python3 -m pip install -q "${SASS_TOOLS_PIP[@]}" 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages "${SASS_TOOLS_PIP[@]}" 2>/dev/null ||
+      python3 -m pip install -q --user --break-system-packages "${SASS_TOOLS_PIP[@]}"
   fi
 fi
