@@ -33,15 +33,19 @@ __device__ __forceinline__ int64_t batch_head_offset(int b, int head, int group,
   return offset;
 }
 
+// The row and key strides are 32-bit (TensorBinder::aux refuses larger ones), so the fused code's
+// per-key offsets are one 32 x 32 -> 64-bit multiply each: with 64-bit strides every key read
+// spent ~9 instructions on its address (bench/NOTES.md, 2026-11-26, fifth).
 template <class T, unsigned kRoles>
 struct AuxView {
   const T* data = nullptr;
-  int64_t sb = 0, sh = 0, sg = 0, sq = 0, sk = 0;
+  int64_t sb = 0, sh = 0, sg = 0;
+  int32_t sq = 0, sk = 0;
   int group = 1;
   __device__ __forceinline__ int64_t offset(int b, int head, int q, int k) const {
     int64_t offset = batch_head_offset<kRoles>(b, head, group, sb, sh, sg);
-    if constexpr ((kRoles & kAuxQ) != 0) offset += q * sq;
-    if constexpr ((kRoles & kAuxK) != 0) offset += k * sk;
+    if constexpr ((kRoles & kAuxQ) != 0) offset += static_cast<int64_t>(q) * sq;
+    if constexpr ((kRoles & kAuxK) != 0) offset += static_cast<int64_t>(k) * sk;
     return offset;
   }
   __device__ __forceinline__ T at(int b, int head, int q, int k) const {
@@ -90,12 +94,17 @@ class TensorBinder {
     return at == nullptr ? 0 : t->strides[at - roles];
   }
   template <class T, unsigned kRoles>
-  AuxView<T, kRoles> aux(const napkin_tensor* t, const char* roles) const {
+  AuxView<T, kRoles> aux(const napkin_tensor* t, const char* roles) {
     AuxView<T, kRoles> v;
     if (t == nullptr) return v;
     v.data = static_cast<const T*>(t->data);
     v.sb = stride(t, roles, 'b'), v.sh = stride(t, roles, 'h'), v.sg = stride(t, roles, 'g');
-    v.sq = stride(t, roles, 'q'), v.sk = stride(t, roles, 'k') + stride(t, roles, 'e');
+    const int64_t sq = stride(t, roles, 'q'), sk = stride(t, roles, 'k') + stride(t, roles, 'e');
+    for (const auto& [stride_of, role] : {std::pair{sq, "query"}, std::pair{sk, "key"}})
+      if (stride_of >= (int64_t{1} << 31) || stride_of < -(int64_t{1} << 31))
+        fail_with(std::string("tensor '") + t->name + "': its stride along the " + role + " axis is " +
+                  std::to_string(stride_of) + " elements; the kernel reads auxiliary tensors with 32-bit row and key strides");
+    v.sq = static_cast<int32_t>(sq), v.sk = static_cast<int32_t>(sk);
     v.group = static_cast<int>(size('g'));
     return v;
   }
