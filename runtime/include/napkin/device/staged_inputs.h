@@ -134,7 +134,7 @@ __device__ __forceinline__ void stage_input(AuxView<T, kRoles> const& v, char* t
 #pragma unroll
     for (int i = lane; i < kTileGroups; i += 32) {
       const int r = i / kGroups, g = i - r * kGroups;
-      copy16(tile + Tile::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup), first + r * int64_t{v.sq} + g * kPerGroup);
+      copy16(tile + Tile::template offset<kOffset, int(sizeof(T))>(r, g * kPerGroup), first + r * v.sq_wide + g * kPerGroup);
     }
   } else {
 #pragma unroll 1
