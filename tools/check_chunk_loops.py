@@ -12,7 +12,8 @@ without a GPU.
 
 For every fmha_fwd_kernel in the given libraries (or cubins) this finds the chunk loop (the
 smallest loop holding the HGMMAs), prints its instruction mix, and with --check fails where the
-loop has a WARPSYNC or more than kMaxR2URPerHGMMA R2UR per HGMMA. Needs cuobjdump and nvdisasm
+loop has more than kMaxR2URPerHGMMA R2UR per HGMMA. (Its WARPSYNCs are printed, not judged: the
+kernel's own __syncwarp compiles to the same instruction.) Needs cuobjdump and nvdisasm
 (CUDA's, or PyPI's nvidia-cuda-cuobjdump and -nvdisasm: tools/install_deps.sh --cuda) and c++filt.
 
     tools/check_chunk_loops.py [--check] LIB.so|KERNEL.cubin...
@@ -127,13 +128,13 @@ def main():
             print(f"{pathlib.Path(path).parent.name or path}: {label}: {ops['instructions']} instructions, "
                   f"{ops['HGMMA']} HGMMA, {ops['R2UR']} R2UR ({r2ur_per_step:.2f} a step), {ops['WARPSYNC']} WARPSYNC, "
                   f"{ops['BSSY']} BSSY")
-            bad = ops["WARPSYNC"] > 0 or r2ur_per_step > kMaxR2URPerHGMMA
+            bad = r2ur_per_step > kMaxR2URPerHGMMA
             known = [f"{k}={v}" for k, v in KNOWN.items() if cfg.get(k) == v]
             if bad and known:
                 print(f"  (known: {', '.join(known)}; see KNOWN)")
             elif bad:
                 failures.append(f"{path}: {label}: chunk loop out of uniform registers ({ops['R2UR']} R2UR for "
-                                f"{ops['HGMMA']} HGMMA, {ops['WARPSYNC']} WARPSYNC)")
+                                f"{ops['HGMMA']} HGMMA)")
     if loops == 0:
         failures.append("no fmha_fwd_kernel found in " + " ".join(args.files))
     if args.check and failures:
