@@ -42,7 +42,7 @@ struct AuxView {
   int64_t sb = 0, sh = 0, sg = 0;
   int32_t sq = 0, sk = 0;
   int64_t sq_wide = 0;  // sq again, 64-bit for the staged copies' row steps (staged_inputs.h:
-                        // with sq there, relative_bias d128 measured 3-4 % slower; NOTES)
+                        // with sq there, relative_bias d128 measured 2-4 % slower; NOTES)
   int group = 1;
   __device__ __forceinline__ int64_t offset(int b, int head, int q, int k) const {
     int64_t offset = batch_head_offset<kRoles>(b, head, group, sb, sh, sg);
