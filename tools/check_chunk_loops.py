@@ -40,6 +40,9 @@ KNOWN = {
     # d = 64 tiles whose idle warpgroups skip the tile (512-1k keys): the skip path's branch on the
     # warpgroup's rows keeps the ring states non-uniform; not fixed (bench/NOTES.md, 2026-11-26).
     "kSkipIdleWarpgroups": "true",
+    # d = 256 (80-key chunks, O staged in the V ring, conditional rescaling): 2.27 R2UR a step,
+    # found by this check when it was added; not yet located nor fixed (bench/NOTES.md).
+    "kHeadDim": "256",
 }
 
 

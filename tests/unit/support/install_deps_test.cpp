@@ -32,8 +32,10 @@ class InstallDeps : public ::testing::Test {
 
   // Stubs for a machine where every Debian package is installed (except `missing_package`)
   // and pip shows nvidia-cutlass at `cutlass_version`, followed by 256 kB more (more than a
-  // pipe holds, so a reader that stops at the Version line makes pip die of SIGPIPE).
-  void machine(const std::string& cutlass_version, const std::string& missing_package = "") {
+  // pipe holds, so a reader that stops at the Version line makes pip die of SIGPIPE), and the
+  // SASS tools (nvidia-cuda-cuobjdump and -nvdisasm) at `sass_tools_version`.
+  void machine(const std::string& cutlass_version, const std::string& missing_package = "",
+               const std::string& sass_tools_version = "13.5.37") {
     const std::string log = (dir_ / "log").string();
     stub("dpkg-query", "pkg=\"${@: -1}\"\n[[ \"$pkg\" == '" + missing_package + "' ]] && exit 1\n"
                        "printf 'install ok installed'\n");
@@ -41,6 +43,9 @@ class InstallDeps : public ::testing::Test {
          "if [[ \"$*\" == '-m pip show nvidia-cutlass' ]]; then\n"
          "  printf 'Name: nvidia-cutlass\\nVersion: " + cutlass_version + "\\nSummary: CUTLASS\\n'\n"
          "  head -c 262144 /dev/zero | tr '\\0' 'x'\n  echo\n  exit 0\nfi\n"
+         "if [[ \"$*\" == '-m pip show nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm' ]]; then\n"
+         "  printf 'Name: nvidia-cuda-cuobjdump\\nVersion: " + sass_tools_version + "\\n---\\n'\n"
+         "  printf 'Name: nvidia-cuda-nvdisasm\\nVersion: " + sass_tools_version + "\\n'\n  exit 0\nfi\n"
          "if [[ \"$*\" == '-m pip --version' ]]; then echo 'pip 23.0'; exit 0; fi\n"
          "echo \"python3 $*\" >> '" + log + "'\n");
     stub("apt-get", "echo \"apt-get $*\" >> '" + log + "'\n");
@@ -80,6 +85,16 @@ TEST_F(InstallDeps, InstallsWhatIsMissingAndSaysSo) {
   EXPECT_NE(r.out.find("install_deps: installing nvidia-cutlass==4.2.0.0"), std::string::npos) << r.out;
   EXPECT_NE(log().find("apt-get install -y -qq --no-install-recommends chromium"), std::string::npos) << log();
   EXPECT_NE(log().find("python3 -m pip install -q nvidia-cutlass==4.2.0.0"), std::string::npos) << log();
+}
+
+TEST_F(InstallDeps, InstallsTheSassToolsAtTheirPinnedVersion) {
+  machine("4.2.0.0", "", "13.0.85");
+  auto r = run("--cuda");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("install_deps: installing nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37"),
+            std::string::npos) << r.out;
+  EXPECT_NE(log().find("python3 -m pip install -q nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37"),
+            std::string::npos) << log();
 }
 
 }  // namespace
