@@ -93,7 +93,7 @@ def chunk_loop(function_sass):
             continue
         start = int(m.group(1), 16)
         body = [t for a, t in ins if start <= a <= addr]
-        if any(t.split()[0].startswith("HGMMA") or " HGMMA" in t for t in body) and (best is None or len(body) < len(best)):
+        if any("HGMMA" in t for t in body) and (best is None or len(body) < len(best)):
             best = body
     if best is None:
         return None

@@ -41,25 +41,27 @@ if ((${#missing[@]})); then
   echo "install_deps: done"
 fi
 
+# pip install of "$@" where Debian's python3 refuses system-wide installs (PEP 668): plain, then
+# allowing it, then to the user site (nothing of the system's is replaced); pip first if absent.
+pip_install() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  fi
+  python3 -m pip install -q "$@" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "$@" 2>/dev/null ||
+    python3 -m pip install -q --user --break-system-packages "$@"
+}
+
 if [[ "${1:-}" == "--cuda" ]]; then
   shown=$(python3 -m pip show nvidia-cutlass 2>/dev/null || true)
   if ! grep -qx "Version: $CUTLASS_VERSION" <<<"$shown"; then
     echo "install_deps: installing $CUTLASS_PIP (CuTe/CUTLASS headers)"
-    if ! python3 -m pip --version >/dev/null 2>&1; then
-      SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-      $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
-    fi
-    # Debian's python3 refuses system-wide pip installs (PEP 668): fall back to allowing it, then
-    # to the user site (headers only; nothing of the system's is replaced).
-    python3 -m pip install -q "$CUTLASS_PIP" 2>/dev/null ||
-      python3 -m pip install -q --break-system-packages "$CUTLASS_PIP" 2>/dev/null ||
-      python3 -m pip install -q --user --break-system-packages "$CUTLASS_PIP"
+    pip_install "$CUTLASS_PIP"
   fi
   shown=$(python3 -m pip show nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm 2>/dev/null || true)
   if [[ $(grep -cx "Version: $SASS_TOOLS_VERSION" <<<"$shown") != 2 ]]; then
     echo "install_deps: installing ${SASS_TOOLS_PIP[*]} (SASS of the generated kernels)"
-    python3 -m pip install -q "${SASS_TOOLS_PIP[@]}" 2>/dev/null ||
-      python3 -m pip install -q --break-system-packages "${SASS_TOOLS_PIP[@]}" 2>/dev/null ||
-      python3 -m pip install -q --user --break-system-packages "${SASS_TOOLS_PIP[@]}"
+    pip_install "${SASS_TOOLS_PIP[@]}"
   fi
 fi

@@ -3,18 +3,13 @@
 #include <cstdio>
 #include <string>
 
+#include "expect.h"
 #include "napkin/attention.h"
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const char* what, const std::string& msg) {
-  if (!ok) {
-    std::printf("FAIL %s: '%s'\n", what, msg.c_str());
-    ++failures;
-  }
-}
+using napkin::runtime_test::expect;
+using napkin::runtime_test::failures;
 
 napkin::AttentionFwdArgs valid() {
   alignas(16) static char buf[64];

@@ -5,18 +5,13 @@
 #include <cstdio>
 #include <string>
 
+#include "expect.h"
 #include "napkin/tensor_binder.h"
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const char* what, const std::string& detail) {
-  if (!ok) {
-    std::printf("FAIL %s: '%s'\n", what, detail.c_str());
-    ++failures;
-  }
-}
+using napkin::runtime_test::expect;
+using napkin::runtime_test::failures;
 
 napkin_tensor mask(int64_t key_stride) {
   alignas(16) static char buf[64];

@@ -181,10 +181,7 @@ timeline_of(const search::Configuration& c, double clock_hz) {
   const double first = c.rates.empty() ? 0 : c.rates.front().clk_per_row;
   const double nt = (1 + c.config.overhead) * c.sfu_clk_per_row;
   std::vector<std::tuple<std::string, std::string, double, double>> tc, sfu, fma, tma;
-  // A softmax (its rescale in the rate table) or P summed plainly (sigmoid attention).
-  const bool softmax = std::any_of(c.rates.begin(), c.rates.end(), [](const search::OpRate& r) {
-    return r.op.rfind("rescale", 0) == 0;
-  });
+  const bool softmax = c.online_softmax;  // (false: P summed plainly, as sigmoid attention)
   double t_tc = 0, t_sfu = 0;
   for (int w = 0; w < c.warpgroups; ++w) {
     const double start = t_tc;

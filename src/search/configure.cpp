@@ -321,6 +321,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   // §3 Throughput per row and chunk (one thread-iteration with one row a thread). `online`: a
   // softmax's rescale (exp(m_old - m_new) a row, O rescaled), absent where P is summed plainly.
   const bool online = std::count(sh.accumulators.begin(), sh.accumulators.end(), sched::Accumulator::online_softmax) > 0;
+  out.online_softmax = online;
   double first_gemm_clk = -1;
   for (std::size_t i = 0; i < dn.nodes.size(); ++i) {
     const Node& n = dn.nodes[i];

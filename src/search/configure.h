@@ -84,6 +84,7 @@ struct Configuration {
   double max_warpgroups_smem = 0, max_warpgroups_registers = 0;  // N_max by each capacity
   double registers_per_thread = 0;
   std::vector<OpRate> rates;
+  bool online_softmax = true;          // a softmax's rescale is in the rates (false: P summed plainly)
   double tensor_clk_per_row = 0, sfu_clk_per_row = 0, fma_clk_per_row = 0;
   std::string bound_unit;               // of the ideal (perfect overlap, no overhead)
   double compute_s_per_iteration = 0;   // one chunk for the N * w_q rows of an SM
