@@ -590,14 +590,22 @@ const char* abi_dtype(DType t) {
   }
 }
 
+// The inputs the fused code per score reads through the kernel's reader `rd`
+// (napkin/device/staged_inputs.h): score-shaped ones the kernel may stage in shared memory
+// (input -> byte offset of a score among them), key-indexed ones it may copy into key rows
+// beside K (input -> byte offset of a key among them, ordinal).
+struct ReaderInputs {
+  std::map<NodeId, int> staged;
+  std::map<NodeId, std::pair<int, int>> key_rows;
+};
+
 // Writes one device function body: a statement per node of the DAG under `top`, in node order.
-// Inputs in `staged` (input -> byte offset among the staged inputs) are read through the
-// kernel's reader `rd` (napkin/device/staged_inputs.h); reads_staged() says whether any was.
+// The inputs in `reader` are read through the kernel's reader `rd`; reads_staged() says whether
+// any was.
 class BodyWriter {
  public:
-  BodyWriter(const Diagram& d, const AttentionForm& f, std::map<NodeId, std::string> leaves,
-             std::map<NodeId, int> staged = {})
-      : d_(d), f_(f), values_(std::move(leaves)), staged_(std::move(staged)) {}
+  BodyWriter(const Diagram& d, const AttentionForm& f, std::map<NodeId, std::string> leaves, ReaderInputs reader = {})
+      : d_(d), f_(f), values_(std::move(leaves)), reader_(std::move(reader)) {}
   bool reads_staged() const { return reads_staged_; }
   // The largest |x| of an index expression converted by index_float, as scale * L + offset for
   // L the longest index extent of a call (0, 0: none converted).
@@ -819,7 +827,11 @@ class BodyWriter {
     const Node& x = d_.node(n);
     const char* last = values_.count(f_.pv) ? "e" : "k";
     std::string at = fmt::format("a.{}.at(b, h, q, {})", input_member(x.name), last);
-    if (auto it = staged_.find(n); it != staged_.end()) {
+    if (auto it = reader_.key_rows.find(n); it != reader_.key_rows.end()) {
+      reads_staged_ = true;
+      at = fmt::format("rd.template key<{}, {}>(a.{}, b, h, q, {})", it->second.first, it->second.second,
+                       input_member(x.name), last);
+    } else if (auto it = reader_.staged.find(n); it != reader_.staged.end()) {
       reads_staged_ = true;
       const bool real = x.dtype == DType::bf16 || x.dtype == DType::f16 || x.dtype == DType::f32 || x.dtype == DType::f64;
       const std::string read = fmt::format("rd.template {}<{}>(a.{}, b, h, q, {})", real ? "real" : "at", it->second,
@@ -839,7 +851,7 @@ class BodyWriter {
   const Diagram& d_;
   const AttentionForm& f_;
   std::map<NodeId, std::string> values_;
-  std::map<NodeId, int> staged_;
+  ReaderInputs reader_;
   bool reads_staged_ = false;
   std::pair<long long, long long> index_float_bound_{0, 0};
 
@@ -880,8 +892,9 @@ class BodyWriter {
 };
 
 // The score-shaped inputs (roles q and k) the score code reads, each with its byte offset among
-// them: the kernel may stage these through shared memory a chunk ahead (staged_inputs.h).
-std::map<NodeId, int> staged_inputs(const Diagram& d, const AttentionForm& f) {
+// them, which the kernel may stage through shared memory a chunk ahead; and every key-indexed
+// input (role k without q), which the kernel may copy into key rows (staged_inputs.h).
+ReaderInputs reader_inputs(const Diagram& d, const AttentionForm& f) {
   std::set<NodeId> under_score;
   std::vector<NodeId> todo{f.score};
   while (!todo.empty()) {
@@ -890,14 +903,19 @@ std::map<NodeId, int> staged_inputs(const Diagram& d, const AttentionForm& f) {
     if (n == f.qk || !under_score.insert(n).second) continue;
     for (NodeId o : d.node(n).operands) todo.push_back(o);
   }
-  std::map<NodeId, int> staged;
-  int offset = 0;
-  for (const AuxInput& x : f.aux)
-    if (under_score.count(x.node) && x.roles.find('q') != std::string::npos && x.roles.find('k') != std::string::npos) {
-      staged[x.node] = offset;
+  ReaderInputs reader;
+  int offset = 0, key_offset = 0, key_ordinal = 0;
+  for (const AuxInput& x : f.aux) {
+    const bool q = x.roles.find('q') != std::string::npos, k = x.roles.find('k') != std::string::npos;
+    if (under_score.count(x.node) && q && k) {
+      reader.staged[x.node] = offset;
       offset += dtype_bytes(d.node(x.node).dtype);
+    } else if (k && !q) {
+      reader.key_rows[x.node] = {key_offset, key_ordinal++};
+      key_offset += dtype_bytes(d.node(x.node).dtype);
     }
-  return staged;
+  }
+  return reader;
 }
 
 // The block bound of the mask: interval arithmetic over the index ranges.
@@ -1105,16 +1123,31 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
   if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
-  const std::map<NodeId, int> staged = staged_inputs(d, f);
-  if (!staged.empty()) {
+  const ReaderInputs reader = reader_inputs(d, f);
+  if (!reader.staged.empty()) {
     int bytes = 0;
     std::string visits;
-    for (const auto& [node, offset] : staged) {
+    for (const auto& [node, offset] : reader.staged) {
       bytes += dtype_bytes(d.node(node).dtype);
       visits += fmt::format("    s(std::integral_constant<int, {}>{{}}, a.{});\n", offset, input_member(d.node(node).name));
     }
     out += fmt::format("  static constexpr int kStagedBytes = {};  // a score's bytes of the inputs staged in shared memory\n", bytes);
     out += "  template <class Stage>\n  __device__ static void stage(Args const& a, Stage&& s) {\n" + visits + "  }\n";
+  }
+  if (!reader.key_rows.empty()) {
+    int bytes = 0;
+    std::vector<std::string> visits(reader.key_rows.size());
+    for (const auto& [node, at] : reader.key_rows) {
+      bytes += dtype_bytes(d.node(node).dtype);
+      visits[static_cast<std::size_t>(at.second)] =
+          fmt::format("    s(std::integral_constant<int, {}>{{}}, std::integral_constant<int, {}>{{}}, a.{});\n", at.first,
+                      at.second, input_member(d.node(node).name));
+    }
+    out += fmt::format("  static constexpr int kKeyRowInputs = {}, kKeyRowBytes = {};  // key-indexed inputs, copied beside K\n",
+                       reader.key_rows.size(), bytes);
+    out += "  template <class Stage>\n  __device__ static void stage_keys(Args const& a, Stage&& s) {\n";
+    for (const std::string& v : visits) out += v;
+    out += "  }\n";
   }
   // A score-shaped tensor that the batches share: tiles run batch after batch within a head.
   if (std::any_of(f.aux.begin(), f.aux.end(), [](const AuxInput& x) {
@@ -1144,7 +1177,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   auto function = [&](const char* name, const char* params, NodeId top, std::map<NodeId, std::string> leaves) {
     std::string body;
     const bool scored = top == f.score;
-    BodyWriter w(d, f, std::move(leaves), scored ? staged : std::map<NodeId, int>{});
+    BodyWriter w(d, f, std::move(leaves), scored ? reader : ReaderInputs{});
     const std::string v = w.value(top, body);
     out += "  " + (scored ? per_score(w, "float", name, params) : fmt::format("__device__ static float {}(Args const& a, {})", name, params));
     out += fmt::format(" {{\n{}    return static_cast<float>({});\n  }}\n", body, v);
@@ -1161,7 +1194,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   }
   if (score_mod) {
     std::string body;
-    BodyWriter w(d, f, {{f.qk, "raw"}}, staged);
+    BodyWriter w(d, f, {{f.qk, "raw"}}, reader);
     const std::string v = w.factored_score(body);
     out += "  " + per_score(w, "float", "score", "float raw, int b, int h, int q, int k");
     out += fmt::format(" {{\n{}    return {};\n  }}\n", body, v);
@@ -1171,7 +1204,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   if (has_mask) {
     std::string body;
     std::vector<std::string> terms;
-    BodyWriter w(d, f, {}, staged);
+    BodyWriter w(d, f, {}, reader);
     for (NodeId p : preds) terms.push_back(w.value(p, body));
     out += "  " + per_score(w, "bool", "visible", "int b, int h, int q, int k") + " {\n" + body;
     out += "    return " + mask_conjunction(terms, " & ") + ";\n  }\n";

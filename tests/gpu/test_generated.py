@@ -97,15 +97,17 @@ def test_generated_kernel_matches_reference(name, case):
     check_against_reference(name, case)
 
 
+@pytest.mark.parametrize("layout", ["offset", "every_other"])
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_generated_kernel_reads_strided_auxiliary_inputs(name):
-    """Auxiliary inputs as views one element into rows one element longer: odd strides and an odd
-    base, so that nothing in the kernel (the aux reads, the block summaries' vector loads)
-    assumes contiguity or alignment."""
-    check_against_reference(name, 0, strided=True)
+def test_generated_kernel_reads_strided_auxiliary_inputs(name, layout):
+    """Auxiliary inputs as views that nothing in the kernel (the aux reads, the block summaries'
+    vector loads, the key rows' bulk copies) may take for contiguous or aligned: "offset", one
+    element into rows one element longer (odd strides, an odd base); "every_other", every other
+    element of their last axis."""
+    check_against_reference(name, 0, strided=layout)
 
 
-def check_against_reference(name, case, strided=False):
+def check_against_reference(name, case, strided=None):
     import numpy as np
     import torch
     kernel = kernel_for(name)
@@ -130,10 +132,14 @@ def check_against_reference(name, case, strided=False):
     if strided:
         for spec in kernel.inputs:
             t = dev[spec["name"]]
-            if spec["kind"] == "auxiliary" and t.dim() > 0:
+            if spec["kind"] == "auxiliary" and t.dim() > 0 and strided == "offset":
                 wide = torch.zeros(list(t.shape[:-1]) + [t.shape[-1] + 1], dtype=t.dtype, device="cuda")
                 wide[..., 1:] = t
                 dev[spec["name"]] = wide[..., 1:]
+            elif spec["kind"] == "auxiliary" and t.dim() > 0:
+                wide = torch.zeros(list(t.shape[:-1]) + [2 * t.shape[-1]], dtype=t.dtype, device="cuda")
+                wide[..., ::2] = t
+                dev[spec["name"]] = wide[..., ::2]
     out = torch.full([sizes.get(a["name"], a["size"]) for a in kernel.output["axes"]], float("nan"),
                      dtype=torch.bfloat16 if kernel.output["dtype"] == "bf16" else torch.float16, device="cuda")
     params = {p.split("=")[0]: float(p.split("=")[1]) for p in PARAMS.get(name, [])}

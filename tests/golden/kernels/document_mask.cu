@@ -17,12 +17,17 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
+  static constexpr int kKeyRowInputs = 1, kKeyRowBytes = 4;  // key-indexed inputs, copied beside K
+  template <class Stage>
+  __device__ static void stage_keys(Args const& a, Stage&& s) {
+    s(std::integral_constant<int, 0>{}, std::integral_constant<int, 0>{}, a.in_doc_k);
+  }
   static constexpr bool kBlockReadsTensors = true;
   static constexpr bool kBlockCostly = true;  // the producer warp evaluates block()
   static constexpr bool kBlockRowsFromTensors = true;
   template <class Reads>
-  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
-    const bool v8 = a.in_doc_q.at(b, h, q, k) == a.in_doc_k.at(b, h, q, k);
+  __device__ static bool visible(Args const& a, Reads const& rd, int b, int h, int q, int k) {
+    const bool v8 = a.in_doc_q.at(b, h, q, k) == rd.template key<0, 0>(a.in_doc_k, b, h, q, k);
     const bool v11 = q >= k;
     const bool v12 = v8 & v11;  // visible
     return v12;

@@ -15,11 +15,16 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
+  static constexpr int kKeyRowInputs = 1, kKeyRowBytes = 1;  // key-indexed inputs, copied beside K
+  template <class Stage>
+  __device__ static void stage_keys(Args const& a, Stage&& s) {
+    s(std::integral_constant<int, 0>{}, std::integral_constant<int, 0>{}, a.in_keep);
+  }
   static constexpr bool kBlockReadsTensors = true;
   static constexpr bool kBlockCostly = true;  // the producer warp evaluates block()
   template <class Reads>
-  __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
-    return (a.in_keep.at(b, h, q, k) != 0);
+  __device__ static bool visible(Args const& a, Reads const& rd, int b, int h, int q, int k) {
+    return (rd.template key<0, 0>(a.in_keep, b, h, q, k) != 0);
   }
   __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
     const napkin::device::IntRange qr{q0, q1}, kr{k0, k1};

@@ -127,13 +127,13 @@ TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
       // Below a nonlinear op nothing is taken out; above it, a param is.
       {"tanh(contract(Q, K over d) * 0.5) * t", false, true, 1, {"napkin::device::fast_tanh(", "static_cast<float>(a.param_t)"}},
       // A multiplier that depends on the key stays in the per-score code.
-      {"contract(Q, K over d) * bias_k * 0.25", false, false, 0.25, {"raw * a.in_bias_k.at(b, h, q, k)"}},
-      {"(contract(Q, K over d) + bias_k) / (temp * 2)", false, true, 1, {"raw + a.in_bias_k.at(b, h, q, k);",
+      {"contract(Q, K over d) * bias_k * 0.25", false, false, 0.25, {"raw * rd.template key<0, 0>(a.in_bias_k, b, h, q, k)"}},
+      {"(contract(Q, K over d) + bias_k) / (temp * 2)", false, true, 1, {"raw + rd.template key<0, 0>(a.in_bias_k, b, h, q, k);",
                                                                          "__fdividef(1.0f, v"}},
       // Below a sum only nonzero constants come out: the terms beside it are divided by them, and
       // a per-head value there may be 0 (the score is then the bias alone).
       {"contract(Q, K over d) * temp * 0.5 + bias_k", false, false, 0.5,
-       {"raw * a.in_temp.at(b, h, q, k)", "a.in_bias_k.at(b, h, q, k) * 2.0f"}},
+       {"raw * a.in_temp.at(b, h, q, k)", "rd.template key<0, 0>(a.in_bias_k, b, h, q, k) * 2.0f"}},
       {"contract(Q, K over d) * 0 + bias_k", false, false, 1, {"raw * 0.0f"}},
   };
   for (const Case& c : cases) {

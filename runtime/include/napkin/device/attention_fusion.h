@@ -35,6 +35,11 @@
 //                                memory (staged_inputs.h): a score's bytes of them, and a visit
 //                                of each with its byte offset; score(), prob() and visible()
 //                                read them through `rd` (DirectReads or StagedReads)
+//   kKeyRowInputs, kKeyRowBytes, stage_keys()  key-indexed inputs (role k without q) the kernel
+//                                may copy per chunk beside K (staged_inputs.h, key rows): their
+//                                number, a key's bytes over all of them, and a visit of each
+//                                with its byte offset and ordinal; the fused code reads each
+//                                through `rd.template key<offset, ordinal>(view, b, h, q, k)`
 //   kIndexFloatScale, kIndexFloatOffset  the fused code converts index expressions to floats
 //                                by index_float, whose values |x| <= scale L + offset (L the
 //                                longest index extent: the launch refuses lengths past 2^22)
@@ -76,7 +81,7 @@ struct FusionDefaults {
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false, kBlockCostly = false,
                         kSharesAcrossBatch = false, kScoreFactor = false;
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
-  static constexpr int kStagedBytes = 0;
+  static constexpr int kStagedBytes = 0, kKeyRowInputs = 0, kKeyRowBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A, class Reads>
   __device__ static float score(A const&, Reads const&, float raw, int, int, int, int) { return raw; }
@@ -88,6 +93,8 @@ struct FusionDefaults {
   __device__ static float prob(A const&, Reads const&, float raw, int, int, int, int) { return raw; }
   template <class A, class Stage>
   __device__ static void stage(A const&, Stage&&) {}
+  template <class A, class Stage>
+  __device__ static void stage_keys(A const&, Stage&&) {}
   template <class A>
   __device__ static float score_factor(A const&, int, int) { return 1.f; }
   template <class A>

@@ -211,12 +211,20 @@ struct FwdConfig {
   static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
   static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
+  // The fusion's key-indexed inputs in key rows beside the K ring (staged_inputs.h): 2 x kStages
+  // slots of kKeySlotBytes, where they fit in what Q, O, K, V and the staged tiles leave (the
+  // barriers and tile indices take under 512 bytes); read from global memory otherwise.
+  static constexpr int kKeySlotBytes = kBlockN * Fusion::kKeyRowBytes + 16 * Fusion::kKeyRowInputs;
+  static constexpr bool kKeyRows =
+      Fusion::kKeyRowInputs > 0 && (kQBuffers + (kSeparateO ? 1 : 0)) * kTileBytes + kKVRingBytes + kStagedSmemBytes +
+                                           2 * kStages * kKeySlotBytes + 512 <= kSmemPerCta;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
     cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
+    cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, 128> key_rows;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
@@ -586,14 +594,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           const int n = n_next;
           // (Read a step ahead: a chunk list's entry comes from L2 while this step waits for a slot.)
           if (step + 1 < n_blocks) n_next = fwd_chunk_of<Cfg>(p, tc, range, step + 1);
+          uint32_t flags = 0;  // kMaskFlagsFromProducer: bit w, warpgroup w masks chunk n
           if constexpr (Cfg::kMaskFlagsFromProducer) {
-            uint32_t flags = 0;  // bit w: warpgroup w masks chunk n
             CUTE_UNROLL
             for (int w = 0; w < Cfg::kConsumerWGs; ++w) flags |= static_cast<uint32_t>(fwd_chunk_needs_mask<Cfg>(p, tc, w, n)) << w;
-            ss.k_ring.producer_acquire(st, Cfg::kKVBytes, flags);
-          } else {
-            ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           }
+          // kKeyRows: the chunk's keys of the key-indexed inputs, copied with its K.
+          auto fill_key_rows = [&](uint64_t* full) {
+            if constexpr (Cfg::kKeyRows) {
+              char* rows = ss.key_rows.data() + key_row_slot<Cfg::kStages>(st.index, st.phase) * Cfg::kKeySlotBytes;
+              Fusion::stage_keys(p.fusion, [&](auto offset, auto ordinal, auto const& view) {
+                constexpr int kAt = key_row_offset<kBlockN, decltype(offset)::value, decltype(ordinal)::value>();
+                fill_key_row<kBlockN>(view, rows + kAt, tc.batch, tc.head, n * kBlockN, p.seqlen_k, full);
+              });
+            }
+          };
+          if constexpr (Cfg::kMaskFlagsFromProducer || Cfg::kKeyRows) ss.k_ring.producer_acquire(st, Cfg::kKVBytes, flags, fill_key_rows);
+          else ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
@@ -689,6 +706,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                              __shfl_sync(0xffffffffu, ss.tile_range[qb].end, 0)};
       const int n_blocks = range.end - range.begin;
       const int row0 = tc.m_block * Cfg::kBlockM + 64 * w;   // first query row of this warpgroup
+      // kKeyRows: where each key-indexed input's keys start in its key rows, for this tile.
+      int key_shift[Fusion::kKeyRowInputs > 0 ? Fusion::kKeyRowInputs : 1] = {};
+      if constexpr (Cfg::kKeyRows)
+        Fusion::stage_keys(p.fusion, [&](auto, auto ordinal, auto const& view) {
+          key_shift[decltype(ordinal)::value] = key_row_shift(view, tc.batch, tc.head);
+        });
+      // The key rows of the chunk in K slot `st` (kKeyRows).
+      auto key_rows_of = [&](RingState<Cfg::kStages> st) -> const char* {
+        return ss.key_rows.data() + key_row_slot<Cfg::kStages>(st.index, st.phase) * Cfg::kKeySlotBytes;
+      };
       // The score's factor (Fusion::kScoreFactor) scales the exponent; where it is negative the
       // scores are negated first (then the running max is of the negated scores). A zero factor
       // keeps a tiny scale so that masked scores (-inf) still give 0, not NaN.
@@ -729,7 +756,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // once, not kept live over the whole chunk (32 registers a value at 128-key chunks). Keys
       // in pairs (the accumulator's adjacent columns), so each staged input is read from shared
       // memory once a pair and a row.
-      auto fuse_scores = [&](int n, bool masked, auto negated) {
+      auto fuse_scores = [&](int n, bool masked, auto negated, const char* key_rows) {
         if constexpr (Cfg::kStaged) staged_wait();
         const int col_base = n * kBlockN;
         CUTE_UNROLL
@@ -763,8 +790,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                   s = hidden ? kMasked : s;
                 }
               };
-              if constexpr (Cfg::kStaged) fuse(StagedReads<kBlockN, Fusion::kStagedBytes>{pairs[r], odd});
-              else fuse(DirectReads{});
+              // Key-indexed inputs from the chunk's key rows where the kernel has them.
+              auto fuse_with_keys = [&](auto const& base) {
+                if constexpr (Cfg::kKeyRows) {
+                  fuse(KeyRowReads<std::decay_t<decltype(base)>, kBlockN>{base, key_rows, key_shift, acc_col(lane, j)});
+                } else {
+                  fuse(base);
+                }
+              };
+              if constexpr (Cfg::kStaged) fuse_with_keys(StagedReads<kBlockN, Fusion::kStagedBytes>{pairs[r], odd});
+              else fuse_with_keys(DirectReads{});
             }
           }
         }
@@ -772,10 +807,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // `masked`: needs_mask(n), evaluated before the wait for S_n (its reads of block summaries
       // then overlap the GEMM). Then the staged inputs of the chunk at `next_step` are copied.
       // (Staged inputs are read by score() or prob(), so every chunk's scores are fused.)
-      auto modify_scores = [&](int n, bool masked, int next_step) {
+      auto modify_scores = [&](int n, bool masked, int next_step, const char* key_rows) {
         auto fuse = [&](auto negated) {
-          if (masked) fuse_scores(n, true, negated);
-          else if (kPerScoreCode || decltype(negated)::value) fuse_scores(n, false, negated);
+          if (masked) fuse_scores(n, true, negated, key_rows);
+          else if (kPerScoreCode || decltype(negated)::value) fuse_scores(n, false, negated, key_rows);
         };
         if constexpr (Fusion::kScoreFactor) {
           if (negate) fuse(std::true_type{});
@@ -876,10 +911,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         const bool masked0 = needs_mask(n0);
         warpgroup_wait<0>();
         trace(FwdEvent::kSReady, w);
+        const char* key_rows0 = key_rows_of(k_st);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
-        modify_scores(n0, masked0, 1);
+        modify_scores(n0, masked0, 1, key_rows0);
         normalise(corr);
         convert_p();
         trace(FwdEvent::kSoftmaxDone, w);
@@ -911,10 +947,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           const bool masked = needs_mask(n);
           warpgroup_wait<1>();
           trace(FwdEvent::kSReady, w);
+          const char* key_rows = key_rows_of(k_st);
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();
-          modify_scores(n, masked, n_blocks - i);
+          modify_scores(n, masked, n_blocks - i, key_rows);
           const bool rescale = normalise(corr);
           trace(FwdEvent::kSoftmaxDone, w);
           if constexpr (Cfg::kSoftmaxOverlapsPV) {

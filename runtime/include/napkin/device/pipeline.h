@@ -60,11 +60,19 @@ struct StageRing {
     Empty::wait(&empty[st.index], st.phase ^ 1u);
     Full::arrive_and_expect_tx(&full[st.index], tx_bytes);
   }
-  // The same, handing `slot_tag` to the slot's consumers (consumer_tag).
-  __device__ void producer_acquire(RingState<Stages> st, uint32_t tx_bytes, uint32_t slot_tag) {
+  // The same, handing `slot_tag` to the slot's consumers (consumer_tag), and running `fill(full)`
+  // once the slot is free, before the arrival: it may write what else goes with the slot
+  // (generic stores, which the arrival publishes) and issue copies that complete on `full`
+  // (after adding their bytes to its transaction count).
+  template <class Fill>
+  __device__ void producer_acquire(RingState<Stages> st, uint32_t tx_bytes, uint32_t slot_tag, Fill&& fill) {
     Empty::wait(&empty[st.index], st.phase ^ 1u);
     atomicExch(&tag[st.index], slot_tag);
+    fill(&full[st.index]);
     Full::arrive_and_expect_tx(&full[st.index], tx_bytes);
+  }
+  __device__ void producer_acquire(RingState<Stages> st, uint32_t tx_bytes, uint32_t slot_tag) {
+    producer_acquire(st, tx_bytes, slot_tag, [](uint64_t*) {});
   }
   __device__ uint64_t& full_barrier(RingState<Stages> st) { return full[st.index]; }
 

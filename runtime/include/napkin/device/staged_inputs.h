@@ -24,6 +24,9 @@
 #include <cuda_fp16.h>
 
 #include <cute/arch/copy_sm80.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+
+#include <cutlass/arch/barrier.h>
 
 #include "napkin/tensor_binder.h"
 
@@ -44,6 +47,11 @@ struct DirectReads {
   template <int kOffset, class View>
   __device__ __forceinline__ float real(View const& v, int b, int h, int q, int k) const {
     return to_real(v.at(b, h, q, k));
+  }
+  // A key-indexed input (KeyRowReads, below): from global memory too.
+  template <int kOffset, int kOrdinal, class View>
+  __device__ __forceinline__ auto key(View const& v, int b, int h, int q, int k) const {
+    return v.at(b, h, q, k);
   }
 };
 
@@ -108,6 +116,10 @@ struct StagedReads {
       return to_real(at<kOffset>(v, b, h, q, k));
     }
   }
+  template <int kOffset, int kOrdinal, class View>
+  __device__ __forceinline__ auto key(View const& v, int b, int h, int q, int k) const {
+    return v.at(b, h, q, k);
+  }
 };
 
 // Copies query rows [row_first, row_first + 16) x keys [key0, key0 + kBlockN) of one input into
@@ -153,6 +165,115 @@ __device__ __forceinline__ void stage_input(AuxView<T, kRoles> const& v, char* t
   }
   cute::cp_async_fence();
 }
+
+// Key-indexed inputs (role k without q: segment ids, a key-padding mask, a per-key bias) in key
+// rows beside the K ring: the producer copies each chunk's keys of every such input when it
+// loads the chunk's K (one bulk copy on the K slot's barrier, fill_key_row), so the fused code
+// reads them from shared memory at an immediate offset from one base a chunk. Read from global
+// memory in the accumulator's layout, each key cost its own load and address arithmetic, on
+// every masked chunk of document_mask (bench/NOTES.md).
+//
+// A chunk's key rows: input after input, the input of ordinal o at byte offset kOffset of a key
+// (the bytes of the inputs before it) taking kBlockN elements and 16 bytes, so that its element
+// i lies at key_row_offset + shift + i * sizeof(T), where shift (key_row_shift, under 16) puts
+// it at the same address modulo 16 as in global memory: the bulk copy needs both ends 16-byte
+// aligned. The key rows use 2 x kStages slots, one per K slot and lap (key_row_slot): the
+// producer refills a slot only after every consumer warp released the K slot of the step after
+// the slot's previous chunk, by which time that warp has fused the previous chunk's scores.
+template <int kBlockN, int kOffset, int kOrdinal>
+__host__ __device__ constexpr int key_row_offset() { return kOffset * kBlockN + 16 * kOrdinal; }
+template <int kStages>
+__device__ __forceinline__ int key_row_slot(int index, uint32_t phase) { return index + kStages * static_cast<int>(phase); }
+
+// Where a (batch, head)'s keys of input v start in its key row, modulo 16 bytes: their offset in
+// global memory modulo 16 where the keys are contiguous (a chunk's first key is then at the same
+// offset, kBlockN * sizeof(T) being a multiple of 16), 0 where they are strided.
+template <class T, unsigned kRoles>
+__device__ __forceinline__ int key_row_shift(AuxView<T, kRoles> const& v, int b, int head) {
+  if (v.sk != 1) return 0;
+  return static_cast<int>(reinterpret_cast<uintptr_t>(v.data + v.offset(b, head, 0, 0)) & 15);
+}
+
+// Writes elements [i0, i1) of a key row (element i at byte shift + i * sizeof(T) of `row`, the
+// value elem(i)) as whole 32-bit words, by shared-memory atomics: compute-sanitizer's racecheck
+// does not see the order the K slot's mbarrier gives these writes and the consumers' reads (as
+// for StageRing's tag). The words' bytes outside the elements are the row's padding, or lie
+// at a 16-byte boundary with the bulk copy's part (fill_key_row).
+template <class T, class Elem>
+__device__ __forceinline__ void store_key_words(char* row, int shift, int i0, int i1, Elem&& elem) {
+  constexpr int kSize = static_cast<int>(sizeof(T));
+  if constexpr (kSize % 4 == 0) {
+    for (int i = i0; i < i1; ++i) {
+      const T x = elem(i);
+      unsigned words[kSize / 4];
+      memcpy(words, &x, kSize);
+      for (int c = 0; c < kSize / 4; ++c) atomicExch(reinterpret_cast<unsigned*>(row + shift + i * kSize) + c, words[c]);
+    }
+  } else {
+    const int byte0 = (shift + i0 * kSize) & ~3, byte1 = (shift + i1 * kSize + 3) & ~3;
+    for (int w = byte0; w < byte1; w += 4) {
+      unsigned char bytes[4] = {};
+      for (int c = 0; c < 4; ++c) {
+        const int at = w + c - shift;  // the byte's place among the elements' bytes
+        if (at < i0 * kSize || at >= i1 * kSize) continue;
+        const T x = elem(at / kSize);
+        unsigned char xb[kSize];
+        memcpy(xb, &x, kSize);
+        bytes[c] = xb[at % kSize];
+      }
+      unsigned word;
+      memcpy(&word, bytes, 4);
+      atomicExch(reinterpret_cast<unsigned*>(row + w), word);
+    }
+  }
+}
+
+// Copies keys [key0, key0 + kBlockN) of input v for (b, head) into its key row at `row` (16-byte
+// aligned, kBlockN * sizeof(T) + 16 bytes): the 16-byte-aligned middle with one bulk copy that
+// completes on `bar` (its bytes added to the barrier's transaction count), the ends and strided
+// keys by store_key_words. Keys past seqlen_k take the last key's value, as the fused code's
+// clamped reads do. One thread, after the slot is free and before its arrival on `bar`
+// (StageRing's fill), which publishes the stores.
+template <int kBlockN, class T, unsigned kRoles>
+__device__ __forceinline__ void fill_key_row(AuxView<T, kRoles> const& v, char* row, int b, int head, int key0,
+                                             int seqlen_k, uint64_t* bar) {
+  static_assert((kRoles & kAuxQ) == 0 && (kRoles & kAuxK) != 0, "key rows hold key-indexed inputs");
+  static_assert(kBlockN * sizeof(T) % 16 == 0, "a chunk's keys are whole 16-byte groups");
+  constexpr int kSize = static_cast<int>(sizeof(T));
+  const int shift = key_row_shift(v, b, head);
+  const int len = min(kBlockN, seqlen_k - key0);
+  int bulk0 = kBlockN, bulk1 = kBlockN;  // [bulk0, bulk1): the elements of the bulk copy
+  if (v.sk == 1) {
+    bulk0 = min(len, (16 - shift) % 16 / kSize);
+    bulk1 = bulk0 + (len - bulk0) * kSize / 16 * 16 / kSize;
+    if (bulk1 == bulk0) bulk0 = bulk1 = kBlockN;
+  }
+  if (bulk1 > bulk0) {
+    const uint32_t bytes = static_cast<uint32_t>((bulk1 - bulk0) * kSize);
+    cutlass::arch::ClusterTransactionBarrier::expect_transaction(bar, bytes);
+    cute::SM90_BULK_COPY_G2S::copy(v.data + v.offset(b, head, 0, key0 + bulk0), bar, row + shift + bulk0 * kSize,
+                                   static_cast<int32_t>(bytes));
+  }
+  auto elem = [&](int i) { return v.at(b, head, 0, key0 + min(i, len - 1)); };
+  store_key_words<T>(row, shift, 0, bulk0 < bulk1 ? bulk0 : kBlockN, elem);
+  if (bulk0 < bulk1) store_key_words<T>(row, shift, bulk1, kBlockN, elem);
+}
+
+// A reader (DirectReads or StagedReads) that reads key-indexed inputs from a chunk's key rows:
+// `rows` the slot, `shift` each input's key_row_shift for the tile, `col` the column (within
+// the chunk) of the score being fused.
+template <class Base, int kBlockN>
+struct KeyRowReads : Base {
+  const char* rows;
+  const int* shift;
+  int col;
+  template <int kOffset, int kOrdinal, class View>
+  __device__ __forceinline__ auto key(View const&, int, int, int, int) const {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(View::data)>>;
+    // (Aligned to sizeof(T): the shift is the element's address in global memory modulo 16.)
+    return *reinterpret_cast<const T*>(rows + key_row_offset<kBlockN, kOffset, kOrdinal>() + shift[kOrdinal] + col * int(sizeof(T)));
+  }
+};
 
 // The copies of this warp landed and are visible to its lanes.
 __device__ __forceinline__ void staged_wait() {
