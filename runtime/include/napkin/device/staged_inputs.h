@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Score-shaped auxiliary inputs (roles q and k: a bias table, a score-sized mask) staged through
-// shared memory for the attention kernel's fused score code (fmha_fwd.h).
+// Auxiliary inputs staged through shared memory for the attention kernel's fused score code
+// (fmha_fwd.h): score-shaped ones (roles q and k: a bias table, a score-sized mask) per consumer
+// warp, and key-indexed ones (role k without q) in key rows beside K (below).
 //
 // Read straight from global memory in the accumulator's layout, a warp's loads of such a tensor
 // use 8 bytes of each 32-byte sector, and each waits on memory inside the softmax's critical
