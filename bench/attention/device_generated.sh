@@ -10,7 +10,8 @@
 #   bench     bench/attention/variants.py (needs the fa3-fwd wheel in .peers for FlashAttention-3)
 # Carried: build/gen, .cutlass (CuTe headers; or $CUTLASS_INC), .devbin (a napkin binary and its
 # two libraries; or $DEVBIN), .peers for FlashAttention-3 in bench. Logs go to $OUT. TESTS_K: a
-# pytest -k filter for tests (the kernels built); SANITIZE_K: the examples to sanitize (all built).
+# pytest -k filter for tests (the kernels built); SANITIZE_K: the examples to sanitize (all built),
+# SANITIZE_DIMS: at which head dims (128).
 # BASE_GEN=dir BASE_RUNTIME=dir: a baseline's kernel.cu files (as build/gen) and the runtime/
 # they compile against (e.g. `git archive <rev> runtime/include`), compiled beside the others
 # and timed in the same process by bench (impl napkin_base): an A/B of an emitter or runtime change.
@@ -45,12 +46,14 @@ if [[ $what == *sanitize* ]]; then
   # Validation only (--iters 0), at napkin run's small default sizes (batch and heads 2, q 197,
   # k 263), then at 560 keys (whole 16-byte vectors of a bool mask: the summaries' vector loads).
   for tool in memcheck racecheck synccheck; do
-    for d in $GEN/*_d128; do n=$(basename $d _d128); [[ -z ${SANITIZE_K:-} || " $SANITIZE_K " == *" $n "* ]] || continue
+    for d in $(for dim in ${SANITIZE_DIMS:-128}; do ls -d $GEN/*_d$dim; done); do
+      dim=${d##*_d}; n=$(basename $d _d$dim); [[ -z ${SANITIZE_K:-} || " $SANITIZE_K " == *" $n "* ]] || continue
       src=examples/$n.napkin; [[ -f $src ]] || src=tests/diagrams/$n.napkin
       # The GPU tests' params (PARAMS in tests/gpu/test_generated.py): masks that cut inside tiles.
       params=$(python3 -c "import ast; t=open('tests/gpu/test_generated.py').read(); print(' '.join('--set ' + x for x in ast.literal_eval(t.split('PARAMS = ', 1)[1].split(chr(10), 1)[0]).get('$n', [])))")
-      for sets in "" "--set k=560"; do tag=${sets:+_k560}
-        echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=128 --iters 0 $params $sets > $OUT/san_${tool}_$n$tag.log 2>&1; echo \"$tool $n$tag exit \$?\""
+      # (q = 384 at the end: whole 192-row tiles, so that d = 64 runs its 192-key schedule.)
+      for sets in "" "--set k=560" "--set q=384 --set k=560"; do tag=$(echo "$sets" | tr -d ' =-' | sed 's/set/_/g')
+        echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=$dim --iters 0 $params $sets > $OUT/san_${tool}_${n}_d$dim$tag.log 2>&1; echo \"$tool ${n}_d$dim$tag exit \$?\""
       done
     done
   done | xargs -P 6 -I{} sh -c "{}" | sort | tee "$OUT/sanitize.txt" | awk '{print $3, $4}' | sort | uniq -c
