@@ -48,6 +48,13 @@ struct ChunkRange {
   int begin, end;
 };
 
+// A warpgroup's P tile (64 rows x N keys) in shared memory (FwdConfig::kPInSmem; 64 keys where
+// it has none, as a placeholder: the atom's 64 columns do not divide every chunk size).
+template <class Atom, class N>
+struct PLayout {
+  using type = decltype(cute::tile_to_shape(Atom{}, cute::Shape<cute::_64, N>{}));
+};
+
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
           bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0, bool kPInSmem_ = false>
@@ -159,7 +166,7 @@ struct FwdConfig {
   // contiguous, 128-byte swizzled) with stmatrix once its previous P V is done and fences them
   // for the tensor cores before the next P V is issued.
   static constexpr bool kPInSmem = kPInSmem_;
-  using SmemLayoutP = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, N>{}));  // per WG
+  using SmemLayoutP = typename PLayout<SmemAtom, std::conditional_t<kPInSmem, N, cute::_64>>::type;  // per WG
   using MmaPVSS = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
@@ -235,9 +242,9 @@ struct FwdConfig {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
-    cute::array_aligned<Element, kPInSmem ? kConsumerWGs * 64 * kBlockN : 8, 1024> p;
+    cute::array_aligned<Element, kPInSmem ? kConsumerWGs * 64 * kBlockN : 8, kPInSmem ? 1024 : 16> p;
     cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
-    cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, 128> key_rows;
+    cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, kKeyRows ? 128 : 16> key_rows;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
