@@ -33,7 +33,7 @@ kMaxR2URPerHGMMA = 1.6
 
 # FwdConfig's template arguments, in order (runtime/include/napkin/device/fmha_fwd.h).
 CONFIG_PARAMS = ["Element", "kHeadDim", "kBlockN", "kConsumerWGs", "kStages", "Fusion", "kCtasPerSM",
-                 "kSkipIdleWarpgroups", "kSoftmaxOverlapsPV", "kQInRegisters", "kStaggerClocksPerChunk", "kPInSmem"]
+                 "kSkipIdleWarpgroups", "kSoftmaxOverlapsPV", "kQInRegisters", "kStaggerClocksPerChunk"]
 
 # Known exceptions, each with its reason: a loop listed here is reported, not failed.
 KNOWN = {

@@ -19,7 +19,6 @@ const char* name(FwdScheduleKind k) {
     case FwdScheduleKind::kD128Long: return "d128 long";
     case FwdScheduleKind::kD128Overlapped: return "d128 overlapped";
     case FwdScheduleKind::kD64TwoGroups: return "d64 two warpgroups";
-    case FwdScheduleKind::kD64Wide: return "d64 wide";
   }
   return "?";
 }
@@ -47,15 +46,14 @@ int main() {
   expect(64, true, 2048, 2048, K::kD64Short);
   expect(64, true, 2049, 2049, K::kPlain);
   expect(64, true, 16384, 16384, K::kPlain);
-  // d = 64 non-causal: the padded schedule where >= 1/16 of the 192-row tiles' warpgroups idle,
-  // else 192-key chunks with P in shared memory (for fusions without per-score code).
+  // d = 64 non-causal: the padded schedule where >= 1/16 of the 192-row tiles' warpgroups idle.
   expect(64, false, 512, 512, K::kD64Padded);     // 8 of 9 warpgroups used
   expect(64, false, 1024, 1024, K::kD64Padded);   // 16 of 18
   expect(64, false, 17, 17, K::kD64Padded);       // 1 of 3
-  expect(64, false, 2048, 2048, K::kD64Wide);     // 32 of 33
-  expect(64, false, 2100, 2100, K::kD64Wide);     // 33 of 33
-  expect(64, false, 960, 960, K::kD64Wide);       // 15 of 15
-  expect(64, false, 16384, 16384, K::kD64Wide);   // 256 of 258
+  expect(64, false, 2048, 2048, K::kPlain);       // 32 of 33
+  expect(64, false, 2100, 2100, K::kPlain);       // 33 of 33
+  expect(64, false, 960, 960, K::kPlain);         // 15 of 15
+  expect(64, false, 16384, 16384, K::kPlain);     // 256 of 258
   // d = 128 non-causal: 176-key chunks past 2048 keys, 128-key chunks with the softmax
   // overlapped with P V past 1024 (the key length decides, not the query's).
   expect(128, false, 2048, 2048, K::kD128Overlapped);

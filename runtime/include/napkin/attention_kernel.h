@@ -63,7 +63,7 @@ template <class Fusion, class Element, int kHeadDim, class Sched>
 cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, Fusion,
                                 Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
-                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk, Sched::kPInSmem>;
+                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};
@@ -151,10 +151,6 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
     } else if constexpr (kUnnormalised) {
       err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
     } else {
-      // (The 192-key chunks leave no registers for fused per-score code.)
-      if constexpr (!Fusion::kScoreMod && !Fusion::kMask) {
-        if (kind == FwdScheduleKind::kD64Wide) return finish(run_fused<Fusion, Element, 64, FwdScheduleD64Wide>(a, fusion, stream));
-      }
       if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
       else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
     }

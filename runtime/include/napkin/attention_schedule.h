@@ -13,7 +13,7 @@ namespace napkin::detail {
 // parameters beside dtype, head dim and mask. See docs/runtime.md.
 struct FwdScheduleDefaults {
   static constexpr int kStages = 2, kCtasPerSM = 1, kStaggerClocksPerChunk = 0;
-  static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false, kQInRegisters = false, kPInSmem = false;
+  static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false, kQInRegisters = false;
 };
 template <int kHeadDim> struct FwdSchedule;
 template <> struct FwdSchedule<64> : FwdScheduleDefaults { static constexpr int kBlockN = 128, kConsumerWGs = 3; };
@@ -59,16 +59,6 @@ struct FwdScheduleD64TwoGroups : FwdScheduleDefaults { static constexpr int kBlo
 // 1/9; measured +1-3 %), not below (2k-8k: 1/33 to 1/129; measured -2 to -5 %): bench/NOTES.md, v23.
 struct FwdScheduleD64Padded : FwdSchedule<64> { static constexpr bool kSkipIdleWarpgroups = true; };
 
-// Non-causal d = 64 in 192-key chunks, P V's P from shared memory (FwdConfig::kPInSmem), as
-// FlashAttention-3 runs d = 64: each chunk's fixed work (row max and sum, barriers, the O
-// rescale) spread over 96 scores a thread instead of 64. Read from the SASS: 7.3 instructions a
-// score on 128-key chunks against FlashAttention-3's 6.6. Only for fusions without per-score
-// code (S of 192 keys leaves it no registers).
-struct FwdScheduleD64Wide : FwdSchedule<64> {
-  static constexpr int kBlockN = 192;
-  static constexpr bool kPInSmem = true;
-};
-
 // Non-causal d = 128 with long keys: 176-key chunks, so each chunk's fixed work (row max and
 // sum, barriers, ping-pong turns) is spread over more keys. Shared memory then holds one Q
 // buffer, and O is staged in the V ring (as at d = 256). Measured on the H100 against 128-key
@@ -93,7 +83,7 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
 // `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
 // `unnormalised`: P is the score code's own value, summed plainly (no softmax; !kNormalise).
-enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups, kD64Wide };
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups };
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1,
                                            bool rows_from_tensors = false, bool reads_score_tensors = false,
                                            bool unnormalised = false) {
@@ -108,7 +98,6 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
     const int wg_used = (a.seqlen_q + 63) / 64;
     const int wg_launched = (wg_used + kWGs - 1) / kWGs * kWGs;
     if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
-    return FwdScheduleKind::kD64Wide;
   }
   if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
   if (a.head_dim == 128 && row_keys > 1024) return FwdScheduleKind::kD128Overlapped;

@@ -48,16 +48,9 @@ struct ChunkRange {
   int begin, end;
 };
 
-// A warpgroup's P tile (64 rows x N keys) in shared memory (FwdConfig::kPInSmem; 64 keys where
-// it has none, as a placeholder: the atom's 64 columns do not divide every chunk size).
-template <class Atom, class N>
-struct PLayout {
-  using type = decltype(cute::tile_to_shape(Atom{}, cute::Shape<cute::_64, N>{}));
-};
-
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
-          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0, bool kPInSmem_ = false>
+          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -160,17 +153,6 @@ struct FwdConfig {
   using MmaPV = decltype(cute::make_tiled_mma(
       cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
-  // P V's P from shared memory (an SS-WGMMA) rather than registers, where S of a long chunk and O
-  // leave no registers for P beside them: d = 64 on 192-key chunks at three warpgroups (160
-  // registers a thread), FlashAttention-3's d = 64 tile. Each warp writes its rows of P (keys
-  // contiguous, 128-byte swizzled) with stmatrix once its previous P V is done and fences them
-  // for the tensor cores before the next P V is issued.
-  static constexpr bool kPInSmem = kPInSmem_;
-  using SmemLayoutP = typename PLayout<SmemAtom, std::conditional_t<kPInSmem, N, cute::_64>>::type;  // per WG
-  using MmaPVSS = decltype(cute::make_tiled_mma(
-      cute::SM90::GMMA::ss_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
-                                       cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
-  static constexpr int kPSmemBytes = kPInSmem ? kConsumerWGs * 64 * kBlockN * int(sizeof(Element)) : 0;
 
   // Global tensors as (seq, head_dim, head, batch) with element strides.
   using GmemLayout = cute::Layout<cute::Shape<int32_t, int32_t, int32_t, int32_t>,
@@ -207,9 +189,9 @@ struct FwdConfig {
   // (bench/NOTES.md, 2026-11-26).
   static constexpr int kStagedWarpBytes = 16 * kBlockN * Fusion::kStagedBytes;
   static constexpr bool kStaged = Fusion::kStagedBytes > 0 && (kSkipIdleWarpgroups ? 2 : 1) * kTileBytes + kKVRingBytes +
-                                                                     kPSmemBytes + 4 * kConsumerWGs * kStagedWarpBytes + 1024 <= kSmemPerCta;
+                                                                     4 * kConsumerWGs * kStagedWarpBytes + 1024 <= kSmemPerCta;
   static constexpr int kStagedSmemBytes = kStaged ? 4 * kConsumerWGs * kStagedWarpBytes : 0;
-  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kPSmemBytes + kStagedSmemBytes + 1024 <= kSmemPerCta;
+  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta;
   static constexpr bool kOInV = !kSeparateO;
   static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
                 "O staging must fit in the V ring");
@@ -228,23 +210,21 @@ struct FwdConfig {
   // -4 %, where the warp vote and the branch cost more than the FMULs they save.
   static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
-  static constexpr int kQBuffers =
-      kSeparateO && 3 * kTileBytes + kKVRingBytes + kPSmemBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
+  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
   // The fusion's key-indexed inputs in key rows beside the K ring (staged_inputs.h): 2 x kStages
   // slots of kKeySlotBytes, where they fit in what Q, O, K, V and the staged tiles leave (the
   // barriers and tile indices take under 512 bytes); read from global memory otherwise.
   static constexpr int kKeySlotBytes = kBlockN * Fusion::kKeyRowBytes + 16 * Fusion::kKeyRowInputs;
   static constexpr bool kKeyRows =
-      Fusion::kKeyRowInputs > 0 && (kQBuffers + (kSeparateO ? 1 : 0)) * kTileBytes + kKVRingBytes + kPSmemBytes +
-                                           kStagedSmemBytes + 2 * kStages * kKeySlotBytes + 512 <= kSmemPerCta;
+      Fusion::kKeyRowInputs > 0 && (kQBuffers + (kSeparateO ? 1 : 0)) * kTileBytes + kKVRingBytes + kStagedSmemBytes +
+                                           2 * kStages * kKeySlotBytes + 512 <= kSmemPerCta;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
-    cute::array_aligned<Element, kPInSmem ? kConsumerWGs * 64 * kBlockN : 8, kPInSmem ? 1024 : 16> p;
     cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
-    cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, kKeyRows ? 128 : 16> key_rows;
+    cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, 128> key_rows;
     StageRing<kStages> k_ring;
     StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
@@ -484,9 +464,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   auto& ss = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
 
-  // (Broadcast from lane 0, as CUTLASS's canonical_warp_idx_sync: ptxas then knows the producer and
-  // consumer branches below are warp-uniform.)
-  const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
   const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch};
@@ -694,29 +672,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
     static_assert(decltype(size(rO))::value == kHeadDim / 2);
 
-    // Cfg::kPInSmem: this warpgroup's P in shared memory, read by an SS-WGMMA.
-    typename Cfg::MmaPVSS mma_pv_ss;
-    auto thr_pv_ss = mma_pv_ss.get_thread_slice(tid);
-    Tensor sP = make_tensor(make_smem_ptr(ss.p.data() + (Cfg::kPInSmem ? w * 64 * kBlockN : 0)),
-                            typename Cfg::SmemLayoutP{});                                  // (64, N)
     auto convert_p = [&]() {
-      if constexpr (Cfg::kPInSmem) {
-        // (After the previous P V completed: its WGMMA no longer reads sP.)
-        Tensor rPe = make_tensor_like<Element>(rS);
-        CUTE_UNROLL
-        for (int i = 0; i < size(rS); ++i) rPe(i) = static_cast<Element>(rS(i));
-        auto stsm = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, mma_qk);
-        auto thr_stsm = stsm.get_thread_slice(tid);
-        copy(stsm, thr_stsm.retile_S(rPe), thr_stsm.partition_D(sP));
-        cutlass::arch::fence_view_async_shared();  // visible to the tensor cores
-        // A warp's rows of O take only its own 16 rows of P (each SM quarter's tensor core runs
-        // its warp's rows), so the warp's own stores must land, not the warpgroup's (as
-        // FlashAttention-3 orders its P).
-        __syncwarp();
-      } else {
-        CUTE_UNROLL
-        for (int i = 0; i < size(rS); ++i) rP(i) = static_cast<Element>(rS(i));
-      }
+      CUTE_UNROLL
+      for (int i = 0; i < size(rS); ++i) rP(i) = static_cast<Element>(rS(i));
     };
     auto release = [&](auto& ring, auto st) {
       if (lane == 0) ring.consumer_release(st);
@@ -966,15 +924,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         // needs no clearing).
         bool first_pv = true;
         auto issue_pv = [&]() {
-          if constexpr (Cfg::kPInSmem) {
-            Tensor tOsP = thr_pv_ss.partition_fragment_A(sP);                  // (MMA, 1, N/16)
-            Tensor tOrVss = thr_pv_ss.partition_fragment_B(sVt);              // (MMA, 1, N/16, S)
-            if (first_pv) {
-              wgmma_batch<true, false>(mma_pv_ss, tOsP, tOrVss(_, _, _, v_st.index), rO);
-            } else {
-              wgmma_batch<false, false>(mma_pv_ss, tOsP, tOrVss(_, _, _, v_st.index), rO);
-            }
-          } else if (first_pv) {
+          if (first_pv) {
             wgmma_batch<true, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
           } else {
             wgmma_batch<false, true>(mma_pv, rP, tOrV(_, _, _, v_st.index), rO);
