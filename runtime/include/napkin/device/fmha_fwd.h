@@ -234,6 +234,10 @@ struct FwdConfig {
     ChunkRange tile_range[kQBuffers];  // its key chunks (fwd_chunk_range)
     ChunkRange searched;            // kWarpSearch: the producer warp's search, for its loading lane
     __device__ Element* o_staging() { return kOInV ? v.data() : o.data(); }
+    // The key rows of the chunk in K slot `st` (kKeyRows): a slot per K slot and lap.
+    __device__ char* key_rows_of(RingState<kStages> st) {
+      return key_rows.data() + (st.index + kStages * static_cast<int>(st.phase)) * kKeySlotBytes;
+    }
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   // (Otherwise the launch fails at run time with "invalid argument": e.g. three 176-key stages.)
@@ -602,7 +606,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           // kKeyRows: the chunk's keys of the key-indexed inputs, copied with its K.
           auto fill_key_rows = [&](uint64_t* full) {
             if constexpr (Cfg::kKeyRows) {
-              char* rows = ss.key_rows.data() + key_row_slot<Cfg::kStages>(st.index, st.phase) * Cfg::kKeySlotBytes;
+              char* rows = ss.key_rows_of(st);
               Fusion::stage_keys(p.fusion, [&](auto offset, auto ordinal, auto const& view) {
                 constexpr int kAt = key_row_offset<kBlockN, decltype(offset)::value, decltype(ordinal)::value>();
                 fill_key_row<kBlockN>(view, rows + kAt, tc.batch, tc.head, n * kBlockN, p.seqlen_k, full);
@@ -712,10 +716,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         Fusion::stage_keys(p.fusion, [&](auto, auto ordinal, auto const& view) {
           key_shift[decltype(ordinal)::value] = key_row_shift(view, tc.batch, tc.head);
         });
-      // The key rows of the chunk in K slot `st` (kKeyRows).
-      auto key_rows_of = [&](RingState<Cfg::kStages> st) -> const char* {
-        return ss.key_rows.data() + key_row_slot<Cfg::kStages>(st.index, st.phase) * Cfg::kKeySlotBytes;
-      };
       // The score's factor (Fusion::kScoreFactor) scales the exponent; where it is negative the
       // scores are negated first (then the running max is of the negated scores). A zero factor
       // keeps a tiny scale so that masked scores (-inf) still give 0, not NaN.
@@ -798,7 +798,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                   fuse(base);
                 }
               };
-              if constexpr (Cfg::kStaged) fuse_with_keys(StagedReads<kBlockN, Fusion::kStagedBytes>{pairs[r], odd});
+              if constexpr (Cfg::kStaged) fuse_with_keys(StagedReads<kBlockN, Fusion::kStagedBytes>{{}, pairs[r], odd});
               else fuse_with_keys(DirectReads{});
             }
           }
@@ -911,7 +911,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         const bool masked0 = needs_mask(n0);
         warpgroup_wait<0>();
         trace(FwdEvent::kSReady, w);
-        const char* key_rows0 = key_rows_of(k_st);
+        const char* key_rows0 = ss.key_rows_of(k_st);
         release(ss.k_ring, k_st);
         k_st.advance();
         if (!Cfg::kQInRegisters && i == 0) release_q();
@@ -947,7 +947,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           const bool masked = needs_mask(n);
           warpgroup_wait<1>();
           trace(FwdEvent::kSReady, w);
-          const char* key_rows = key_rows_of(k_st);
+          const char* key_rows = ss.key_rows_of(k_st);
           release(ss.k_ring, k_st);
           k_st.advance();
           if (!Cfg::kQInRegisters && i == 0) release_q();

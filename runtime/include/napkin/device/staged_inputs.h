@@ -39,8 +39,17 @@ __device__ __forceinline__ float to_real(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_real(float x) { return x; }
 __device__ __forceinline__ float to_real(double x) { return static_cast<float>(x); }
 
+// A key-indexed input read through its strides, from global memory (KeyRowReads, below, reads it
+// from the chunk's key rows instead).
+struct GlobalKeyReads {
+  template <int kOffset, int kOrdinal, class View>
+  __device__ __forceinline__ auto key(View const& v, int b, int h, int q, int k) const {
+    return v.at(b, h, q, k);
+  }
+};
+
 // Every input read through its strides, from global memory: at() the element, real() it as f32.
-struct DirectReads {
+struct DirectReads : GlobalKeyReads {
   template <int kOffset, class View>
   __device__ __forceinline__ auto at(View const& v, int b, int h, int q, int k) const {
     return v.at(b, h, q, k);
@@ -48,11 +57,6 @@ struct DirectReads {
   template <int kOffset, class View>
   __device__ __forceinline__ float real(View const& v, int b, int h, int q, int k) const {
     return to_real(v.at(b, h, q, k));
-  }
-  // A key-indexed input (KeyRowReads, below): from global memory too.
-  template <int kOffset, int kOrdinal, class View>
-  __device__ __forceinline__ auto key(View const& v, int b, int h, int q, int k) const {
-    return v.at(b, h, q, k);
   }
 };
 
@@ -95,7 +99,7 @@ struct StagedPair {
 
 // Reads a staged input from a loaded pair: its element `odd` (0 or 1).
 template <int kBlockN, int kStagedBytes>
-struct StagedReads {
+struct StagedReads : GlobalKeyReads {
   StagedPair<kBlockN, kStagedBytes> const& pair;
   int odd;
   template <int kOffset, class View>
@@ -116,10 +120,6 @@ struct StagedReads {
     } else {
       return to_real(at<kOffset>(v, b, h, q, k));
     }
-  }
-  template <int kOffset, int kOrdinal, class View>
-  __device__ __forceinline__ auto key(View const& v, int b, int h, int q, int k) const {
-    return v.at(b, h, q, k);
   }
 };
 
@@ -178,13 +178,12 @@ __device__ __forceinline__ void stage_input(AuxView<T, kRoles> const& v, char* t
 // (the bytes of the inputs before it) taking kBlockN elements and 16 bytes, so that its element
 // i lies at key_row_offset + shift + i * sizeof(T), where shift (key_row_shift, under 16) puts
 // it at the same address modulo 16 as in global memory: the bulk copy needs both ends 16-byte
-// aligned. The key rows use 2 x kStages slots, one per K slot and lap (key_row_slot): the
-// producer refills a slot only after every consumer warp released the K slot of the step after
-// the slot's previous chunk, by which time that warp has fused the previous chunk's scores.
+// aligned. The key rows use 2 x kStages slots, one per K slot and lap (FwdConfig's
+// SharedStorage::key_rows_of): the producer refills a slot only after every consumer warp
+// released the K slot of the step after the slot's previous chunk, by which time that warp has
+// fused the previous chunk's scores.
 template <int kBlockN, int kOffset, int kOrdinal>
 __host__ __device__ constexpr int key_row_offset() { return kOffset * kBlockN + 16 * kOrdinal; }
-template <int kStages>
-__device__ __forceinline__ int key_row_slot(int index, uint32_t phase) { return index + kStages * static_cast<int>(phase); }
 
 // Where a (batch, head)'s keys of input v start in its key row, modulo 16 bytes: their offset in
 // global memory modulo 16 where the keys are contiguous (a chunk's first key is then at the same
