@@ -11,8 +11,7 @@
 # Carried: build/gen, .cutlass (CuTe headers; or $CUTLASS_INC), .devbin (a napkin binary and its
 # two libraries; or $DEVBIN), .peers for FlashAttention-3 in bench. Logs go to $OUT. TESTS_K: a
 # pytest -k filter for tests (the kernels built); SANITIZE_K: the examples to sanitize (all built),
-# SANITIZE_DIMS: at which head dims (128); SANITIZE_SIZES: extra --set lists to sanitize at, ';' between
-# (e.g. "q=2100 k=2230" for d = 128's long-key clusters).
+# SANITIZE_DIMS: at which head dims (128).
 # BASE_GEN=dir BASE_RUNTIME=dir: a baseline's kernel.cu files (as build/gen) and the runtime/
 # they compile against (e.g. `git archive <rev> runtime/include`), compiled beside the others
 # and timed in the same process by bench (impl napkin_base): an A/B of an emitter or runtime change.
@@ -53,9 +52,7 @@ if [[ $what == *sanitize* ]]; then
       # The GPU tests' params (PARAMS in tests/gpu/test_generated.py): masks that cut inside tiles.
       params=$(python3 -c "import ast; t=open('tests/gpu/test_generated.py').read(); print(' '.join('--set ' + x for x in ast.literal_eval(t.split('PARAMS = ', 1)[1].split(chr(10), 1)[0]).get('$n', [])))")
       # (q = 384 at the end: whole 192-row tiles, so that d = 64 runs its 192-key schedule.)
-      extra=$(echo "${SANITIZE_SIZES:-}" | tr ';' '\n' | sed '/^ *$/d; s/\([a-z]*=\)/--set \1/g' | tr '\n' ';')
-      IFS=';' read -ra sizes <<< "$extra"
-      for sets in "" "--set k=560" "--set q=384 --set k=560" "${sizes[@]}"; do tag=$(echo "$sets" | tr -d ' =-' | sed 's/set/_/g')
+      for sets in "" "--set k=560" "--set q=384 --set k=560"; do tag=$(echo "$sets" | tr -d ' =-' | sed 's/set/_/g')
         echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=$dim --iters 0 $params $sets > $OUT/san_${tool}_${n}_d$dim$tag.log 2>&1; echo \"$tool ${n}_d$dim$tag exit \$?\""
       done
     done

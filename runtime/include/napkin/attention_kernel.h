@@ -63,7 +63,7 @@ template <class Fusion, class Element, int kHeadDim, class Sched>
 cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, Fusion,
                                 Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
-                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk, Sched::kClusterM>;
+                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};

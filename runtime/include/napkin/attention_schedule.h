@@ -9,10 +9,10 @@
 namespace napkin::detail {
 
 // A tile schedule: {kBlockN, consumer warpgroups, stages, CTAs per SM, idle warpgroups
-// skipped, softmax overlapped with P V, Q in registers, start stagger, cluster size}, the FwdConfig
+// skipped, softmax overlapped with P V, Q in registers, start stagger}, the FwdConfig
 // parameters beside dtype, head dim and mask. See docs/runtime.md.
 struct FwdScheduleDefaults {
-  static constexpr int kStages = 2, kCtasPerSM = 1, kStaggerClocksPerChunk = 0, kClusterM = 1;
+  static constexpr int kStages = 2, kCtasPerSM = 1, kStaggerClocksPerChunk = 0;
   static constexpr bool kSkipIdleWarpgroups = false, kSoftmaxOverlapsPV = false, kQInRegisters = false;
 };
 template <int kHeadDim> struct FwdSchedule;
@@ -63,13 +63,8 @@ struct FwdScheduleD64Padded : FwdSchedule<64> { static constexpr bool kSkipIdleW
 // sum, barriers, ping-pong turns) is spread over more keys. Shared memory then holds one Q
 // buffer, and O is staged in the V ring (as at d = 256). Measured on the H100 against 128-key
 // chunks: 8k and 16k +3 to +8 %, 4k +1 %, 2k even, 1k -3 %, 512 -6 % (short tiles pay for the
-// single Q buffer): bench/NOTES.md, v24. On clusters of two CTAs that load each K/V chunk once
-// (FwdConfig::kClusterM; tiles handed out statically, so no start stagger): ncu puts these rows
-// at L2's bandwidth (5.3 TB/s at 8k), which the multicast halves. Measured on the H100:
-// bench/NOTES.md, 2026-11-26 (seventh).
-struct FwdScheduleD128Long : FwdSchedule<128> {
-  static constexpr int kBlockN = 176, kClusterM = 2, kStaggerClocksPerChunk = 0;
-};
+// single Q buffer): bench/NOTES.md, v24.
+struct FwdScheduleD128Long : FwdSchedule<128> { static constexpr int kBlockN = 176; };
 
 // d = 128 with 128-key chunks past 1024 keys: the softmax kept overlapped with the previous
 // chunk's P V (FwdConfig::kSoftmaxOverlapsPV). Measured on the H100 against the plain schedule:

@@ -50,7 +50,7 @@ struct ChunkRange {
 
 template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
-          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0, int kClusterM_ = 1>
+          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
 struct FwdConfig {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -111,17 +111,6 @@ struct FwdConfig {
   // CTAs resident per SM (launch bounds, persistent grid). More than one: their warpgroups
   // interleave as the warp schedulers find them ready, instead of taking ping-pong turns.
   static constexpr int kCtasPerSM = kCtasPerSM_;
-  // CTAs a cluster (1 or 2): the CTAs of a cluster take consecutive query tiles of one head and
-  // each loads 1/kClusterM of every K and V chunk into all of them (TMA multicast), so L2 serves
-  // each chunk once a cluster. Tiles are handed out statically (CTA b takes b, b + grid, ...),
-  // as the CTAs of a cluster must walk the same chunks in step: tiles of equal work only (no
-  // block skipping, no idle warpgroups, no stagger). A head whose query tiles are odd in number
-  // gets one tile past its rows (loaded as zeros, its rows never stored). Measured on the H100:
-  // bench/NOTES.md, 2026-11-26 (seventh).
-  static constexpr int kClusterM = kClusterM_;
-  static_assert(kClusterM == 1 || kClusterM == 2);
-  static_assert(kClusterM == 1 || (!Fusion_::kSkipsBlocks && !kSkipIdleWarpgroups_ && kStaggerClocksPerChunk_ == 0),
-                "clusters need tiles of equal work walked in step");
   // setmaxnreg budgets: the registers a CTA gets at launch (the launch bounds' cap, in steps
   // of 8) are shared out as producer + W * consumer.
   static constexpr int kLaunchRegs = 65536 / (kThreads * kCtasPerSM) / 8 * 8;
@@ -173,13 +162,9 @@ struct FwdConfig {
   using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
                                             SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
-  // K and V: multicast over the cluster where it has more than one CTA.
-  using TmaLoadKV = std::conditional_t<kClusterM == 1, cute::SM90_TMA_LOAD, cute::SM90_TMA_LOAD_MULTICAST>;
-  template <class GTensor>
-  static auto make_tma_kv(GTensor const& g) {
-    return cute::make_tma_copy(TmaLoadKV{}, g, cute::take<0, 2>(SmemLayoutK{}), cute::Shape<N, D>{}, cute::Int<kClusterM>{});
-  }
-  using TmaKV = decltype(make_tma_kv(gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr)))));
+  using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
+                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
+                                             cute::take<0, 2>(SmemLayoutK{}), cute::Shape<N, D>{}, cute::_1{}));
   using TmaO = decltype(cute::make_tma_copy(cute::SM90_TMA_STORE{},
                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element*>(nullptr))),
                                             SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
@@ -240,11 +225,11 @@ struct FwdConfig {
     cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
     cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
     cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, 128> key_rows;
-    StageRing<kStages, kClusterM> k_ring;
-    StageRing<kStages, kClusterM> v_ring;
+    StageRing<kStages> k_ring;
+    StageRing<kStages> v_ring;
     OnceBarrier q_bar[kQBuffers];   // Q of a tile (and its tile_idx) is ready
     uint64_t q_empty[kQBuffers];    // every consumer warp is done with that Q and has read tile_idx
-    uint64_t o_free;                // kOInV: the V rings (the cluster's) are free of the previous tile's O (see the producer)
+    uint64_t o_free;                // kOInV: the V ring is free of the previous tile's O (see the producer)
     int tile_idx[kQBuffers];        // the tile in that buffer; -1: no more tiles
     ChunkRange tile_range[kQBuffers];  // its key chunks (fwd_chunk_range)
     ChunkRange searched;            // kWarpSearch: the producer warp's search, for its loading lane
@@ -502,17 +487,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     }
     ss.k_ring.init(4 * Cfg::kConsumerWGs);  // one arrival per consumer warp frees a slot
     ss.v_ring.init(4 * Cfg::kConsumerWGs);
-    cutlass::arch::ClusterBarrier::init(&ss.o_free, Cfg::kConsumerWGs * Cfg::kClusterM);
+    cutlass::arch::ClusterBarrier::init(&ss.o_free, Cfg::kConsumerWGs);
     cutlass::arch::fence_barrier_init();
   }
-  // In a cluster, no CTA loads into another's shared memory or arrives on its barriers before
-  // they are set up.
-  if constexpr (Cfg::kClusterM > 1) {
-    cute::cluster_arrive_relaxed();
-    cute::cluster_wait();
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -527,15 +505,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
       Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
       auto tma_q = p.tma_q.get_slice(0);
-      // This CTA's part of each K and V chunk (all of it without a cluster), into every CTA of the cluster.
-      const int cluster_rank = Cfg::kClusterM == 1 ? 0 : static_cast<int>(cute::block_rank_in_cluster());
-      constexpr uint16_t kClusterMask = (1u << Cfg::kClusterM) - 1;
-      auto tma_k = p.tma_k.get_slice(cluster_rank);
-      auto tma_v = p.tma_v.get_slice(cluster_rank);
-      auto kv_load = [&](auto const& tma, uint64_t& full) {
-        if constexpr (Cfg::kClusterM == 1) return tma.with(full);
-        else return tma.with(full, kClusterMask);
-      };
+      auto tma_k = p.tma_k.get_slice(0);
+      auto tma_v = p.tma_v.get_slice(0);
       RingState<Cfg::kStages> st;
       int q_iter = 0;
       int o_tiles = 0;  // tiles with O to store so far
@@ -558,10 +529,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       };
       // Claims: every CTA takes tiles until one claim fails, so the counter is bumped exactly
       // num_tiles times; the claim that sees num_tiles - 1 is the launch's last access and
-      // resets it, ready for the next launch on the stream (no memset per launch). In a cluster,
-      // the static hand-out instead (the counter untouched).
-      auto claim = [&](int tile) {
-        if constexpr (Cfg::kClusterM > 1) return tile + static_cast<int>(gridDim.x);
+      // resets it, ready for the next launch on the stream (no memset per launch).
+      auto claim = [&]() {
         const int old = atomicAdd(p.tile_counter, 1);
         if (old == p.num_tiles - 1) atomicExch(p.tile_counter, 0);
         return old + static_cast<int>(gridDim.x);
@@ -646,19 +615,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           };
           if constexpr (Cfg::kMaskFlagsFromProducer || Cfg::kKeyRows) ss.k_ring.producer_acquire(st, Cfg::kKVBytes, flags, fill_key_rows);
           else ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
-          copy(kv_load(p.tma_k, ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
+          copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
-          // when every consumer warpgroup's store of it has read shared memory (the epilogue;
-          // in a cluster, every CTA's, since this V goes into each); this waits for the previous
-          // such tile, so the parity is exact.
+          // when every consumer warpgroup's store of it has read shared memory (the epilogue);
+          // this waits for the previous such tile, so the parity is exact.
           if (Cfg::kOInV && step == 0 && o_tiles > 0)
             cutlass::arch::ClusterBarrier::wait(&ss.o_free, (o_tiles - 1) & 1);
           ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
-          copy(kv_load(p.tma_v, ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
+          copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
           if constexpr (kClaimAhead)
-            if (step == 0) next_tile = claim(tile);
+            if (step == 0) next_tile = claim();
         }
         ++o_tiles;
         return true;
@@ -672,7 +640,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
             if (leader) ss.searched = range;
           }
         int next = -1;  // the next tile; -1 past the last
-        if (leader && load_tile(tile)) next = next_tile >= 0 ? next_tile : claim(tile);
+        if (leader && load_tile(tile)) next = next_tile >= 0 ? next_tile : claim();
         if constexpr (Cfg::kWarpSearch) next = __shfl_sync(0xffffffffu, next, 0);
         if (next < 0) break;
         tile = next;
@@ -712,7 +680,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       CUTE_UNROLL
       for (int i = 0; i < size(rS); ++i) rP(i) = static_cast<Element>(rS(i));
     };
-    auto release = [&](auto& ring, auto st) { ring.consumer_release(st); };
+    auto release = [&](auto& ring, auto st) {
+      if (lane == 0) ring.consumer_release(st);
+    };
     int qb = 0;  // Q buffer of the current tile
     auto release_q = [&]() {
       __syncwarp();
@@ -1098,50 +1068,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           // The V ring is free of this O once the store has read it: the producer's next V
           // waits for that (o_free), while the next tile's Q and K load meanwhile.
           tma_store_wait<0>();
-          if constexpr (Cfg::kClusterM == 1) {
-            cutlass::arch::ClusterBarrier::arrive(&ss.o_free);
-          } else {
-            CUTE_UNROLL
-            for (int r = 0; r < Cfg::kClusterM; ++r) cutlass::arch::ClusterBarrier::arrive(&ss.o_free, r, true);
-          }
+          cutlass::arch::ClusterBarrier::arrive(&ss.o_free);
         }
       }
     }
     if (tid == 0) tma_store_wait<0>();
   }
-  // In a cluster, no CTA exits while another may still arrive on its barriers or load into it.
-  if constexpr (Cfg::kClusterM > 1) {
-    __syncwarp();
-    cute::cluster_arrive();
-    cute::cluster_wait();
-  }
 #endif
 }
 
 // The persistent grid's size on the current device: SMs x CTAs per SM (Cfg::kCtasPerSM, or
-// fewer if the occupancy API says so; with clusters, the clusters that fit at once x their
-// size), after allowing the kernel its dynamic shared memory.
+// fewer if the occupancy API says so), after allowing the kernel its dynamic shared memory.
 // Both are properties of the kernel and the GPU, so they are found on the first launch on each
 // device and kept (a race between threads only repeats the same idempotent calls).
-template <class Cfg>
-cudaLaunchConfig_t fmha_fwd_launch_config(dim3 grid, cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(Cfg::kThreads);
-  config.dynamicSmemBytes = Cfg::kSmemBytes;
-  config.stream = stream;
-  return config;
-}
-template <class Cfg>
-cudaLaunchAttribute fmha_fwd_cluster_attribute() {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = Cfg::kClusterM;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  return attribute;
-}
-
 template <class Cfg>
 cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
   constexpr int kMaxDevices = 64;
@@ -1153,22 +1092,12 @@ cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
   auto kernel = fmha_fwd_kernel<Cfg>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
-  if constexpr (Cfg::kClusterM > 1) {
-    int clusters = 0;
-    cudaLaunchConfig_t config = fmha_fwd_launch_config<Cfg>(dim3(Cfg::kClusterM), nullptr);
-    cudaLaunchAttribute attribute = fmha_fwd_cluster_attribute<Cfg>();
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    if ((err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config)) != cudaSuccess) return err;
-    *resident_ctas = std::max(1, clusters) * Cfg::kClusterM;
-  } else {
-    int num_sms = 0, ctas_per_sm = 0;
-    if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes)) !=
-        cudaSuccess)
-      return err;
-    *resident_ctas = num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM));
-  }
+  int num_sms = 0, ctas_per_sm = 0;
+  if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes)) !=
+      cudaSuccess)
+    return err;
+  *resident_ctas = num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM));
   if (device < kMaxDevices) known[device].store(*resident_ctas, std::memory_order_release);
   return cudaSuccess;
 }
@@ -1195,8 +1124,12 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.tma_q = make_tma_copy(SM90_TMA_LOAD{},
                           make_tensor(make_gmem_ptr(static_cast<Element const*>(q)), layout(seqlen_q, heads_q, q_strides)),
                           typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
-  p.tma_k = Cfg::make_tma_kv(make_tensor(make_gmem_ptr(static_cast<Element const*>(k)), layout(seqlen_k, heads_kv, k_strides)));
-  p.tma_v = Cfg::make_tma_kv(make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, heads_kv, v_strides)));
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{},
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(k)), layout(seqlen_k, heads_kv, k_strides)),
+                          take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{},
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, heads_kv, v_strides)),
+                          take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
   p.tma_o = make_tma_copy(SM90_TMA_STORE{},
                           make_tensor(make_gmem_ptr(static_cast<Element*>(o)), layout(seqlen_q, heads_q, o_strides)),
                           typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
@@ -1207,8 +1140,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.group = heads_q / heads_kv;
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
-  // (In a cluster, rounded up to whole clusters of tiles a head.)
-  p.num_m_blocks = (seqlen_q + Cfg::kBlockM * Cfg::kClusterM - 1) / (Cfg::kBlockM * Cfg::kClusterM) * Cfg::kClusterM;
+  p.num_m_blocks = (seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.num_tiles = p.num_m_blocks * heads_q * batch;
   p.o = static_cast<Element*>(o);
   for (int i = 0; i < 3; ++i) p.o_strides[i] = o_strides[i];
@@ -1238,17 +1170,8 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
       p.chunk_count = count;
     }
   }
-  cudaError_t err = cudaSuccess;
-  if constexpr (Cfg::kClusterM > 1) {
-    cudaLaunchConfig_t config = fmha_fwd_launch_config<Cfg>(grid, stream);
-    cudaLaunchAttribute attribute = fmha_fwd_cluster_attribute<Cfg>();
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    err = cudaLaunchKernelEx(&config, fmha_fwd_kernel<Cfg>, p);
-  } else {
-    fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-    err = cudaGetLastError();
-  }
+  fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  cudaError_t err = cudaGetLastError();
   if (lists != nullptr) {
     const cudaError_t freed = cudaFreeAsync(lists, stream);
     if (err == cudaSuccess) err = freed;

@@ -8,11 +8,6 @@
 // A slot also carries a word from the producer to its consumers (`tag`): written after the slot
 // is free and before the producer's arrival on `full`, read after the wait. (Shared-memory
 // atomics, as compute-sanitizer's racecheck does not see the order the mbarriers give.)
-//
-// Over a cluster of `ClusterSize` CTAs whose producers each load a part of every slot into all
-// of them (TMA multicast), a slot is free once the consumers of every CTA of the cluster are
-// done with it: each consumer warp arrives on the `empty` barrier of each CTA, and `full`
-// expects the whole slot's bytes, whichever CTA's load they come from.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +37,9 @@ __device__ __forceinline__ RingState<Stages> warp_uniform(RingState<Stages> st) 
   return {__shfl_sync(0xffffffffu, st.index, 0), __shfl_sync(0xffffffffu, st.phase, 0)};
 }
 
-template <int Stages, int ClusterSize = 1>
+template <int Stages>
 struct StageRing {
   static constexpr int kStages = Stages;
-  static constexpr int kClusterSize = ClusterSize;
   using Full = cutlass::arch::ClusterTransactionBarrier;
   using Empty = cutlass::arch::ClusterBarrier;
 
@@ -53,12 +47,11 @@ struct StageRing {
   uint64_t empty[Stages];
   uint32_t tag[Stages];
 
-  // One thread; `consumer_arrivals` is the number of arrivals from one CTA's consumers that free
-  // a slot (for each CTA of the cluster).
+  // One thread; `consumer_arrivals` is the number of arrivals that free a slot.
   __device__ void init(uint32_t consumer_arrivals) {
     for (int s = 0; s < Stages; ++s) {
       Full::init(&full[s], 1);
-      Empty::init(&empty[s], consumer_arrivals * ClusterSize);
+      Empty::init(&empty[s], consumer_arrivals);
     }
   }
 
@@ -92,16 +85,8 @@ struct StageRing {
     if (threadIdx.x % 32 == 0) v = atomicAdd(&tag[st.index], 0u);
     return __shfl_sync(0xffffffffu, v, 0);
   }
-  // Called by every lane of each consumer warp once the warp's reads of the slot have completed:
-  // one arrival a warp on the slot's `empty` of each CTA of the cluster (lane r on CTA r's).
-  __device__ void consumer_release(RingState<Stages> st) {
-    const uint32_t lane = threadIdx.x % 32;
-    if constexpr (ClusterSize == 1) {
-      if (lane == 0) Empty::arrive(&empty[st.index]);
-    } else {
-      Empty::arrive(&empty[st.index], lane, lane < ClusterSize);
-    }
-  }
+  // Called by lane 0 of every consumer warp once the warp's reads of the slot have completed.
+  __device__ void consumer_release(RingState<Stages> st) { Empty::arrive(&empty[st.index]); }
 };
 
 // A single-shot barrier for a tile that is loaded once (Q): one expect, one wait.
