@@ -37,9 +37,27 @@ void expect(int head_dim, bool causal, int seqlen_q, int seqlen_k, FwdScheduleKi
   }
 }
 
+void expect_splits(int tiles, int resident, int chunks, int want) {
+  const int got = napkin::detail::fwd_num_splits(tiles, resident, chunks);
+  if (got != want) {
+    std::printf("FAIL splits: %d tiles, %d resident CTAs, %d chunks: %d, expected %d\n", tiles, resident, chunks, got, want);
+    ++failures;
+  }
+}
+
 }  // namespace
 
 int main() {
+  // Splits along the keys only where the tiles fill under 80 % of the GPU, each >= 4 chunks.
+  expect_splits(132, 132, 1000, 1);  // a wave
+  expect_splits(106, 132, 1000, 1);  // 80 %
+  expect_splits(105, 132, 1000, 5);  // 525 tiles in 4 waves of 132: 0.99 (1 to 4 splits: 0.80)
+  expect_splits(32, 132, 745, 4);    // decoding 128k keys over 32 heads: 128 of 132 CTAs
+  expect_splits(32, 132, 7, 1);      // too few chunks for two splits of 4
+  expect_splits(8, 132, 9, 2);       // at most chunks / 4
+  expect_splits(1, 132, 100000, 109);  // within 15 % of 128 splits' 0.97
+  expect_splits(2, 396, 64, 14);     // three CTAs a SM; at most 16 splits of 4 chunks
+
   using K = FwdScheduleKind;
   // d = 64 causal: 64 x 64 tiles at three CTAs per SM up to 2048 query rows.
   expect(64, true, 1, 1, K::kD64Short);

@@ -4,6 +4,11 @@
 // are instantiated from these in attention_fwd_impl.h. See docs/runtime.md.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+
 #include "napkin/attention.h"
 
 namespace napkin::detail {
@@ -102,6 +107,31 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
   if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
   if (a.head_dim == 128 && row_keys > 1024) return FwdScheduleKind::kD128Overlapped;
   return FwdScheduleKind::kPlain;
+}
+
+// How many slices a launch splits each tile's keys into (device::TileCoord in fmha_fwd.h): 1 where
+// `tiles` fill 80 % of the `resident` CTAs; else the fewest splits whose wave efficiency is within
+// 15 % of the best, each at least kMinChunks of the `chunks` a row may visit (a split pays a
+// tile's fixed cost: Q, the first S GEMM, the partial rows' write, the combine).
+// NAPKIN_ATTENTION_SPLITS=n (read once) takes n, at most one a chunk: for tests and tuning.
+inline int fwd_num_splits(int tiles, int resident, int chunks) {
+  static const int forced = [] {
+    const char* env = std::getenv("NAPKIN_ATTENTION_SPLITS");
+    return env != nullptr ? std::atoi(env) : 0;
+  }();
+  if (forced >= 1) return std::max(1, std::min(forced, chunks));
+  constexpr int kMinChunks = 4, kMaxSplits = 128;
+  if (static_cast<int64_t>(tiles) * 5 >= static_cast<int64_t>(resident) * 4) return 1;
+  const int most = std::min(kMaxSplits, chunks / kMinChunks);
+  auto efficiency = [&](int s) {
+    const double n = static_cast<double>(tiles) * s;
+    return n / (std::ceil(n / resident) * resident);
+  };
+  double best = 0;
+  for (int s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
+  for (int s = 1; s <= most; ++s)
+    if (efficiency(s) >= 0.85 * best) return s;
+  return 1;
 }
 
 }  // namespace napkin::detail

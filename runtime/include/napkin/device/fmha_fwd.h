@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -35,6 +36,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 
+#include "napkin/attention_schedule.h"
 #include "napkin/device/attention_fusion.h"
 #include "napkin/device/fragment.h"
 #include "napkin/device/pipeline.h"
@@ -253,17 +255,23 @@ struct FwdConfig {
 // ncu showed 80 % memory throughput at d = 128, causal, s = 512; see bench/NOTES.md.)
 // kBatchInner (Fusion::kSharesAcrossBatch): (head, batch)-major instead, so the CTAs running
 // together share a tensor that every batch reads (a bias table [h q k]) in L2.
+// Split along the keys (FwdParams::num_splits > 1, where a launch has too few tiles to fill the
+// GPU: decoding, long keys over few heads): a tile's visible chunks are cut into num_splits
+// slices, each its own tile, adjacent in the order; each writes its rows' partial O and LSE,
+// and fwd_combine_kernel merges them.
 struct TileCoord {
-  int m_block, head, batch;
+  int m_block, head, batch, split;
 };
 template <bool kBatchInner>
 struct TileScheduler {
-  int num_m_blocks, heads, batch;
+  int num_m_blocks, heads, batch, splits;
   __device__ TileCoord decode(int tile) const {
+    const int split = tile % splits;
+    tile /= splits;
     const int bh = tile / num_m_blocks;
     const int m_idx = tile - bh * num_m_blocks;
-    if constexpr (kBatchInner) return {num_m_blocks - 1 - m_idx, bh / batch, bh % batch};
-    return {num_m_blocks - 1 - m_idx, bh % heads, bh / heads};
+    if constexpr (kBatchInner) return {num_m_blocks - 1 - m_idx, bh / batch, bh % batch, split};
+    return {num_m_blocks - 1 - m_idx, bh % heads, bh / heads, split};
   }
 };
 
@@ -287,6 +295,12 @@ struct FwdParams {
   const uint16_t* chunk_list = nullptr;
   const int* chunk_count = nullptr;
   int chunks_per_row = 0;
+  // Split along the keys (TileCoord): num_splits > 1 writes split s's O, normalised by its own
+  // sum, at o_partial[((s * batch + b) * heads_q + h) * seqlen_q + q][0, head dim) (f32) and
+  // its LSE (-inf where the split sees no key of the row) at lse_partial[same index / head dim].
+  int num_splits = 1;
+  float* o_partial = nullptr;
+  float* lse_partial = nullptr;
 };
 
 template <class Cfg>
@@ -312,7 +326,7 @@ __global__ void fwd_chunk_lists_kernel(FwdParams<Cfg> const p, uint16_t* list, i
   const int tile = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
   if (tile >= p.num_tiles) return;
   const int bh = tile / p.num_m_blocks, m_block = tile - bh * p.num_m_blocks;
-  const TileCoord tc{m_block, bh % p.heads_q, bh / p.heads_q};
+  const TileCoord tc{m_block, bh % p.heads_q, bh / p.heads_q, 0};
   int written = 0;
   for (int base = 0; base < p.chunks_per_row; base += 32) {
     const int n = base + lane;
@@ -399,6 +413,16 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range_by_warp(FwdParams<Cfg> con
   return {begin, last + 1};
 }
 
+// Split tc.split's slice of a tile's chunks (its steps, for a chunk list): even slices of the
+// visible range; empty where the range has fewer steps than splits.
+template <class Cfg>
+__device__ __forceinline__ ChunkRange fwd_split_range(FwdParams<Cfg> const& p, TileCoord tc, ChunkRange range) {
+  if (p.num_splits == 1) return range;
+  const int per = (range.end - range.begin + p.num_splits - 1) / p.num_splits;
+  const int begin = range.begin + tc.split * per, end = min(range.end, begin + per);
+  return begin < end ? ChunkRange{begin, end} : ChunkRange{0, 0};
+}
+
 // The key chunk a tile visits at step `step` of its n_blocks (Cfg::kLastChunkFirst).
 template <class Cfg>
 __device__ __forceinline__ int fwd_chunk_at_step(int step, int n_blocks) {
@@ -410,7 +434,8 @@ __device__ __forceinline__ int fwd_chunk_at_step(int step, int n_blocks) {
 template <class Cfg>
 __device__ __forceinline__ int fwd_chunk_of(FwdParams<Cfg> const& p, TileCoord tc, ChunkRange range, int step) {
   if constexpr (Cfg::kChunkLists)
-    if (p.chunk_list != nullptr) return p.chunk_list[static_cast<int64_t>(fwd_tile_index(p, tc)) * p.chunks_per_row + step];
+    if (p.chunk_list != nullptr)
+      return p.chunk_list[static_cast<int64_t>(fwd_tile_index(p, tc)) * p.chunks_per_row + range.begin + step];
   return range.begin + fwd_chunk_at_step<Cfg>(step, range.end - range.begin);
 }
 
@@ -471,7 +496,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
-  const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch};
+  const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch, p.num_splits};
 
   if (threadIdx.x == 0) {
     // The TMA descriptors (kernel parameters) fetched while the barriers are set up, rather than
@@ -546,7 +571,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if constexpr (!Cfg::kCausal && Cfg::kStaggerClocksPerChunk > 0) {
         const int grid = static_cast<int>(gridDim.x), later = p.num_tiles % grid;  // CTAs [later, grid)
         if (p.num_tiles > grid && later != 0 && static_cast<int>(blockIdx.x) >= later) {
-          const long long delay = static_cast<long long>(fwd_chunk_range<Cfg>(p, sched.decode(0)).end) *
+          const TileCoord first = sched.decode(0);
+          const ChunkRange chunks = fwd_split_range(p, first, fwd_chunk_range<Cfg>(p, first));
+          const long long delay = static_cast<long long>(chunks.end - chunks.begin) *
                                   Cfg::kStaggerClocksPerChunk * (static_cast<int>(blockIdx.x) - later + 1) / (grid - later);
           const long long t0 = clock64();
           while (clock64() - t0 < delay) __nanosleep(128);
@@ -570,7 +597,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           return false;
         }
         const TileCoord tc = sched.decode(tile);
-        const ChunkRange range = Cfg::kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc);
+        const ChunkRange range = fwd_split_range(p, tc, Cfg::kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc));
         const int n_blocks = range.end - range.begin;
         ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
         atomicExch(&ss.tile_idx[qb], tile);
@@ -878,13 +905,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       int last_v_stage = 0;  // the V stage of the tile's last chunk
       // The rows' 1/sum and LSE (the LSE written to global if asked for).
       float inv_sum[2], lse[2];
+      // Split along the keys: row `row` of this split's partial rows (FwdParams::o_partial,
+      // lse_partial). (Computed where used: kept live over the chunk loop, it spilled.)
+      const bool split = p.num_splits > 1;
+      auto partial_row = [&](int row) {
+        return ((static_cast<int64_t>(tc.split) * p.batch + tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row;
+      };
       auto finish_rows = [&]() {
         if constexpr (!Fusion::kNormalise) {
-          inv_sum[0] = inv_sum[1] = 1.f;  // (no LSE: the host refuses an LSE output)
+          inv_sum[0] = inv_sum[1] = 1.f;  // (no LSE: the host refuses an LSE output; partial sums add up)
           return;
         }
         softmax.finish(scale_log2, inv_sum, lse);
-        if (p.lse != nullptr && (lane & 3) == 0) {
+        if (split) {
+          if ((lane & 3) == 0) {
+            CUTE_UNROLL
+            for (int r = 0; r < 2; ++r) {
+              const int row = row0 + acc_row(warp_in_wg, lane, r);
+              if (row < p.seqlen_q) p.lse_partial[partial_row(row)] = inv_sum[r] > 0.f ? lse[r] : -INFINITY;
+            }
+          }
+        } else if (p.lse != nullptr && (lane & 3) == 0) {
           CUTE_UNROLL
           for (int r = 0; r < 2; ++r) {
             const int row = row0 + acc_row(warp_in_wg, lane, r);
@@ -992,6 +1033,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       }
 
       // -------------------------------------------------------------- epilogue
+      if (n_blocks == 0 && split) {
+        // No key of this split is visible to the rows: a partial of zeros, LSE -inf.
+        release_q();
+        for (int i = tid; i < 64 * kHeadDim; i += 128) {
+          const int row = row0 + i / kHeadDim;
+          if (row >= p.seqlen_q) continue;
+          p.o_partial[partial_row(row) * kHeadDim + i % kHeadDim] = 0.f;
+          if (Fusion::kNormalise && i % kHeadDim == 0) p.lse_partial[partial_row(row)] = -INFINITY;
+        }
+        continue;
+      }
       if (n_blocks == 0) {
         finish_rows();  // every row empty: LSE +inf
         release_q();  // (o_free counts only tiles that store O: nothing to signal here)
@@ -1015,15 +1067,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       }
       scale_rows<kHeadDim>(rO, inv_sum);
       if constexpr (Fusion::kEpilogue) {
-        // The diagram's code after the second contraction, per output element; the row's LSE
-        // as the reference defines it (-inf for a row that sees no key).
-        CUTE_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
-          const float row_lse = Fusion::kEpilogueUsesLse && inv_sum[r] > 0.f ? lse[r] : -INFINITY;
+        if (!split) {
+          // The diagram's code after the second contraction, per output element; the row's LSE
+          // as the reference defines it (-inf for a row that sees no key). (Split: in the combine.)
           CUTE_UNROLL
-          for (int j = 0; j < kHeadDim / 4; ++j)
-            rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, acc_col(lane, j));
+          for (int r = 0; r < 2; ++r) {
+            const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
+            const float row_lse = Fusion::kEpilogueUsesLse && inv_sum[r] > 0.f ? lse[r] : -INFINITY;
+            CUTE_UNROLL
+            for (int j = 0; j < kHeadDim / 4; ++j)
+              rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, acc_col(lane, j));
+          }
         }
       }
       trace(FwdEvent::kStoreStart, w);
@@ -1044,7 +1098,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       } else {
         cutlass::arch::NamedBarrier::sync(128, 1 + w);
       }
-      {
+      if (split) {
+        // The split's O in f32, straight from the accumulator to o_partial (a column pair a store).
+        CUTE_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + acc_row(warp_in_wg, lane, r);
+          if (row >= p.seqlen_q) continue;
+          float* dst = p.o_partial + partial_row(row) * kHeadDim;
+          CUTE_UNROLL
+          for (int j = 0; j < kHeadDim / 4; j += 2)
+            *reinterpret_cast<float2*>(dst + acc_col(lane, j)) = make_float2(rO(acc_index(r, j)), rO(acc_index(r, j + 1)));
+        }
+      } else {
         // O as Element, written with stmatrix (four 8x8 matrices per instruction, shared-memory
         // addressing) into the swizzled staging tile.
         Tensor rOe = make_tensor_like<Element>(rO);
@@ -1057,12 +1122,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       tma_store_fence();
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
       if (tid == 0) {
-        Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
-        Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
-                               make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));           // (64, D)
-        auto tma_o = p.tma_o.get_slice(0);
-        copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
-        tma_store_arrive();
+        if (!split) {
+          Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
+          Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
+                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
+          auto tma_o = p.tma_o.get_slice(0);
+          copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
+          tma_store_arrive();
+        }
         trace(FwdEvent::kStoreEnd, w);
         if constexpr (Cfg::kOInV) {
           // The V ring is free of this O once the store has read it: the producer's next V
@@ -1075,6 +1142,55 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     if (tid == 0) tma_store_wait<0>();
   }
 #endif
+}
+
+// Merges the splits' partial rows (FwdParams::num_splits > 1) into O, with the diagram's code
+// after the second contraction, and the LSE where asked: one warp a (batch, head, query) row.
+// Under a softmax, split s weighs exp(LSE_s - LSE) with LSE = log sum_s exp(LSE_s); a row no
+// split sees is empty (O the epilogue of 0, LSE +inf, as unsplit). Without one, the sums add.
+template <class Cfg>
+__global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
+  using Fusion = typename Cfg::Fusion;
+  constexpr int kHeadDim = Cfg::kHeadDim, kPerLane = kHeadDim / 32;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (row >= rows) return;
+  const int q = static_cast<int>(row % p.seqlen_q);
+  const int head = static_cast<int>(row / p.seqlen_q % p.heads_q), batch = static_cast<int>(row / p.seqlen_q / p.heads_q);
+  float acc[kPerLane] = {};
+  float row_lse = -INFINITY;
+  auto add = [&](int s, float weight) {
+    const float* src = p.o_partial + (s * rows + row) * kHeadDim + lane * kPerLane;
+    CUTE_UNROLL
+    for (int e = 0; e < kPerLane; ++e) acc[e] = fmaf(weight, src[e], acc[e]);
+  };
+  if constexpr (Fusion::kNormalise) {
+    float top = -INFINITY;
+    for (int s = 0; s < p.num_splits; ++s) top = fmaxf(top, p.lse_partial[s * rows + row]);
+    if (top != -INFINITY) {
+      float total = 0.f;
+      for (int s = 0; s < p.num_splits; ++s) {
+        const float weight = __expf(p.lse_partial[s * rows + row] - top);
+        if (weight > 0.f) add(s, weight);
+        total += weight;
+      }
+      CUTE_UNROLL
+      for (int e = 0; e < kPerLane; ++e) acc[e] /= total;
+      row_lse = top + __logf(total);
+    }
+  } else {
+    for (int s = 0; s < p.num_splits; ++s) add(s, 1.f);
+  }
+  typename Cfg::Element* dst = p.o + batch * p.o_strides[0] + q * p.o_strides[1] + head * p.o_strides[2] + lane * kPerLane;
+  CUTE_UNROLL
+  for (int e = 0; e < kPerLane; ++e) {
+    float v = acc[e];
+    if constexpr (Fusion::kEpilogue)
+      v = Fusion::epilogue(p.fusion, v, Fusion::kEpilogueUsesLse ? row_lse : -INFINITY, batch, head, q, lane * kPerLane + e);
+    dst[e] = static_cast<typename Cfg::Element>(v);
+  }
+  if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? INFINITY : row_lse;
 }
 
 // The persistent grid's size on the current device: SMs x CTAs per SM (Cfg::kCtasPerSM, or
@@ -1150,7 +1266,6 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
 
   int resident_ctas = 0;
   if (cudaError_t err = fmha_fwd_resident_ctas<Cfg>(&resident_ctas); err != cudaSuccess) return err;
-  dim3 grid(std::min(p.num_tiles, resident_ctas));
   p.tile_counter = tile_counter;
   // Chunk lists (Cfg::kChunkLists): stream-ordered memory, listed by a pre-pass and freed after
   // the kernel; past 256 MB (or 65,536 chunks a row) the kernel takes ranges instead.
@@ -1170,12 +1285,35 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
       p.chunk_count = count;
     }
   }
+  // Split along the keys where the tiles are too few (fwd_num_splits): the partial rows in
+  // stream-ordered memory, merged by fwd_combine_kernel, freed after it.
+  const int chunks = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  p.num_splits = napkin::detail::fwd_num_splits(p.num_tiles, resident_ctas, chunks);
+  void* partial = nullptr;
+  const int64_t rows = static_cast<int64_t>(batch) * heads_q * seqlen_q;
+  if (p.num_splits > 1) {
+    const size_t bytes = static_cast<size_t>(p.num_splits) * rows * (Cfg::kHeadDim + 1) * sizeof(float);
+    if (cudaError_t err = cudaMallocAsync(&partial, bytes, stream); err != cudaSuccess) {
+      if (lists != nullptr) cudaFreeAsync(lists, stream);
+      return err;
+    }
+    p.o_partial = static_cast<float*>(partial);
+    p.lse_partial = p.o_partial + static_cast<int64_t>(p.num_splits) * rows * Cfg::kHeadDim;
+    p.num_tiles *= p.num_splits;
+  }
+  dim3 grid(std::min(p.num_tiles, resident_ctas));
   fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   cudaError_t err = cudaGetLastError();
-  if (lists != nullptr) {
-    const cudaError_t freed = cudaFreeAsync(lists, stream);
-    if (err == cudaSuccess) err = freed;
+  if (p.num_splits > 1 && err == cudaSuccess) {
+    constexpr int kRowsPerCta = 8;
+    fwd_combine_kernel<Cfg><<<static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta), 32 * kRowsPerCta, 0, stream>>>(p);
+    err = cudaGetLastError();
   }
+  for (void* buffer : {lists, partial})
+    if (buffer != nullptr) {
+      const cudaError_t freed = cudaFreeAsync(buffer, stream);
+      if (err == cudaSuccess) err = freed;
+    }
   return err;
 }
 
