@@ -85,7 +85,7 @@ def main():
                 errors[name] = f"failed: {str(e).splitlines()[0][:100]}"
         ms = timer.medians(valid)
         kv_bytes = 2 * b * s * KV_HEADS * D * 2
-        line = "  ".join(f"{n} {ms[n] * 1e3:8.1f} us ({kv_bytes / ms[n] / 1e9:5.0f} GB/s)" for n in ms)
+        line = "  ".join(f"{n} {ms[n] * 1e3:8.1f} us ({kv_bytes / ms[n] / 1e6:5.0f} GB/s)" for n in ms)
         invalid = [f"{n} INVALID ({errors[n]})" for n in fns if n not in valid]
         print(f"b={b:3d} cache={s:6d}  {line}  {' '.join(invalid)}", flush=True)
         rows.append({"run": info["run"], "case": "decode", "batch": b, "cache": s, "heads": HEADS, "kv_heads": KV_HEADS,

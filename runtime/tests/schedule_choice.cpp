@@ -19,6 +19,7 @@ const char* name(FwdScheduleKind k) {
     case FwdScheduleKind::kD128Long: return "d128 long";
     case FwdScheduleKind::kD128Overlapped: return "d128 overlapped";
     case FwdScheduleKind::kD64TwoGroups: return "d64 two warpgroups";
+    case FwdScheduleKind::kD128ShortRows: return "d128 short rows";
   }
   return "?";
 }
@@ -59,6 +60,14 @@ int main() {
   expect_splits(2, 396, 64, 14);     // three CTAs a SM; at most 16 splits of 4 chunks
 
   using K = FwdScheduleKind;
+  // At most 64 query rows a head (decoding): 64-row tiles, whatever the keys and the mask.
+  expect(64, false, 1, 131072, K::kD64Short);
+  expect(64, false, 64, 64, K::kD64Short);
+  expect(128, false, 1, 131072, K::kD128ShortRows);
+  expect(128, true, 64, 8192, K::kD128ShortRows);
+  expect(128, false, 65, 8192, K::kD128Long);
+  expect(256, false, 1, 8192, K::kPlain);
+  expect(64, false, 1, 8192, K::kD64TwoGroups, -1, false, true);  // staged score inputs: two warpgroups
   // d = 64 causal: 64 x 64 tiles at three CTAs per SM up to 2048 query rows.
   expect(64, true, 1, 1, K::kD64Short);
   expect(64, true, 2048, 2048, K::kD64Short);
@@ -67,7 +76,7 @@ int main() {
   // d = 64 non-causal: the padded schedule where >= 1/16 of the 192-row tiles' warpgroups idle.
   expect(64, false, 512, 512, K::kD64Padded);     // 8 of 9 warpgroups used
   expect(64, false, 1024, 1024, K::kD64Padded);   // 16 of 18
-  expect(64, false, 17, 17, K::kD64Padded);       // 1 of 3
+  expect(64, false, 65, 65, K::kD64Padded);       // 2 of 3
   expect(64, false, 2048, 2048, K::kPlain);       // 32 of 33
   expect(64, false, 2100, 2100, K::kPlain);       // 33 of 33
   expect(64, false, 960, 960, K::kPlain);         // 15 of 15
@@ -78,14 +87,14 @@ int main() {
   expect(128, false, 1025, 1025, K::kD128Overlapped);
   expect(128, false, 1024, 1024, K::kPlain);
   expect(128, false, 512, 512, K::kPlain);
-  expect(128, false, 17, 2049, K::kD128Long);
+  expect(128, false, 65, 2049, K::kD128Long);
   expect(128, false, 4097, 2048, K::kD128Overlapped);
   expect(128, false, 4097, 1024, K::kPlain);
   expect(128, false, 16384, 16384, K::kD128Long);
   // d = 128 causal: 128-key chunks, the softmax overlapped with P V past 1024 keys.
   expect(128, true, 1024, 1024, K::kPlain);
   expect(128, true, 512, 512, K::kPlain);
-  expect(128, true, 17, 1025, K::kD128Overlapped);
+  expect(128, true, 65, 1025, K::kD128Overlapped);
   expect(128, true, 2048, 1024, K::kPlain);
   expect(128, true, 16384, 16384, K::kD128Overlapped);
   // A mask whose tiles visit few keys at any length (a window, local chunks) takes the schedules

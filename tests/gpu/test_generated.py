@@ -29,6 +29,7 @@ CASES = [
     {"b": 1, "h": 1, "g": 1, "r": 1, "q": 1, "k": 1},
     {"b": 1, "h": 2, "g": 2, "r": 3, "q": 520, "k": 520},
     {"b": 2, "h": 2, "g": 2, "r": 1, "q": 323, "k": 560},  # keys in whole 16-byte vectors of a bool mask
+    {"b": 2, "h": 2, "g": 2, "r": 2, "q": 5, "k": 700},    # decoding-like: the short-row schedules, keys split
 ]
 # Small params so the masks cut inside the tiles at these lengths (c not a power of two: the
 # kernel's floor(q / c) must land exact multiples on their integer, as the reference does).

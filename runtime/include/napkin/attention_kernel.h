@@ -140,10 +140,10 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   if constexpr (kHeadDim == 64 && Fusion::kStagedBytes > 0) {
     err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
   } else if constexpr (kHeadDim == 64) {
-    if constexpr (Fusion::kSkipsBlocks) {
-      if (kind == FwdScheduleKind::kD64Short) {
-        err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
-      } else if constexpr (Fusion::kBlockRowsFromTensors || kUnnormalised) {
+    if (kind == FwdScheduleKind::kD64Short) {
+      err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
+    } else if constexpr (Fusion::kSkipsBlocks) {
+      if constexpr (Fusion::kBlockRowsFromTensors || kUnnormalised) {
         err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
       } else {
         err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
@@ -155,6 +155,8 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
       else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
     }
   } else if constexpr (kHeadDim == 128) {
+    if (kind == FwdScheduleKind::kD128ShortRows)
+      return finish(run_fused<Fusion, Element, 128, FwdScheduleD128ShortRows>(a, fusion, stream));
     // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
     if constexpr (!Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise) {
       if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream));

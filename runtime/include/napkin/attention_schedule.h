@@ -78,6 +78,17 @@ struct FwdScheduleD128Long : FwdSchedule<128> { static constexpr int kBlockN = 1
 // (bench/NOTES.md, v34).
 struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSoftmaxOverlapsPV = true; };
 
+// Short query rows (decoding, speculative drafts: at most 64 rows a head) at d = 128: 64-row
+// tiles, one consumer warpgroup, two CTAs per SM (64-key chunks, so that two fit), where the
+// 128-row schedules compute a second warpgroup of padding; Q in registers, as d = 64's short
+// schedule (from shared memory, the S GEMM's descriptors left uniform registers: 2 R2UR a
+// HGMMA). (d = 64 takes its short schedule.) Measured on the H100: bench/NOTES.md, 2026-11-26
+// (seventh).
+struct FwdScheduleD128ShortRows : FwdScheduleDefaults {
+  static constexpr int kBlockN = 64, kConsumerWGs = 1, kCtasPerSM = 2;
+  static constexpr bool kQInRegisters = true;
+};
+
 // Which of the schedules above a call takes (FwdSchedule<head_dim> where none of the others).
 // runtime/tests/schedule_choice.cpp checks the thresholds without a GPU; tests/gpu and
 // runtime/tests/sanitize_attention.cu run lengths on both sides of each, so every kernel is
@@ -88,7 +99,9 @@ struct FwdScheduleD128Overlapped : FwdSchedule<128> { static constexpr bool kSof
 // `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
 // `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
 // `unnormalised`: P is the score code's own value, summed plainly (no softmax; !kNormalise).
-enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups };
+enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups, kD128ShortRows };
+// Query rows a head at most for the short-row schedules: one 64-row tile.
+inline constexpr int kShortRows = 64;
 inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longest_visit = -1,
                                            bool rows_from_tensors = false, bool reads_score_tensors = false,
                                            bool unnormalised = false) {
@@ -96,6 +109,8 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
   if (a.head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
+  if (a.seqlen_q <= kShortRows && a.head_dim == 64) return FwdScheduleKind::kD64Short;
+  if (a.seqlen_q <= kShortRows && a.head_dim == 128) return FwdScheduleKind::kD128ShortRows;
   if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
   if (a.head_dim == 64 && ((rows_from_tensors && a.causal) || unnormalised)) return FwdScheduleKind::kD64TwoGroups;
   if (a.head_dim == 64 && !a.causal) {

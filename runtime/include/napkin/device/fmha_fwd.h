@@ -906,8 +906,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // The rows' 1/sum and LSE (the LSE written to global if asked for).
       float inv_sum[2], lse[2];
       // Split along the keys: row `row` of this split's partial rows (FwdParams::o_partial,
-      // lse_partial). (Computed where used: kept live over the chunk loop, it spilled.)
-      const bool split = p.num_splits > 1;
+      // lse_partial), read where used.
+      auto split_tile = [&]() { return p.num_splits > 1; };
       auto partial_row = [&](int row) {
         return ((static_cast<int64_t>(tc.split) * p.batch + tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row;
       };
@@ -917,7 +917,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           return;
         }
         softmax.finish(scale_log2, inv_sum, lse);
-        if (split) {
+        if (split_tile()) {
           if ((lane & 3) == 0) {
             CUTE_UNROLL
             for (int r = 0; r < 2; ++r) {
@@ -1033,7 +1033,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       }
 
       // -------------------------------------------------------------- epilogue
-      if (n_blocks == 0 && split) {
+      if (n_blocks == 0 && split_tile()) {
         // No key of this split is visible to the rows: a partial of zeros, LSE -inf.
         release_q();
         for (int i = tid; i < 64 * kHeadDim; i += 128) {
@@ -1067,7 +1067,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       }
       scale_rows<kHeadDim>(rO, inv_sum);
       if constexpr (Fusion::kEpilogue) {
-        if (!split) {
+        if (!split_tile()) {
           // The diagram's code after the second contraction, per output element; the row's LSE
           // as the reference defines it (-inf for a row that sees no key). (Split: in the combine.)
           CUTE_UNROLL
@@ -1098,7 +1098,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       } else {
         cutlass::arch::NamedBarrier::sync(128, 1 + w);
       }
-      if (split) {
+      if (split_tile()) {
         // The split's O in f32, straight from the accumulator to o_partial (a column pair a store).
         CUTE_UNROLL
         for (int r = 0; r < 2; ++r) {
@@ -1122,7 +1122,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       tma_store_fence();
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
       if (tid == 0) {
-        if (!split) {
+        if (!split_tile()) {
           Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
           Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
                                  make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
