@@ -714,13 +714,19 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   if (lib.handle == nullptr) return driver::failure(plain_error(fmt::format("cannot load {}: {}", b->library.string(), dlerror())), o.json);
   if (!o.library.empty()) {
     // The library must compute this diagram (up to sizes): same inputs, roles, dtypes, fused code.
+    // Of two query-row axes, the emitter makes the larger the query and the other the GQA group
+    // (AttentionForm): a kernel built at other sizes may have them the other way round and is
+    // still this diagram's, so the two roles compare equal.
     using Manifest = const char* (*)();
     auto manifest = reinterpret_cast<Manifest>(dlsym(lib.handle, "napkin_kernel_manifest"));
     if (manifest == nullptr) return driver::failure(plain_error(o.library + ": not a napkin kernel (no napkin_kernel_manifest)"), o.json);
     const json m = json::parse(manifest(), nullptr, false);
     auto shape_free = [](json j) {
       for (json& t : j["inputs"])
-        for (json& a : t["axes"]) a.erase("size");
+        for (json& a : t["axes"]) {
+          a.erase("size");
+          if (a.value("role", "") == "group") a["role"] = "query";
+        }
       return json{j["inputs"], j["fusion"], j["head_dim"], j["element"]};
     };
     if (m.is_discarded() || shape_free(m) != shape_free(b->manifest))

@@ -221,6 +221,26 @@ def test_napkin_run_binds_the_params_it_is_given(p, tmp_path):
     assert r.stdout.count(": ok") == 2, r.stdout
 
 
+def test_napkin_run_at_other_sizes_than_built(tmp_path):
+    """gqa built at its own sizes (4096 queries over groups of 8: q the query axis, r the group)
+    runs and validates at 5 queries, where a build would take r for the query axis (the larger
+    of the two)."""
+    root = os.environ.get("NAPKIN_KERNELS")
+    lib = pathlib.Path(root) / "gqa" / "libkernel.so" if root else None
+    if lib is None or not lib.exists():
+        lib = tmp_path / "gqa" / "libkernel.so"
+        r = subprocess.run([napkin_bin(), "build", str(diagram("gqa")), "--machine", "h100-sxm5", "-o", str(lib.parent)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    import json
+    head_dim = json.loads((lib.parent / "manifest.json").read_text())["head_dim"]
+    r = subprocess.run([napkin_bin(), "run", str(diagram("gqa")), "--machine", "h100-sxm5", "--library", str(lib),
+                        "--set", f"d={head_dim}", "--set", "q=5", "--set", "k=700", "--iters", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": ok") == 2, r.stdout
+
+
 def test_index_arithmetic_past_its_exact_range_is_refused():
     """alibi converts k - q to a float without the SFU (napkin::device::index_float), exactly
     below 2^22: a call of 2^21 tokens (|k - q| up to 2 x 2^21 by the emitter's bound) is refused

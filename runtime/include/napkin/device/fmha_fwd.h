@@ -266,8 +266,11 @@ template <bool kBatchInner>
 struct TileScheduler {
   int num_m_blocks, heads, batch, splits;
   __device__ TileCoord decode(int tile) const {
-    const int split = tile % splits;
-    tile /= splits;
+    int split = 0;
+    if (splits > 1) {  // (no division by a run-time value on every tile where nothing is split)
+      split = tile % splits;
+      tile /= splits;
+    }
     const int bh = tile / num_m_blocks;
     const int m_idx = tile - bh * num_m_blocks;
     if constexpr (kBatchInner) return {num_m_blocks - 1 - m_idx, bh / batch, bh % batch, split};
