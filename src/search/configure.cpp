@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "napkin/attention_schedule.h"  // runtime/include: the device library's split rule
 #include "sched/skip.h"
 
 namespace napkin::search {
@@ -421,8 +422,20 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
 
   // The whole diagram: CTAs of N * w_q rows per (batch) slice, in waves over the SMs.
   const double ctas = batch * ctas_per_slice;
-  const double waves = std::ceil(ctas / sms);
   const double chunks = std::ceil(static_cast<double>(d.axis(sh.stream).size) / static_cast<double>(c.chunk));
+  // Where the tiles fill under 80 % of the SMs (decoding), the device library splits each
+  // tile's stream into slices, each a CTA of its own (detail::fwd_num_splits), and a combine
+  // pass merges their partial rows: f32 accumulators and a statistic a row, written and read
+  // back once.
+  out.splits = napkin::detail::fwd_num_splits(static_cast<int>(std::min(ctas, 1e9)), static_cast<int>(sms),
+                                              static_cast<int>(std::min(chunks, 1e9)));
+  const double waves = std::ceil(ctas * out.splits / sms);
+  if (out.splits > 1) {
+    double partial_bytes = 0;
+    for (const ir::Output& o : d.outputs)
+      partial_bytes += elements(d, d.node(o.node), per_row) * rows_total * batch * (4.0 + 4.0 / std::max(1.0, elements(d, d.node(o.node), per_row)));
+    out.combine_s = 2.0 * out.splits * partial_bytes / m.bytes_per_s(arch::kL2);
+  }
   // Each tile also fills its pipeline before the first chunk computes: its resident inputs
   // (Q) and first chunks load at the SM's share of HBM bandwidth (§4), the chunks once per
   // sharing group. The store of the previous tile's output overlaps (persistent CTAs with
@@ -442,7 +455,9 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     for (ir::NodeId in : sched::mask_inputs(d, sh.stream)) out.mask_inputs.push_back(d.node(in).name);
   }
   out.predicted_time_s =
-      waves * (out.visited_fraction * chunks * rows_per_sm * out.period_clk_per_row / clock + out.tile_fill_s);
+      waves * (out.visited_fraction * std::ceil(chunks / out.splits) * rows_per_sm * out.period_clk_per_row / clock +
+               out.tile_fill_s) +
+      out.combine_s;
 
   // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
   sched::LevelSchedule smem, rmem;

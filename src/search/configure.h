@@ -109,7 +109,9 @@ struct Configuration {
   double tile_fill_s = 0;               // per tile: loading the resident inputs and first chunks
   double visited_fraction = 1;          // of (tile, chunk) blocks: the others a mask skips
   std::vector<std::string> mask_inputs; // inputs the masks read (their values skip no block here)
-  double predicted_time_s = 0;          // the whole diagram: waves x (visited x chunks x period + fill)
+  int splits = 1;                       // slices of the stream per tile where the tiles fill under 80 % of the SMs
+  double combine_s = 0;                 // splits > 1: the partial rows written and merged (HBM)
+  double predicted_time_s = 0;          // the whole diagram: waves x (visited x chunks / splits x period + fill) + combine
   std::optional<std::string> rejection;  // why this configuration is infeasible, if it is
   sched::Schedule schedule;             // the configuration as a schedule (smem and rmem levels)
 };
