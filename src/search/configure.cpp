@@ -431,9 +431,8 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
                                               static_cast<int>(std::min(chunks, 1e9)));
   const double waves = std::ceil(ctas * out.splits / sms);
   if (out.splits > 1) {
-    double partial_bytes = 0;
-    for (const ir::Output& o : d.outputs)
-      partial_bytes += elements(d, d.node(o.node), per_row) * rows_total * batch * (4.0 + 4.0 / std::max(1.0, elements(d, d.node(o.node), per_row)));
+    double partial_bytes = 0;  // a split's rows: each output's f32 values and the row's LSE
+    for (const ir::Output& o : d.outputs) partial_bytes += 4.0 * (elements(d, d.node(o.node), per_row) + 1) * rows_total * batch;
     out.combine_s = 2.0 * out.splits * partial_bytes / m.bytes_per_s(arch::kL2);
   }
   // Each tile also fills its pipeline before the first chunk computes: its resident inputs

@@ -200,45 +200,41 @@ def test_kernel_as_a_torch_operator():
     assert torch.equal(compiled(q, k, v), want * 2)
 
 
+def napkin_run(name, sets, tmp_path):
+    """`napkin run` of the example's kernel (from NAPKIN_KERNELS, else built here) at its head dim and
+    `sets`, timed twice: its output, after checking both validations passed."""
+    root = os.environ.get("NAPKIN_KERNELS")
+    lib = pathlib.Path(root) / name / "libkernel.so" if root else None
+    if lib is None or not lib.exists():
+        lib = tmp_path / name / "libkernel.so"
+        r = subprocess.run([napkin_bin(), "build", str(diagram(name)), "--machine", "h100-sxm5",
+                            "-o", str(lib.parent)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    import json
+    head_dim = json.loads((lib.parent / "manifest.json").read_text())["head_dim"]
+    cmd = [napkin_bin(), "run", str(diagram(name)), "--machine", "h100-sxm5", "--library", str(lib),
+           "--set", f"d={head_dim}", "--iters", "2"]
+    for s in sets:
+        cmd += ["--set", s]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(": ok") == 2, r.stdout
+    return r.stdout
+
+
 @pytest.mark.parametrize("p", [0, 150, 5000])
 def test_napkin_run_binds_the_params_it_is_given(p, tmp_path):
     """`napkin run --set p=...` validates and times the kernel at that param, not the diagram's
     default (prefix_lm: p = 0 is causal attention, 150 cuts inside the validation's 263 keys,
     5000 is past them)."""
-    root = os.environ.get("NAPKIN_KERNELS")
-    lib = pathlib.Path(root) / "prefix_lm" / "libkernel.so" if root else None
-    if lib is None or not lib.exists():
-        lib = tmp_path / "prefix_lm" / "libkernel.so"
-        r = subprocess.run([napkin_bin(), "build", str(diagram("prefix_lm")), "--machine", "h100-sxm5",
-                            "-o", str(lib.parent)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    import json
-    head_dim = json.loads((lib.parent / "manifest.json").read_text())["head_dim"]
-    r = subprocess.run([napkin_bin(), "run", str(diagram("prefix_lm")), "--machine", "h100-sxm5", "--library", str(lib),
-                        "--set", f"d={head_dim}", "--set", f"p={p}", "--set", "q=1000", "--set", "k=1000", "--iters", "2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count(": ok") == 2, r.stdout
+    napkin_run("prefix_lm", [f"p={p}", "q=1000", "k=1000"], tmp_path)
 
 
 def test_napkin_run_at_other_sizes_than_built(tmp_path):
     """gqa built at its own sizes (4096 queries over groups of 8: q the query axis, r the group)
     runs and validates at 5 queries, where a build would take r for the query axis (the larger
     of the two)."""
-    root = os.environ.get("NAPKIN_KERNELS")
-    lib = pathlib.Path(root) / "gqa" / "libkernel.so" if root else None
-    if lib is None or not lib.exists():
-        lib = tmp_path / "gqa" / "libkernel.so"
-        r = subprocess.run([napkin_bin(), "build", str(diagram("gqa")), "--machine", "h100-sxm5", "-o", str(lib.parent)],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    import json
-    head_dim = json.loads((lib.parent / "manifest.json").read_text())["head_dim"]
-    r = subprocess.run([napkin_bin(), "run", str(diagram("gqa")), "--machine", "h100-sxm5", "--library", str(lib),
-                        "--set", f"d={head_dim}", "--set", "q=5", "--set", "k=700", "--iters", "2"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count(": ok") == 2, r.stdout
+    napkin_run("gqa", ["q=5", "k=700"], tmp_path)
 
 
 def test_index_arithmetic_past_its_exact_range_is_refused():

@@ -127,14 +127,9 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
 // How many slices a launch splits each tile's keys into (device::TileCoord in fmha_fwd.h): 1 where
 // `tiles` fill 80 % of the `resident` CTAs; else the fewest splits whose wave efficiency is within
 // 15 % of the best, each at least kMinChunks of the `chunks` a row may visit (a split pays a
-// tile's fixed cost: Q, the first S GEMM, the partial rows' write, the combine).
-// NAPKIN_ATTENTION_SPLITS=n (read once) takes n, at most one a chunk: for tests and tuning.
+// tile's fixed cost: Q, the first S GEMM, the partial rows' write, the combine). The cost
+// model applies the same rule (search/configure.cpp).
 inline int fwd_num_splits(int tiles, int resident, int chunks) {
-  static const int forced = [] {
-    const char* env = std::getenv("NAPKIN_ATTENTION_SPLITS");
-    return env != nullptr ? std::atoi(env) : 0;
-  }();
-  if (forced >= 1) return std::max(1, std::min(forced, chunks));
   constexpr int kMinChunks = 4, kMaxSplits = 128;
   if (static_cast<int64_t>(tiles) * 5 >= static_cast<int64_t>(resident) * 4) return 1;
   const int most = std::min(kMaxSplits, chunks / kMinChunks);
@@ -147,6 +142,16 @@ inline int fwd_num_splits(int tiles, int resident, int chunks) {
   for (int s = 1; s <= most; ++s)
     if (efficiency(s) >= 0.85 * best) return s;
   return 1;
+}
+
+// The launch's split count: NAPKIN_ATTENTION_SPLITS=n (read once; at most one split a chunk)
+// where set, for tests and tuning, else fwd_num_splits.
+inline int fwd_launch_splits(int tiles, int resident, int chunks) {
+  static const int forced = [] {
+    const char* env = std::getenv("NAPKIN_ATTENTION_SPLITS");
+    return env != nullptr ? std::atoi(env) : 0;
+  }();
+  return forced >= 1 ? std::max(1, std::min(forced, chunks)) : fwd_num_splits(tiles, resident, chunks);
 }
 
 }  // namespace napkin::detail

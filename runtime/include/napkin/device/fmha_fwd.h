@@ -1288,10 +1288,10 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
       p.chunk_count = count;
     }
   }
-  // Split along the keys where the tiles are too few (fwd_num_splits): the partial rows in
+  // Split along the keys where the tiles are too few (fwd_launch_splits): the partial rows in
   // stream-ordered memory, merged by fwd_combine_kernel, freed after it.
   const int chunks = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  p.num_splits = napkin::detail::fwd_num_splits(p.num_tiles, resident_ctas, chunks);
+  p.num_splits = napkin::detail::fwd_launch_splits(p.num_tiles, resident_ctas, chunks);
   void* partial = nullptr;
   const int64_t rows = static_cast<int64_t>(batch) * heads_q * seqlen_q;
   if (p.num_splits > 1) {
