@@ -76,11 +76,13 @@ def split_top_level(args):
 
 def config_of(mangled):
     demangled = subprocess.run(["c++filt", mangled], capture_output=True, text=True, check=True).stdout.strip()
-    m = re.search(r"FwdConfig<(.*)>\s*>\s*\(", demangled)
+    # fmha_fwd_kernel<FwdConfig<...>, kSplit>(FwdParams<...>)
+    m = re.search(r"FwdConfig<(.*)>\s*,\s*(true|false)\s*>\s*\(", demangled)
     if not m:
         return {}
-    values = split_top_level(m.group(1))
-    return dict(zip(CONFIG_PARAMS, values))
+    config = dict(zip(CONFIG_PARAMS, split_top_level(m.group(1))))
+    config["kSplit"] = m.group(2)
+    return config
 
 
 def chunk_loop(function_sass):
@@ -126,7 +128,7 @@ def main():
             loops += 1
             cfg = config_of(name)
             label = ", ".join(f"{k}={cfg[k]}" for k in ("kHeadDim", "kBlockN", "kConsumerWGs", "kSkipIdleWarpgroups",
-                                                        "kSoftmaxOverlapsPV", "kQInRegisters") if k in cfg)
+                                                        "kSoftmaxOverlapsPV", "kQInRegisters", "kSplit") if k in cfg)
             r2ur_per_step = ops["R2UR"] / max(ops["HGMMA"], 1)
             print(f"{pathlib.Path(path).parent.name or path}: {label}: {ops['instructions']} instructions, "
                   f"{ops['HGMMA']} HGMMA, {ops['R2UR']} R2UR ({r2ur_per_step:.2f} a step), {ops['WARPSYNC']} WARPSYNC, "

@@ -52,8 +52,8 @@ if [[ $what == *sanitize* ]]; then
       # The GPU tests' params (PARAMS in tests/gpu/test_generated.py): masks that cut inside tiles.
       params=$(python3 -c "import ast; t=open('tests/gpu/test_generated.py').read(); print(' '.join('--set ' + x for x in ast.literal_eval(t.split('PARAMS = ', 1)[1].split(chr(10), 1)[0]).get('$n', [])))")
       # (q = 384: whole 192-row tiles, so that d = 64 runs its 192-key schedule; q = 5: the short-row
-      # schedules, their keys split.)
-      for sets in "" "--set k=560" "--set q=384 --set k=560" "--set q=5 --set k=700"; do tag=$(echo "$sets" | tr -d ' =-' | sed 's/set/_/g')
+      # schedules, their keys split; q = 1: decoding, a GQA group the rows.)
+      for sets in "" "--set k=560" "--set q=384 --set k=560" "--set q=5 --set k=700" "--set q=1 --set k=1000"; do tag=$(echo "$sets" | tr -d ' =-' | sed 's/set/_/g')
         echo "timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $NAPKIN_BIN run $src --machine h100-sxm5 --library $d/libkernel.so --set d=$dim --iters 0 $params $sets > $OUT/san_${tool}_${n}_d$dim$tag.log 2>&1; echo \"$tool ${n}_d$dim$tag exit \$?\""
       done
     done

@@ -47,16 +47,22 @@ char summarised_axis(const Node& x, const std::string& roles) {
   return q && k ? '2' : q ? 'q' : 'k';
 }
 
+// Whether an input holds one i32 value per tile: indexed by batch and heads alone (a sequence's
+// length, a per-head window). The block bound reads it as it is (a range of one value).
+bool per_tile_input(const Node& x, const std::string& roles) {
+  return x.op == OpKind::input && x.dtype == DType::i32 && roles.find_first_not_of("bhg") == std::string::npos;
+}
+
 // Whether `n` can be bounded over a block by the block bound's interval arithmetic: it depends
-// on indices, integral constants and summarised inputs (`aux`: input -> roles) alone, through
-// integer ops it knows.
+// on indices, integral constants, summarised and per-tile inputs (`aux`: input -> roles) alone,
+// through integer ops it knows.
 bool index_only(const Diagram& d_, NodeId n, const std::map<NodeId, std::string>& aux) {
   const Node& x = d_.node(n);
   switch (x.op) {
     case OpKind::iota: return true;
     case OpKind::input: {
       const auto it = aux.find(n);
-      return it != aux.end() && summarised_axis(x, it->second) != 0;
+      return it != aux.end() && (summarised_axis(x, it->second) != 0 || per_tile_input(x, it->second));
     }
     case OpKind::floor: {
       // floor(x / c) for a positive integral constant c: monotone in x.
@@ -891,6 +897,24 @@ class BodyWriter {
   }
 };
 
+// Whether the fused code reads the query row or the GQA group index: an index of either axis,
+// or an input that carries either. Where it reads neither, the two axes are interchangeable as
+// the tile's rows, and the launch takes the larger (Fusion::kQueryAxesInterchangeable).
+bool reads_query_axes(const Diagram& d, const AttentionForm& f) {
+  std::set<NodeId> seen;
+  std::vector<NodeId> todo{f.output};
+  while (!todo.empty()) {
+    const NodeId n = todo.back();
+    todo.pop_back();
+    if (n == f.q || n == f.k || n == f.v || !seen.insert(n).second) continue;
+    const Node& x = d.node(n);
+    if (x.op == OpKind::iota && (x.axis == f.query || x.axis == f.group)) return true;
+    if (x.op == OpKind::input && (has_axis(x, f.query) || (f.group >= 0 && has_axis(x, f.group)))) return true;
+    for (NodeId o : x.operands) todo.push_back(o);
+  }
+  return false;
+}
+
 // The score-shaped inputs (roles q and k) the score code reads, each with its byte offset among
 // them, which the kernel may stage through shared memory a chunk ahead; and every key-indexed
 // input (role k without q), which the kernel may copy into key rows (staged_inputs.h).
@@ -931,6 +955,14 @@ class BoundWriter {
     const bool logical = x.op == OpKind::logical_and || x.op == OpKind::logical_or || x.op == OpKind::logical_not;
     if (!logical && !index_only(d_, n, aux_))
       return values_[n] = x.dtype == DType::boolean ? "napkin::device::bv_unknown()" : "";
+    if (x.op == OpKind::input && per_tile_input(x, aux_.at(n))) {  // one value for the whole tile
+      per_tile_.insert(n);
+      costly_ = true;
+      const std::string name = fmt::format("r{}", n);
+      out += fmt::format("    const napkin::device::IntRange {} = napkin::device::irange(a.{}.at(b, h, 0, 0));\n", name,
+                         input_member(x.name));
+      return values_[n] = name;
+    }
     if (x.op == OpKind::input) {  // a summarised input: its [min, max] over the block's rows or keys
       const char axis = summarised_axis(x, aux_.at(n));
       summarised_[n] = axis;
@@ -1003,6 +1035,8 @@ class BoundWriter {
  public:
   // The inputs the bound read through block summaries, with the axis each is summarised along.
   const std::map<NodeId, char>& summarised() const { return summarised_; }
+  // Whether the bound reads tensors (summaries or per-tile inputs): a device function only.
+  bool reads_tensors() const { return !summarised_.empty() || !per_tile_.empty(); }
   // The params the bound divides by (floor(x / c)): each a napkin::device::Divisor in Args.
   const std::set<std::string>& divisors() const { return divisors_; }
   const std::set<std::string>& ranges() const { return ranges_; }
@@ -1018,6 +1052,7 @@ class BoundWriter {
   std::map<NodeId, std::string> aux_;
   std::map<NodeId, std::string> values_;
   std::map<NodeId, char> summarised_;
+  std::set<NodeId> per_tile_;
   std::set<std::string> divisors_;
   std::set<std::string> ranges_;
   bool costly_ = false;
@@ -1082,7 +1117,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   std::string block_fn;
   std::map<NodeId, char> summarised;
   std::set<std::string> divisors, ranges;
-  bool block_costly = false;
+  bool block_costly = false, block_reads_tensors = false;
   if (has_mask && f.skips_blocks) {
     std::string bbody;
     std::vector<std::string> bterms;
@@ -1094,10 +1129,11 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     divisors = bw.divisors();
     ranges = bw.ranges();
     block_costly = bw.costly();
+    block_reads_tensors = bw.reads_tensors();
     // A bound over indices and params alone is also a host function (kBlockOnHost).
     block_fn = fmt::format("  {}static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, "
                            "int k0, int k1) {{\n    const napkin::device::IntRange qr{{q0, q1}}, kr{{k0, k1}};\n",
-                           summarised.empty() ? "__host__ __device__ " : "__device__ ");
+                           block_reads_tensors ? "__device__ " : "__host__ __device__ ");
     block_fn += bbody + "    return " + combined + ";\n  }\n";
   }
   for (const AuxInput& x : f.aux)
@@ -1123,6 +1159,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
   if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
+  if (f.group >= 0 && !reads_query_axes(d, f))
+    out += "  static constexpr bool kQueryAxesInterchangeable = true;  // the fused code reads neither q nor g\n";
   const ReaderInputs reader = reader_inputs(d, f);
   if (!reader.staged.empty()) {
     int bytes = 0;
@@ -1156,7 +1194,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
       }))
     out += "  static constexpr bool kSharesAcrossBatch = true;\n";
   if (!block_fn.empty())
-    out += summarised.empty() ? "  static constexpr bool kBlockOnHost = true;\n" : "  static constexpr bool kBlockReadsTensors = true;\n";
+    out += block_reads_tensors ? "  static constexpr bool kBlockReadsTensors = true;\n" : "  static constexpr bool kBlockOnHost = true;\n";
   if (block_costly) out += "  static constexpr bool kBlockCostly = true;  // the producer warp evaluates block()\n";
   // A summary over query rows (axis 'q', or both: '2') makes the visible blocks follow the
   // tensor's row blocks.

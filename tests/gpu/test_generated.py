@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "python"))
 EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
             "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
-            "key_inputs"]
+            "key_inputs", "gqa_decode"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -30,6 +30,7 @@ CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 3, "q": 520, "k": 520},
     {"b": 2, "h": 2, "g": 2, "r": 1, "q": 323, "k": 560},  # keys in whole 16-byte vectors of a bool mask
     {"b": 2, "h": 2, "g": 2, "r": 2, "q": 5, "k": 700},    # decoding-like: the short-row schedules, keys split
+    {"b": 3, "h": 2, "g": 2, "r": 6, "q": 1, "k": 1000},   # decoding: a GQA group's heads as the tile's rows
 ]
 # Small params so the masks cut inside the tiles at these lengths (c not a power of two: the
 # kernel's floor(q / c) must land exact multiples on their integer, as the reference does).
@@ -48,12 +49,15 @@ def kernel_for(name):
     return napkin_kernels.build(diagram(name))
 
 
-def random_input(spec, shape, gen):
+def random_input(spec, shape, gen, keys=None):
     """Inputs as users pass them: N(0, 1) operands; positive scales and slopes; bool masks in runs
     (kept, dropped, or kept with probability 0.8) and sorted document ids of 1-400 tokens, so
-    that the block summaries meet tiles wholly visible, wholly hidden and mixed."""
+    that the block summaries meet tiles wholly visible, wholly hidden and mixed; an i32 per
+    sequence or head (a length) uniform in [0, keys]."""
     import torch
     dt = spec["dtype"]
+    if dt == "i32" and keys and not any(a["role"] in ("query", "key") for a in spec["axes"]):
+        return torch.randint(0, keys + 1, shape, generator=gen, dtype=torch.int32)
     if dt == "bool":
         # Runs of 97 along the last dim, shifted every 61 along the one before it (a [b q k] mask
         # then differs between groups of rows too).
@@ -123,7 +127,7 @@ def check_against_reference(name, case, strided=None):
     inputs = {}
     for spec in kernel.inputs:
         shape = [sizes.get(a["name"], a["size"]) for a in spec["axes"]]
-        inputs[spec["name"]] = random_input(spec, shape, gen)
+        inputs[spec["name"]] = random_input(spec, shape, gen, keys=sizes.get("k"))
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         reference(name, sets, inputs, tmp / "f64")

@@ -248,9 +248,46 @@ struct AttentionSpec {
 // napkin_kernel_launch of a generated kernel: binds Q, K, V and O by `spec`, then the fused
 // code's own inputs and params and the block summaries its mask reads
 // (`bind_fusion(TensorBinder&, Fusion::Args&, BlockSummaries&)`), checks, launches.
+// `roles` with the query row and the GQA group exchanged ('q' <-> 'g'), into `out`.
+inline const char* exchange_query_roles(const char* roles, char (&out)[16]) {
+  std::size_t i = 0;
+  for (; roles[i] != 0 && i + 1 < sizeof out; ++i) out[i] = roles[i] == 'q' ? 'g' : roles[i] == 'g' ? 'q' : roles[i];
+  out[i] = 0;
+  return out;
+}
+
+// `spec` with the query row and the GQA group exchanged where the fused code reads neither
+// (Fusion::kQueryAxesInterchangeable) and the group is the larger: its heads then share a tile's
+// rows and read each K/V chunk once (decoding: one query row, the group's heads as rows). Only
+// where Q and O allow it: the new group (the query rows) must merge with the KV heads.
+template <class Fusion>
+AttentionSpec with_larger_axis_as_rows(const AttentionSpec& spec, const napkin_tensor* tensors, int32_t count,
+                                       char (&q_roles)[16], char (&o_roles)[16]) {
+  if constexpr (!Fusion::kQueryAxesInterchangeable) {
+    return spec;
+  } else {
+    const int element = spec.dtype == AttentionDType::kBF16 ? NAPKIN_BF16 : NAPKIN_F16;
+    TensorBinder probe(tensors, count);
+    const napkin_tensor* q = probe.bind(spec.q, element, exchange_query_roles(spec.q_roles, q_roles));
+    const napkin_tensor* o = probe.bind(spec.o, element, exchange_query_roles(spec.o_roles, o_roles));
+    if (!probe.error().empty() || probe.size('q') <= probe.size('g')) return spec;
+    const int64_t group = probe.size('g');
+    for (auto [t, roles] : {std::pair{q, q_roles}, std::pair{o, o_roles}})
+      if (group > 1 && probe.size('h') > 1 &&
+          TensorBinder::stride(t, roles, 'h') != group * TensorBinder::stride(t, roles, 'g'))
+        return spec;
+    AttentionSpec exchanged = spec;
+    exchanged.q_roles = q_roles;
+    exchanged.o_roles = o_roles;
+    return exchanged;
+  }
+}
+
 template <class Fusion, class Element, int kHeadDim, class BindFusion>
-int32_t launch_generated(const AttentionSpec& spec, BindFusion bind_fusion, const napkin_tensor* tensors,
+int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, const napkin_tensor* tensors,
                          int32_t count, void* stream, char* err, int32_t err_len) {
+  char q_roles[16], o_roles[16];
+  AttentionSpec spec = with_larger_axis_as_rows<Fusion>(declared, tensors, count, q_roles, o_roles);
   const int element = spec.dtype == AttentionDType::kBF16 ? NAPKIN_BF16 : NAPKIN_F16;
   TensorBinder tb(tensors, count);
   const napkin_tensor* q = tb.bind(spec.q, element, spec.q_roles);

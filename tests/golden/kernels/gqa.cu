@@ -13,6 +13,7 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kQueryAxesInterchangeable = true;  // the fused code reads neither q nor g
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

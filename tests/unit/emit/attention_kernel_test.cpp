@@ -105,6 +105,42 @@ TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
   EXPECT_EQ(form("sliding_window").params.size(), 1u);
 }
 
+// Where the fused code reads neither the query row nor the GQA group, the launch may make either
+// the tile's rows (decoding packs a KV group's heads into one tile); any read of either keeps the
+// build's roles.
+TEST(AttentionKernel, MarksQueryAxesInterchangeableOnlyWhereNothingReadsThem) {
+  const std::string head = "axes b=2 g=4 r=8 q=64 k=300 d=64\nin Q[b g r q d] bf16\nin K[b g k d] bf16\nin V[b g k d] bf16\n";
+  const std::string tail = "O = contract(P, V over k) as bf16\nout O[b q g r d]\n";
+  struct Case {
+    const char* name;
+    std::string body;
+    bool interchangeable;
+  } cases[] = {
+      {"plain", "S = contract(Q, K over d) * 0.125\nP = softmax(S over k)\n", true},
+      {"key padding", "in keep[b k] bool\nS = contract(Q, K over d) * 0.125\nP = softmax(select(keep, S, -inf) over k)\n",
+       true},
+      {"per KV head bias", "in bias[g k] f32\nS = contract(Q, K over d) * 0.125 + bias\nP = softmax(S over k)\n", true},
+      {"causal", "S = contract(Q, K over d) * 0.125\nP = softmax(select(q >= k, S, -inf) over k)\n", false},
+      {"per query head slope", "in slope[r] f32\nS = contract(Q, K over d) * 0.125 + slope * k\nP = softmax(S over k)\n",
+       false},
+      {"row input", "in seg[b q] i32\nin kseg[b k] i32\nS = contract(Q, K over d) * 0.125\n"
+                    "P = softmax(select(seg == kseg, S, -inf) over k)\n", false},
+  };
+  for (const Case& c : cases) {
+    const Loaded l = parse(std::string(c.name) + ".napkin", head + c.body + tail);
+    const std::string cu = emit_for(l);
+    EXPECT_EQ(cu.find("kQueryAxesInterchangeable = true") != std::string::npos, c.interchangeable) << c.name;
+  }
+  // The test diagram of GQA decoding (a length per sequence, bounded per tile as it is read).
+  const auto path = testing::source_dir() / "tests" / "diagrams" / "gqa_decode.napkin";
+  const std::string decode = emit_for(parse("tests/diagrams/gqa_decode.napkin", testing::read_text(path)));
+  EXPECT_NE(decode.find("kQueryAxesInterchangeable = true"), std::string::npos);
+  EXPECT_NE(decode.find("kSkipsBlocks = true"), std::string::npos);
+  testing::expect_golden("kernels/gqa_decode.cu", decode);
+  // Without a group there is nothing to exchange.
+  EXPECT_EQ(emit_for(example("attention")).find("kQueryAxesInterchangeable"), std::string::npos);
+}
+
 // The score's factor free of rows and keys is taken out of the per-score code and folded into the
 // softmax's exponent: at compile time where it is a positive constant, else per (batch, head)
 // tile, signed; terms added beside the scores are divided by the factor below them.

@@ -79,7 +79,7 @@ struct FusionDefaults {
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = true,
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false, kBlockCostly = false,
-                        kSharesAcrossBatch = false, kScoreFactor = false;
+                        kSharesAcrossBatch = false, kScoreFactor = false, kQueryAxesInterchangeable = false;
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
   static constexpr int kStagedBytes = 0, kKeyRowInputs = 0, kKeyRowBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)

@@ -418,9 +418,9 @@ __device__ __forceinline__ ChunkRange fwd_chunk_range_by_warp(FwdParams<Cfg> con
 
 // Split tc.split's slice of a tile's chunks (its steps, for a chunk list): even slices of the
 // visible range; empty where the range has fewer steps than splits.
-template <class Cfg>
+template <bool kSplit, class Cfg>
 __device__ __forceinline__ ChunkRange fwd_split_range(FwdParams<Cfg> const& p, TileCoord tc, ChunkRange range) {
-  if (p.num_splits == 1) return range;
+  if constexpr (!kSplit) return range;
   const int per = (range.end - range.begin + p.num_splits - 1) / p.num_splits;
   const int begin = range.begin + tc.split * per, end = min(range.end, begin + per);
   return begin < end ? ChunkRange{begin, end} : ChunkRange{0, 0};
@@ -482,7 +482,9 @@ __device__ __forceinline__ void pingpong_pass_turn(bool on, int w) {
   if (on) cutlass::arch::NamedBarrier::arrive(256, 8 + (w + 1) % kWGs);
 }
 
-template <class Cfg>
+// kSplit: launched with num_splits > 1 (an instantiation of its own, so that the unsplit kernel
+// compiles without the split's branches).
+template <class Cfg, bool kSplit>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kernel(CUTE_GRID_CONSTANT FwdParams<Cfg> const p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cute;
@@ -499,7 +501,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int wg = warp / 4;
-  const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch, p.num_splits};
+  const TileScheduler<Fusion::kSharesAcrossBatch> sched{p.num_m_blocks, p.heads_q, p.batch, kSplit ? p.num_splits : 1};
 
   if (threadIdx.x == 0) {
     // The TMA descriptors (kernel parameters) fetched while the barriers are set up, rather than
@@ -575,7 +577,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         const int grid = static_cast<int>(gridDim.x), later = p.num_tiles % grid;  // CTAs [later, grid)
         if (p.num_tiles > grid && later != 0 && static_cast<int>(blockIdx.x) >= later) {
           const TileCoord first = sched.decode(0);
-          const ChunkRange chunks = fwd_split_range(p, first, fwd_chunk_range<Cfg>(p, first));
+          const ChunkRange chunks = fwd_split_range<kSplit>(p, first, fwd_chunk_range<Cfg>(p, first));
           const long long delay = static_cast<long long>(chunks.end - chunks.begin) *
                                   Cfg::kStaggerClocksPerChunk * (static_cast<int>(blockIdx.x) - later + 1) / (grid - later);
           const long long t0 = clock64();
@@ -600,7 +602,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           return false;
         }
         const TileCoord tc = sched.decode(tile);
-        const ChunkRange range = fwd_split_range(p, tc, Cfg::kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc));
+        const ChunkRange range = fwd_split_range<kSplit>(p, tc, Cfg::kWarpSearch ? ss.searched : fwd_chunk_range<Cfg>(p, tc));
         const int n_blocks = range.end - range.begin;
         ss.tile_range[qb] = range;  // (read by the consumers after q_bar, as tile_idx)
         atomicExch(&ss.tile_idx[qb], tile);
@@ -910,7 +912,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       float inv_sum[2], lse[2];
       // Split along the keys: row `row` of this split's partial rows (FwdParams::o_partial,
       // lse_partial), read where used.
-      auto split_tile = [&]() { return p.num_splits > 1; };
+      constexpr auto split_tile = []() { return kSplit; };
       auto partial_row = [&](int row) {
         return ((static_cast<int64_t>(tc.split) * p.batch + tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row;
       };
@@ -1208,8 +1210,10 @@ cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
   if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
   if (device < kMaxDevices && (*resident_ctas = known[device].load(std::memory_order_acquire)) > 0)
     return cudaSuccess;
-  auto kernel = fmha_fwd_kernel<Cfg>;
+  auto kernel = fmha_fwd_kernel<Cfg, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess)
+    err = cudaFuncSetAttribute(fmha_fwd_kernel<Cfg, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   int num_sms = 0, ctas_per_sm = 0;
   if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
@@ -1305,7 +1309,8 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
     p.num_tiles *= p.num_splits;
   }
   dim3 grid(std::min(p.num_tiles, resident_ctas));
-  fmha_fwd_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  if (p.num_splits > 1) fmha_fwd_kernel<Cfg, true><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  else fmha_fwd_kernel<Cfg, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   cudaError_t err = cudaGetLastError();
   if (p.num_splits > 1 && err == cudaSuccess) {
     constexpr int kRowsPerCta = 8;
