@@ -206,9 +206,11 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
     const bool has_b = std::strchr(roles, 'b'), has_h = std::strchr(roles, 'h'), has_g = std::strchr(roles, 'g');
     st->b = has_b ? TensorBinder::stride(t, roles, 'b') : extent;
     st->s = TensorBinder::stride(t, roles, seq);
-    if (has_g) {
+    // The kernel's head index is h * G + g: g's stride where G > 1 (h's must then be G times
+    // it), else h's (a group of one head, whatever its stride, has index 0).
+    if (has_g && (group > 1 || !has_h)) {
       st->h = TensorBinder::stride(t, roles, 'g');
-      if (has_h && tb.size('h') > 1 && group > 1 && TensorBinder::stride(t, roles, 'h') != group * st->h)
+      if (has_h && tb.size('h') > 1 && TensorBinder::stride(t, roles, 'h') != group * st->h)
         return std::string("tensor '") + name + "': its KV-head stride must be " + std::to_string(group) +
                " times its group stride (the two head axes merge into one)";
     } else {
