@@ -29,6 +29,9 @@
 //   kBlockRowsFromTensors        block() reads a tensor indexed by query row (a mask tensor,
 //                                segment ids): its visible blocks change with the tensor's row
 //                                blocks, so tiles are laid over whole 128-row blocks
+//   kQueryAxesInterchangeable    the fused code reads neither the query row nor the GQA group
+//                                index, so the launch may make either the tile's rows
+//                                (napkin::with_larger_axis_as_rows)
 //   kEpilogue, kEpilogueUsesLse  epilogue() maps each output element, given the row's
 //                                logsumexp (natural log, -inf for a row that sees no key)
 //   kStagedBytes, stage()        score-shaped inputs the kernel may stage through shared
