@@ -496,6 +496,11 @@ std::string mode_lines(const GemmForm& f, const std::string& prefix, const char*
   return out;
 }
 
+// Config's trailing scheduler arguments (kStreamK, kRasterAlongN), written only where set.
+std::string scheduler_arguments(const plan::GemmSchedule& s) {
+  return s.raster_along_n ? fmt::format(", {}, true", s.stream_k) : s.stream_k ? ", true" : "";
+}
+
 // The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
 // napkin::gemm::DualKernel, and an entry that checks both B operands against each other.
 std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
@@ -512,7 +517,7 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
       "                                    {}, {}, {}, 1, 1, {}, {}, {}{}>;\n\n",
       s.tile_n, s.tile_n, cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, 2 * s.tile_n, s.tile_k,
-      s.stages, s.pingpong ? "true" : "false", s.swizzle, s.raster_along_n ? ", false, true" : "");
+      s.stages, s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
   out += params_struct(d, f);
   std::map<NodeId, std::string> known{{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
   expression::Writer w(d, known);
@@ -567,7 +572,7 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
       cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k,
       s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle,
-      s.raster_along_n ? fmt::format(", {}, true", s.stream_k) : s.stream_k ? ", true" : "");
+      scheduler_arguments(s));
   std::map<NodeId, std::string> known{{f.contraction, "acc[i]"}};
   std::string leaf_types, params_list = "cutlass::Array<float, N> const& acc";
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {

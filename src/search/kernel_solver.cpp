@@ -106,6 +106,7 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
     if (s.tile_n * p.outputs > 256 || s.tile_n % 64 != 0)
       return reject("divisibility", fmt::format("tile_n {}: a dual GEMM's WGMMA spans {} x {} columns, at most 256 in multiples of 64 "
                                                 "per product", s.tile_n, p.outputs, s.tile_n));
+    // (Stream-K on the dual was measured no faster: SwiGLU 2k, 0.996x; bench/NOTES.md 2026-11-27.)
     if (s.cluster_m * s.cluster_n > 1 || s.stream_k)
       return reject("cluster", "the dual GEMM runs without clusters and without stream-K");
   }
