@@ -2,6 +2,7 @@
 // Which tile schedule a call takes (napkin::detail::choose_fwd_schedule): the thresholds of
 // docs/runtime.md's table, on both sides of each, and the suite's lengths. Runs without a GPU.
 #include <cstdio>
+#include <string>
 
 #include "napkin/attention_schedule.h"
 
@@ -48,7 +49,20 @@ void expect_splits(int tiles, int resident, int chunks, int want) {
 
 }  // namespace
 
-int main() {
+// Run with NAPKIN_ATTENTION_SPLITS set to `value` (ctest runs it so): whether the launch's
+// override is taken (a whole number >= 1) or refused with a message naming the variable.
+int check_forced_splits(const char* value) {
+  const std::string e = napkin::detail::forced_splits_error();
+  const bool valid = std::string(value) == "3";
+  const bool ok = valid ? e.empty() && napkin::detail::fwd_launch_splits(132, 132, 1000) == 3
+                        : e.find("NAPKIN_ATTENTION_SPLITS='" + std::string(value) + "'") != std::string::npos &&
+                              e.find("whole number") != std::string::npos;
+  std::printf("%s NAPKIN_ATTENTION_SPLITS=%s: %s\n", ok ? "ok" : "FAIL", value, e.empty() ? "taken" : e.c_str());
+  return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--forced-splits") return check_forced_splits(argv[2]);
   // Splits along the keys only where the tiles fill under 80 % of the GPU, each >= 4 chunks.
   expect_splits(132, 132, 1000, 1);  // a wave
   expect_splits(106, 132, 1000, 1);  // 80 %

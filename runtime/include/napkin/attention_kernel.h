@@ -124,6 +124,7 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   a.causal = Fusion::kSkipsBlocks;
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
+  if (std::string e = forced_splits_error(); !e.empty()) return e;
   if constexpr (Fusion::kIndexFloatScale > 0 || Fusion::kIndexFloatOffset > 0) {
     const long long longest = std::max({static_cast<long long>(a.seqlen_q), static_cast<long long>(a.seqlen_k),
                                         static_cast<long long>(a.batch), static_cast<long long>(a.heads_q),

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "napkin/attention.h"
 
@@ -144,13 +145,28 @@ inline int fwd_num_splits(int tiles, int resident, int chunks) {
   return 1;
 }
 
-// The launch's split count: NAPKIN_ATTENTION_SPLITS=n (read once; at most one split a chunk)
-// where set, for tests and tuning, else fwd_num_splits.
-inline int fwd_launch_splits(int tiles, int resident, int chunks) {
+// NAPKIN_ATTENTION_SPLITS (read once): 0 where unset or empty, n for a whole number n >= 1, -1
+// for anything else (forced_splits_error says so).
+inline int forced_splits() {
   static const int forced = [] {
     const char* env = std::getenv("NAPKIN_ATTENTION_SPLITS");
-    return env != nullptr ? std::atoi(env) : 0;
+    if (env == nullptr || *env == 0) return 0;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    return *end == 0 && n >= 1 && n <= (1 << 20) ? static_cast<int>(n) : -1;
   }();
+  return forced;
+}
+inline std::string forced_splits_error() {
+  if (forced_splits() >= 0) return "";
+  return std::string("NAPKIN_ATTENTION_SPLITS='") + std::getenv("NAPKIN_ATTENTION_SPLITS") +
+         "': expected a whole number of splits >= 1 (or unset, for the launch's own choice)";
+}
+
+// The launch's split count: NAPKIN_ATTENTION_SPLITS=n (at most one split a chunk) where set, for
+// tests and tuning, else fwd_num_splits. (The launch refuses an invalid value first.)
+inline int fwd_launch_splits(int tiles, int resident, int chunks) {
+  const int forced = forced_splits();
   return forced >= 1 ? std::max(1, std::min(forced, chunks)) : fwd_num_splits(tiles, resident, chunks);
 }
 
