@@ -11,6 +11,7 @@
 #include "ir/builder.h"
 #include "napkin/attention_schedule.h"  // runtime/include: the device library's split rule
 #include "sched/skip.h"
+#include "search/kernel_solver.h"  // kKernelFixedS
 
 namespace napkin::search {
 
@@ -433,7 +434,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   if (out.splits > 1) {
     double partial_bytes = 0;  // a split's rows: each output's f32 values and the row's LSE
     for (const ir::Output& o : d.outputs) partial_bytes += 4.0 * (elements(d, d.node(o.node), per_row) + 1) * rows_total * batch;
-    out.combine_s = 2.0 * out.splits * partial_bytes / m.bytes_per_s(arch::kL2);
+    out.combine_s = 2.0 * out.splits * partial_bytes / m.bytes_per_s(arch::kL2) + kKernelFixedS;  // a launch of its own
   }
   // Each tile also fills its pipeline before the first chunk computes: its resident inputs
   // (Q) and first chunks load at the SM's share of HBM bandwidth (§4), the chunks once per
@@ -456,7 +457,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   out.predicted_time_s =
       waves * (out.visited_fraction * std::ceil(chunks / out.splits) * rows_per_sm * out.period_clk_per_row / clock +
                out.tile_fill_s) +
-      out.combine_s;
+      out.combine_s + kKernelFixedS;
 
   // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
   sched::LevelSchedule smem, rmem;
