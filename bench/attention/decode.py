@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--also", action="append", default=[], metavar="NAME=DIR", help="another build of it, timed beside")
     ap.add_argument("--out", default="/tmp/decode.jsonl")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--shapes", default="", help="batch x cache pairs, e.g. 1x16384,16x2048 (default: all)")
     args = ap.parse_args()
     kernels = {"napkin": napkin_kernels.load(args.kernel)}
     kernels.update({f"napkin_{n}": napkin_kernels.load(d) for n, d in (a.split("=", 1) for a in args.also)})
@@ -117,7 +118,8 @@ def main():
     info["run"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     print(f"decode on {info['gpu']}: {HEADS} query heads over {KV_HEADS} KV heads, d = {D}, bf16", flush=True)
     rows = []
-    for b, s in SHAPES:
+    shapes = [tuple(map(int, x.split("x"))) for x in args.shapes.split(",")] if args.shapes else SHAPES
+    for b, s in shapes:
         for case in ("full", "lengths") if lengths_kernel else ("full",):
             rows.append(run_case(case, b, s, kernels, lengths_kernel, flash_attn_with_kvcache, timer, info))
     with open(args.out, "w") as f:
