@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -897,20 +898,27 @@ class BodyWriter {
   }
 };
 
+// The nodes `top` reaches through operands, itself included, entering none of `stops`.
+std::set<NodeId> reached_from(const Diagram& d, NodeId top, std::initializer_list<NodeId> stops) {
+  std::set<NodeId> seen;
+  std::vector<NodeId> todo{top};
+  while (!todo.empty()) {
+    const NodeId n = todo.back();
+    todo.pop_back();
+    if (std::find(stops.begin(), stops.end(), n) != stops.end() || !seen.insert(n).second) continue;
+    for (NodeId o : d.node(n).operands) todo.push_back(o);
+  }
+  return seen;
+}
+
 // Whether the fused code reads the query row or the GQA group index: an index of either axis,
 // or an input that carries either. Where it reads neither, the two axes are interchangeable as
 // the tile's rows, and the launch takes the larger (Fusion::kQueryAxesInterchangeable).
 bool reads_query_axes(const Diagram& d, const AttentionForm& f) {
-  std::set<NodeId> seen;
-  std::vector<NodeId> todo{f.output};
-  while (!todo.empty()) {
-    const NodeId n = todo.back();
-    todo.pop_back();
-    if (n == f.q || n == f.k || n == f.v || !seen.insert(n).second) continue;
+  for (NodeId n : reached_from(d, f.output, {f.q, f.k, f.v})) {
     const Node& x = d.node(n);
     if (x.op == OpKind::iota && (x.axis == f.query || x.axis == f.group)) return true;
     if (x.op == OpKind::input && (has_axis(x, f.query) || (f.group >= 0 && has_axis(x, f.group)))) return true;
-    for (NodeId o : x.operands) todo.push_back(o);
   }
   return false;
 }
@@ -919,14 +927,7 @@ bool reads_query_axes(const Diagram& d, const AttentionForm& f) {
 // them, which the kernel may stage through shared memory a chunk ahead; and every key-indexed
 // input (role k without q), which the kernel may copy into key rows (staged_inputs.h).
 ReaderInputs reader_inputs(const Diagram& d, const AttentionForm& f) {
-  std::set<NodeId> under_score;
-  std::vector<NodeId> todo{f.score};
-  while (!todo.empty()) {
-    const NodeId n = todo.back();
-    todo.pop_back();
-    if (n == f.qk || !under_score.insert(n).second) continue;
-    for (NodeId o : d.node(n).operands) todo.push_back(o);
-  }
+  const std::set<NodeId> under_score = reached_from(d, f.score, {f.qk});
   ReaderInputs reader;
   int offset = 0, key_offset = 0, key_ordinal = 0;
   for (const AuxInput& x : f.aux) {
