@@ -126,17 +126,18 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
 }
 
 // How many slices a launch splits each tile's keys into (device::TileCoord in fmha_fwd.h): 1 where
-// `tiles` fill 80 % of the `resident` CTAs; else the fewest splits whose wave efficiency is within
-// 15 % of the best, each at least kMinChunks of the `chunks` a row may visit (a split pays a
-// tile's fixed cost: Q, the first S GEMM, the partial rows' write, the combine). The cost
-// model applies the same rule (search/configure.cpp).
-inline int fwd_num_splits(int tiles, int resident, int chunks) {
+// `tiles` fill 80 % of the `sms`; else the fewest splits whose wave efficiency over the SMs is
+// within 15 % of the best, each at least kMinChunks of the `chunks` a row may visit (a split
+// pays a tile's fixed cost: Q, the first S GEMM, the partial rows' write, the combine). SMs, not
+// resident CTAs: the splits stream memory, which two CTAs on one SM share. The cost model applies
+// the same rule (search/configure.cpp).
+inline int fwd_num_splits(int tiles, int sms, int chunks) {
   constexpr int kMinChunks = 4, kMaxSplits = 128;
-  if (static_cast<int64_t>(tiles) * 5 >= static_cast<int64_t>(resident) * 4) return 1;
+  if (static_cast<int64_t>(tiles) * 5 >= static_cast<int64_t>(sms) * 4) return 1;
   const int most = std::min(kMaxSplits, chunks / kMinChunks);
   auto efficiency = [&](int s) {
     const double n = static_cast<double>(tiles) * s;
-    return n / (std::ceil(n / resident) * resident);
+    return n / (std::ceil(n / sms) * sms);
   };
   double best = 0;
   for (int s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
@@ -165,9 +166,9 @@ inline std::string forced_splits_error() {
 
 // The launch's split count: NAPKIN_ATTENTION_SPLITS=n (at most one split a chunk) where set, for
 // tests and tuning, else fwd_num_splits. (The launch refuses an invalid value first.)
-inline int fwd_launch_splits(int tiles, int resident, int chunks) {
+inline int fwd_launch_splits(int tiles, int sms, int chunks) {
   const int forced = forced_splits();
-  return forced >= 1 ? std::max(1, std::min(forced, chunks)) : fwd_num_splits(tiles, resident, chunks);
+  return forced >= 1 ? std::max(1, std::min(forced, chunks)) : fwd_num_splits(tiles, sms, chunks);
 }
 
 }  // namespace napkin::detail

@@ -1198,30 +1198,34 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
   if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? INFINITY : row_lse;
 }
 
-// The persistent grid's size on the current device: SMs x CTAs per SM (Cfg::kCtasPerSM, or
-// fewer if the occupancy API says so), after allowing the kernel its dynamic shared memory.
-// Both are properties of the kernel and the GPU, so they are found on the first launch on each
-// device and kept (a race between threads only repeats the same idempotent calls).
+// The current device's SMs and the CTAs of this kernel resident on each (Cfg::kCtasPerSM, or
+// fewer if the occupancy API says so), after allowing the kernel its dynamic shared memory: the
+// persistent grid is their product. Both are properties of the kernel and the GPU, so they are
+// found on the first launch on each device and kept (a race between threads only repeats the
+// same idempotent calls).
 template <class Cfg>
-cudaError_t fmha_fwd_resident_ctas(int* resident_ctas) {
+cudaError_t fmha_fwd_residency(int* sms, int* ctas_per_sm) {
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices];  // 0: not found yet
+  static std::atomic<int> known[kMaxDevices];  // sms * 16 + ctas_per_sm; 0: not found yet
   int device = 0;
   if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
-  if (device < kMaxDevices && (*resident_ctas = known[device].load(std::memory_order_acquire)) > 0)
-    return cudaSuccess;
+  if (device < kMaxDevices)
+    if (const int k = known[device].load(std::memory_order_acquire); k > 0) {
+      *sms = k / 16, *ctas_per_sm = k % 16;
+      return cudaSuccess;
+    }
   auto kernel = fmha_fwd_kernel<Cfg, false>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess)
     err = cudaFuncSetAttribute(fmha_fwd_kernel<Cfg, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
-  int num_sms = 0, ctas_per_sm = 0;
+  int num_sms = 0, occupancy = 0;
   if ((err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes)) !=
-      cudaSuccess)
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, Cfg::kThreads, Cfg::kSmemBytes)) != cudaSuccess)
     return err;
-  *resident_ctas = num_sms * std::max(1, std::min(ctas_per_sm, Cfg::kCtasPerSM));
-  if (device < kMaxDevices) known[device].store(*resident_ctas, std::memory_order_release);
+  static_assert(Cfg::kCtasPerSM < 16, "(packed in the cache)");
+  *sms = num_sms, *ctas_per_sm = std::max(1, std::min(occupancy, Cfg::kCtasPerSM));
+  if (device < kMaxDevices) known[device].store(*sms * 16 + *ctas_per_sm, std::memory_order_release);
   return cudaSuccess;
 }
 
@@ -1271,8 +1275,9 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.fusion = fusion;
   p.pingpong = pingpong;
 
-  int resident_ctas = 0;
-  if (cudaError_t err = fmha_fwd_resident_ctas<Cfg>(&resident_ctas); err != cudaSuccess) return err;
+  int sms = 0, ctas_per_sm = 0;
+  if (cudaError_t err = fmha_fwd_residency<Cfg>(&sms, &ctas_per_sm); err != cudaSuccess) return err;
+  const int resident_ctas = sms * ctas_per_sm;
   p.tile_counter = tile_counter;
   // Chunk lists (Cfg::kChunkLists): stream-ordered memory, listed by a pre-pass and freed after
   // the kernel; past 256 MB (or 65,536 chunks a row) the kernel takes ranges instead.
@@ -1295,7 +1300,9 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   // Split along the keys where the tiles are too few (fwd_launch_splits): the partial rows in
   // stream-ordered memory, merged by fwd_combine_kernel, freed after it.
   const int chunks = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  p.num_splits = napkin::detail::fwd_launch_splits(p.num_tiles, resident_ctas, chunks);
+  // (Counted against SMs, not resident CTAs: two CTAs of a split on one SM share its bandwidth,
+  // and measured slower than one a SM; bench/NOTES.md, 2026-11-27.)
+  p.num_splits = napkin::detail::fwd_launch_splits(p.num_tiles, sms, chunks);
   void* partial = nullptr;
   const int64_t rows = static_cast<int64_t>(batch) * heads_q * seqlen_q;
   if (p.num_splits > 1) {
