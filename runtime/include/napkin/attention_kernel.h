@@ -248,9 +248,6 @@ struct AttentionSpec {
   float softmax_scale;
 };
 
-// napkin_kernel_launch of a generated kernel: binds Q, K, V and O by `spec`, then the fused
-// code's own inputs and params and the block summaries its mask reads
-// (`bind_fusion(TensorBinder&, Fusion::Args&, BlockSummaries&)`), checks, launches.
 // `roles` with the query row and the GQA group exchanged ('q' <-> 'g'), into `out`.
 inline const char* exchange_query_roles(const char* roles, char (&out)[16]) {
   std::size_t i = 0;
@@ -286,6 +283,10 @@ AttentionSpec with_larger_axis_as_rows(const AttentionSpec& spec, const napkin_t
   }
 }
 
+// napkin_kernel_launch of a generated kernel: binds Q, K, V and O by `declared` (its query axes
+// exchanged where with_larger_axis_as_rows says), then the fused code's own inputs and params
+// and the block summaries its mask reads (`bind_fusion(TensorBinder&, Fusion::Args&,
+// BlockSummaries&)`), checks, launches.
 template <class Fusion, class Element, int kHeadDim, class BindFusion>
 int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, const napkin_tensor* tensors,
                          int32_t count, void* stream, char* err, int32_t err_len) {
