@@ -72,9 +72,8 @@ def run_case(case, b, s, kernels, lengths_kernel, fa3, timer, info):
         q5 = q.view(b, 1, KV_HEADS, HEADS // KV_HEADS, D)
         fns["napkin"] = lambda: (lengths_kernel(q5, k, v, lengths, out=o.view(b, 1, KV_HEADS, HEADS // KV_HEADS, D)), o)[1]
     if fa3 is not None:
-        seqlens = lengths if lengths is not None else None
         fns["fa3"] = lambda: (lambda r: r[0] if isinstance(r, tuple) else r)(
-            fa3(q, k, v, cache_seqlens=seqlens, softmax_scale=D ** -0.5))
+            fa3(q, k, v, cache_seqlens=lengths, softmax_scale=D ** -0.5))
     errors, valid = {}, {}
     for name, fn in fns.items():
         try:

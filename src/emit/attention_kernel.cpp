@@ -48,10 +48,13 @@ char summarised_axis(const Node& x, const std::string& roles) {
   return q && k ? '2' : q ? 'q' : 'k';
 }
 
-// Whether an input holds one i32 value per tile: indexed by batch and heads alone (a sequence's
-// length, a per-head window). The block bound reads it as it is (a range of one value).
+// Whether an input's roles index it by batch and heads alone: one value for a whole tile.
+bool per_tile_roles(const std::string& roles) { return roles.find_first_of("qke") == std::string::npos; }
+
+// Whether an input holds one i32 value per tile (a sequence's length, a per-head window): the
+// block bound reads it as it is (a range of one value).
 bool per_tile_input(const Node& x, const std::string& roles) {
-  return x.op == OpKind::input && x.dtype == DType::i32 && roles.find_first_not_of("bhg") == std::string::npos;
+  return x.op == OpKind::input && x.dtype == DType::i32 && per_tile_roles(roles);
 }
 
 // Whether `n` can be bounded over a block by the block bound's interval arithmetic: it depends
@@ -114,9 +117,7 @@ bool per_head(const Diagram& d, const AttentionForm& f, NodeId n) {
     case OpKind::constant: return true;
     case OpKind::iota: return x.axis == f.batch || x.axis == f.head || x.axis == f.group;
     case OpKind::input:
-      return std::any_of(f.aux.begin(), f.aux.end(), [&](const AuxInput& a) {
-        return a.node == n && a.roles.find_first_of("qke") == std::string::npos;
-      });
+      return std::any_of(f.aux.begin(), f.aux.end(), [&](const AuxInput& a) { return a.node == n && per_tile_roles(a.roles); });
     default:
       if (!ir::is_elementwise(x.op)) return false;
       for (NodeId o : x.operands)

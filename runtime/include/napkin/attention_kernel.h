@@ -173,6 +173,14 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   return finish(err);
 }
 
+// Whether the kernel's head index h * G + g (G = the group's size) addresses t's heads: where t
+// carries both axes and both exceed one, h's stride must be G times g's (the two merge into one).
+inline bool head_axes_merge(const TensorBinder& tb, const napkin_tensor* t, const char* roles) {
+  const int64_t group = tb.size('g');
+  if (!std::strchr(roles, 'g') || !std::strchr(roles, 'h') || group == 1 || tb.size('h') == 1) return true;
+  return TensorBinder::stride(t, roles, 'h') == group * TensorBinder::stride(t, roles, 'g');
+}
+
 // Fills the kernel's arguments from Q, K, V and O bound by role (TensorBinder). The kernel
 // needs the head dims contiguous; where Q and O carry both h and g, h's stride must be G times
 // g's (the two merge into one head axis). Returns "" or the reason, naming the tensor.
@@ -211,7 +219,7 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
     // it), else h's (a group of one head, whatever its stride, has index 0).
     if (has_g && (group > 1 || !has_h)) {
       st->h = TensorBinder::stride(t, roles, 'g');
-      if (has_h && tb.size('h') > 1 && TensorBinder::stride(t, roles, 'h') != group * st->h)
+      if (!head_axes_merge(tb, t, roles))
         return std::string("tensor '") + name + "': its KV-head stride must be " + std::to_string(group) +
                " times its group stride (the two head axes merge into one)";
     } else {
@@ -270,12 +278,9 @@ AttentionSpec with_larger_axis_as_rows(const AttentionSpec& spec, const napkin_t
     TensorBinder probe(tensors, count);
     const napkin_tensor* q = probe.bind(spec.q, element, exchange_query_roles(spec.q_roles, q_roles));
     const napkin_tensor* o = probe.bind(spec.o, element, exchange_query_roles(spec.o_roles, o_roles));
-    if (!probe.error().empty() || probe.size('q') <= probe.size('g')) return spec;
-    const int64_t group = probe.size('g');
-    for (auto [t, roles] : {std::pair{q, q_roles}, std::pair{o, o_roles}})
-      if (group > 1 && probe.size('h') > 1 &&
-          TensorBinder::stride(t, roles, 'h') != group * TensorBinder::stride(t, roles, 'g'))
-        return spec;
+    if (!probe.error().empty() || probe.size('q') <= probe.size('g') || !head_axes_merge(probe, q, q_roles) ||
+        !head_axes_merge(probe, o, o_roles))
+      return spec;
     AttentionSpec exchanged = spec;
     exchanged.q_roles = q_roles;
     exchanged.o_roles = o_roles;

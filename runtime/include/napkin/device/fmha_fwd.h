@@ -1300,8 +1300,6 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   // Split along the keys where the tiles are too few (fwd_launch_splits): the partial rows in
   // stream-ordered memory, merged by fwd_combine_kernel, freed after it.
   const int chunks = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  // (Counted against SMs, not resident CTAs: two CTAs of a split on one SM share its bandwidth,
-  // and measured slower than one a SM; bench/NOTES.md, 2026-11-27.)
   p.num_splits = napkin::detail::fwd_launch_splits(p.num_tiles, sms, chunks);
   void* partial = nullptr;
   const int64_t rows = static_cast<int64_t>(batch) * heads_q * seqlen_q;
