@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "emit/expression.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
+#include "plan/subgraph.h"
 
 namespace napkin::emit {
 
@@ -155,11 +157,24 @@ class Recogniser {
       return refuse(c.loc, fmt::format("a contraction of {} operands: a GEMM contracts two", c.operands.size()));
     f.a = c.operands[0];
     f.b = c.operands[1];
-    for (NodeId o : {f.a, f.b})
-      if (d_.node(o).op != OpKind::input)
-        return refuse(d_.node(o).loc, fmt::format("the contraction's operand {} is computed in the kernel: TMA reads a "
-                                                  "GEMM's operands as they are in memory (no prologue)",
-                                                  d_.label(o)));
+    std::set<NodeId> code;  // the operands' prologue nodes
+    for (NodeId* o : {&f.a, &f.b}) {
+      if (d_.node(*o).op == OpKind::input) continue;
+      if (f.b1 >= 0)
+        return refuse(d_.node(*o).loc, fmt::format("the contraction's operand {} is computed in the kernel: a dual GEMM reads "
+                                                   "its operands as they are in memory (no prologue)", d_.label(*o)));
+      const plan::Prologue p = plan::operand_prologue(d_, *o);
+      if (!p.why.empty()) return refuse(d_.node(*o).loc, p.why);
+      if (!std::isfinite(p.at_zero))
+        return refuse(d_.node(*o).loc, fmt::format("the operand {} is not finite where its input is 0 ({}): the prologue "
+                                                   "mainloop zero-fills loads past the tensor's edge", d_.label(*o), p.at_zero));
+      (o == &f.a ? f.prologue_a : f.prologue_b) = *o;
+      code.insert(p.nodes.begin(), p.nodes.end());
+      *o = p.source;
+    }
+    if (f.prologue_a >= 0 && f.prologue_b >= 0 && plan::operand_prologue(d_, f.prologue_a).at_zero != 0 &&
+        plan::operand_prologue(d_, f.prologue_b).at_zero != 0)
+      return refuse(c.loc, "both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0)");
     if (f.a == f.b) return refuse(c.loc, fmt::format("'{}' contracted with itself: a GEMM needs two operands", d_.node(f.a).name));
     const Node& A = d_.node(f.a);
     const Node& B = d_.node(f.b);
@@ -178,7 +193,7 @@ class Recogniser {
     }
     for (NodeId o : {f.a, f.b, f.b1})
       for (NodeId user : o < 0 ? std::vector<NodeId>{} : d_.users(o))
-        if (user != f.contraction && user != f.contraction1)
+        if (user != f.contraction && user != f.contraction1 && !code.count(user))
           return refuse(d_.node(user).loc, fmt::format("'{}' is read by {} besides the contraction: the kernel reads a GEMM "
                                                        "operand only in its mainloop",
                                                        d_.node(o).name, d_.label(user)));
@@ -191,6 +206,11 @@ class Recogniser {
     if (auto r = classify_axes(f); !r.ok()) return r;
     if (auto r = walk_epilogue(f); !r.ok()) return r;
     if (auto r = check_layouts(f); !r.ok()) return r;
+    if ((f.prologue_a >= 0 || f.prologue_b >= 0) && (!f.leaves.empty() || !f.params.empty())) {
+      const NodeId x = f.leaves.empty() ? f.params.front() : f.leaves.front().node;
+      return refuse(d_.node(x).loc, fmt::format("the epilogue reads '{}': with an operand computed as it loads, the epilogue "
+                                                "reads the accumulator and constants only", d_.node(x).name));
+    }
     const Node& Y = d_.node(f.output);
     if (Y.dtype != DType::bf16 && Y.dtype != DType::f16 && Y.dtype != DType::f32)
       return refuse(out_loc_, fmt::format("output '{}' is {}: a GEMM writes bf16, f16 or f32 (end the epilogue with `as bf16`)",
@@ -298,6 +318,13 @@ class Recogniser {
     std::map<NodeId, std::string> products{{f.contraction, "acc"}};
     if (f.contraction1 >= 0) products = {{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
     f.epilogue_text = EpilogueText(d_, products, cone_).text(f.output);
+    for (NodeId p : {f.prologue_a, f.prologue_b})
+      if (p >= 0) {
+        std::set<NodeId> code;
+        for (NodeId n = 0; n <= p; ++n) code.insert(n);
+        f.prologue_text += fmt::format("{}{} = {}", f.prologue_text.empty() ? "" : ", ", p == f.prologue_a ? "A" : "B",
+                                       EpilogueText(d_, {}, code).text(p));
+      }
     return GemmForm{};
   }
 
@@ -427,7 +454,8 @@ std::string describe_gemm(const GemmForm& f) {
                        f.epilogue_text, f.params.empty() ? "" : fmt::format("; {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s"));
   std::string inputs = f.leaves.empty() ? "no aux input" : fmt::format("{} aux input{}", f.leaves.size(), f.leaves.size() == 1 ? "" : "s");
   if (!f.params.empty()) inputs += fmt::format(", {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s");
-  return fmt::format("gemm {}x{} -> {}; epilogue: {}; {}", f.a_text, f.b_text, f.out_text, f.epilogue_text, inputs);
+  const std::string prologue = f.prologue_text.empty() ? "" : fmt::format("; prologue: {}", f.prologue_text);
+  return fmt::format("gemm {}x{} -> {}{}; epilogue: {}; {}", f.a_text, f.b_text, f.out_text, prologue, f.epilogue_text, inputs);
 }
 
 namespace {
@@ -557,11 +585,84 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   return out;
 }
 
+// The diagram's epilogue as the functor Epilogue<T> over fragments of N accumulator values
+// (`known`: how the accumulator and the leaves are named in it; `params_list`: its parameters).
+std::string epilogue_functor(const ir::Diagram& d, const GemmForm& f, const std::map<NodeId, std::string>& known,
+                             const std::string& params_list) {
+  expression::Writer w(d, known);
+  std::string body;
+  const std::string result = w.value(f.output, body, "      ");
+  std::string out = "// The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.\n"
+                    "template <class T>\nstruct Epilogue {\n";
+  if (!f.params.empty()) out += "  using Arguments = Params;\n";
+  out += fmt::format("  template <int N>\n  CUTLASS_DEVICE cutlass::Array<float, N> operator()({}) const {{\n"
+                     "    cutlass::Array<float, N> out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < N; ++i) {{\n",
+                     params_list);
+  return out + body + fmt::format("      out[i] = {};\n    }}\n    return out;\n  }}\n}};\n\n", result);
+}
+
+// The operand's prologue functor: the diagram's code from the input's element `x` to the operand,
+// in f32, rounded to the operand dtype for the tensor cores; cute::identity where it has none.
+std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId input, NodeId operand, const char* name) {
+  if (operand < 0) return "";
+  expression::Writer w(d, {{input, "x"}});
+  std::string body;
+  const std::string result = w.value(operand, body, "    ");
+  const char* t = cutlass_type(f.element);
+  return fmt::format("// The operand {} computed from each element of {} as it loads, in f32, rounded for the tensor cores.\n"
+                     "struct {} {{\n"
+                     "  CUTLASS_DEVICE {} operator()({} element) const {{\n    const float x = static_cast<float>(element);\n{}"
+                     "    return {}({});\n  }}\n}};\n\n",
+                     d.label(operand), d.node(input).name, name, t, t, body, t, result);
+}
+
+// The prologue GEMM's translation unit (napkin/gemm_prologue.h): the operands' code as the
+// mainloop's transforms, the epilogue over the accumulator alone, and an entry that checks the
+// operands as cp.async's 16-byte loads need them.
+std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
+                                      const KernelProvenance& prov, const std::string& entry_name) {
+  const Node& A = d.node(f.a);
+  const Node& B = d.node(f.b);
+  const Node& Y = d.node(f.output);
+  std::string out = unit_head(d, f, s, prov, "napkin/gemm_prologue.h", "", "B " + B.name);
+  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
+                     cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
+  out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
+  out += epilogue_functor(d, f, {{f.contraction, "acc[i]"}}, "cutlass::Array<float, N> const& acc");
+  out += fmt::format("using Kernel = napkin::gemm::PrologueKernel<Config, {}, {}, Epilogue>;\n\n}}  // namespace\n\n",
+                     f.prologue_a >= 0 ? "PrologueA" : "cute::identity", f.prologue_b >= 0 ? "PrologueB" : "cute::identity");
+  out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
+                     entry_name);
+  out += "  napkin::TensorBinder tb(tensors, count);\n";
+  out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
+  out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
+  out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
+  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
+         mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
+  out += "  // cp.async reads the operands 16 bytes at a time: the alignment TMA asks for.\n";
+  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
+                     f.a_k_major ? "am" : "ak");
+  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
+                     f.b_k_major ? "bn" : "bk");
+  out += fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, false);\n", Y.name, f.out_n_major ? "dn" : "dm",
+                     f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn");
+  out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
+  out += "  const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
+         "                         static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),\n"
+         "                         static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),\n"
+         "                         int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),\n"
+         "                         0, 0, 0, nullptr, nullptr};  // tiles, splits and workspace: run_prologue's\n";
+  out += "  const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));\n"
+         "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
+  return out;
+}
+
 }  // namespace
 
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
                              const std::string& entry_name) {
   if (f.contraction1 >= 0) return emit_dual_gemm_kernel(d, f, s, prov, entry_name);
+  if (f.prologue_a >= 0 || f.prologue_b >= 0) return emit_prologue_gemm_kernel(d, f, s, prov, entry_name);
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);
@@ -598,17 +699,7 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
   out += params_struct(d, f);
   if (!f.params.empty()) params_list += ", Params const& a";
 
-  // The epilogue functor.
-  expression::Writer w(d, known);
-  std::string body;
-  const std::string result = w.value(f.output, body, "      ");
-  out += "// The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.\n"
-         "template <class T>\nstruct Epilogue {\n";
-  if (!f.params.empty()) out += "  using Arguments = Params;\n";
-  out += fmt::format("  template <int N>\n  CUTLASS_DEVICE cutlass::Array<float, N> operator()({}) const {{\n"
-                     "    cutlass::Array<float, N> out;\n    CUTLASS_PRAGMA_UNROLL\n    for (int i = 0; i < N; ++i) {{\n",
-                     params_list);
-  out += body + fmt::format("      out[i] = {};\n    }}\n    return out;\n  }}\n}};\n\n", result);
+  out += epilogue_functor(d, f, known, params_list);
   out += fmt::format("using Kernel = napkin::gemm::Kernel<Config, Epilogue{}>;\n\n}}  // namespace\n\n", leaf_types);
 
   // The entry: bind, flatten and check, run.

@@ -14,6 +14,12 @@
 //                 tensor      all of M and N (and all of L, or none): loaded by TMA
 //   Y           the one output, bf16, f16 or f32, over exactly M, N and L
 //
+// The prologue GEMM:  Y = epilogue( contract(f(A), g(B) over K) )
+//   f, g        elementwise code of one input each, applied as the operand loads (cp.async and
+//               mma.sync: napkin/gemm_prologue.h) and rounded to the operand dtype; constants
+//               only, finite at 0, and at most one of them nonzero at 0 (loads past the edge are
+//               zero-filled); the epilogue then reads the accumulator and constants only
+//
 // The dual GEMM:  Y = epilogue( contract(A, B0 over K), contract(A, B1 over K), params )
 //   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);
 //               the epilogue reads the two products, constants and params (a gated MLP's gate)
@@ -56,6 +62,10 @@ struct GemmForm {
   // A dual GEMM (napkin/gemm_dual.h): a second contraction contract(A, B1 over K), B1 stored as
   // B is; the epilogue combines the two products (acc0, acc1) and reads no leaves. -1: one GEMM.
   ir::NodeId b1 = -1, contraction1 = -1;
+  // Operands computed from A's or B's input as the GEMM loads them (the prologue GEMM,
+  // napkin/gemm_prologue.h): the node the contraction reads, its code elementwise over the
+  // input alone. -1: the operand is the input itself.
+  ir::NodeId prologue_a = -1, prologue_b = -1;
   ir::NodeId output = -1;                // the output node (the epilogue's top)
   // Axis classes, each in its flattening order (outermost first): M, K and L as A stores
   // them, N as B does.
@@ -71,6 +81,7 @@ struct GemmForm {
   // For describe_gemm: "[t e]", "[e f]", "[t f]" and the epilogue as an expression of `acc`
   // (the accumulator), the leaves' and params' names and constants.
   std::string a_text, b_text, out_text, epilogue_text;
+  std::string prologue_text;             // "A = exp(Q)", or "" without a prologue
 };
 
 // The GEMM form of `d`, or the reason it has none, located at the op that breaks it (`src` is

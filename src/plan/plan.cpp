@@ -153,6 +153,7 @@ class Partition {
       if (owner_[static_cast<std::size_t>(n)] != producer) continue;
       for (NodeId u : d_.users(n)) {
         const int k = owner_[static_cast<std::size_t>(u)];
+        if (k < 0) continue;  // a node no kernel computes: dead after a move (a reassociated chain's product)
         if (k != producer && !consumers.count(k)) return false;
       }
       for (const ir::Output& o : d_.outputs)

@@ -2,13 +2,17 @@
 #include "plan/subgraph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <map>
+#include <set>
 #include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "ir/builder.h"
+#include "reference/interpreter.h"
 #include "sched/streaming.h"
 
 namespace napkin::plan {
@@ -35,6 +39,80 @@ std::vector<bool> index_expressions(const ir::Diagram& d) {
     r[static_cast<std::size_t>(n)] = all;
   }
   return r;
+}
+
+Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
+  Prologue p;
+  auto refuse = [&](std::string why) {
+    p.why = std::move(why);
+    return p;
+  };
+  if (kd.node(operand).op == OpKind::input) {
+    p.source = operand;
+    return p;
+  }
+  // The operand's non-leaf ancestors, each elementwise, with one input among them.
+  std::set<NodeId> code;
+  std::vector<NodeId> stack{operand};
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    const Node& node = kd.node(n);
+    if (node.op == OpKind::input) {
+      if (p.source >= 0 && p.source != n)
+        return refuse(fmt::format("the operand {} reads two inputs ({} and {}): a prologue transforms one",
+                                  kd.label(operand), kd.node(p.source).name, node.name));
+      p.source = n;
+      continue;
+    }
+    if (node.op == OpKind::constant) {
+      if (!node.name.empty())
+        return refuse(fmt::format("the operand {} reads param '{}': a prologue's code is compiled in (constants only)",
+                                  kd.label(operand), node.name));
+      continue;
+    }
+    if (node.op == OpKind::iota) return refuse(fmt::format("the operand {} depends on an index", kd.label(operand)));
+    if (!ir::is_elementwise(node.op) || ir::op_class(node.op) == OpClass::ternary)
+      return refuse(fmt::format("the operand {} is computed by {}: a prologue is unary or binary elementwise code",
+                                kd.label(operand), kd.label(n)));
+    if (!code.insert(n).second) continue;
+    for (NodeId o : node.operands) stack.push_back(o);
+  }
+  if (p.source < 0) return refuse(fmt::format("the operand {} reads no input", kd.label(operand)));
+  const Node& src = kd.node(p.source);
+  if (src.dtype != DType::bf16 && src.dtype != DType::f16)
+    return refuse(fmt::format("the operand {} is computed from {} {}: the prologue mainloop reads bf16 or f16",
+                              kd.label(operand), dtype_name(src.dtype), src.name));
+  std::vector<AxisId> want = src.axes;
+  std::sort(want.begin(), want.end());
+  for (NodeId n : code) {
+    std::vector<AxisId> ax = kd.node(n).axes;
+    std::sort(ax.begin(), ax.end());
+    if (ax != want) return refuse(fmt::format("{} is not over {}'s axes: a prologue maps each element", kd.label(n), src.name));
+    if (n == operand) continue;
+    for (NodeId u : kd.users(n))
+      if (!code.count(u)) return refuse(fmt::format("{} is read besides the operand's code", kd.label(n)));
+  }
+  for (NodeId u : kd.users(p.source))
+    if (!code.count(u)) return refuse(fmt::format("'{}' is read besides the operand's code", src.name));
+  p.nodes.assign(code.begin(), code.end());  // ids are topological
+  // Its value where the input is 0, and its arithmetic per element.
+  std::map<NodeId, double> value{{p.source, 0.0}};
+  for (NodeId n : p.nodes) {
+    const Node& node = kd.node(n);
+    auto operand_value = [&](int i) {
+      const Node& o = kd.node(node.operands[static_cast<std::size_t>(i)]);
+      return o.op == OpKind::constant ? o.scalar : value.at(node.operands[static_cast<std::size_t>(i)]);
+    };
+    value[n] = ir::op_class(node.op) == OpClass::unary ? reference::apply_unary(node, operand_value(0))
+                                                       : reference::apply_binary(node.op, operand_value(0), operand_value(1));
+    switch (node.op) {
+      case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::tanh: case OpKind::softcap: p.sfu += 1; break;
+      default: p.fma += 1;
+    }
+  }
+  p.at_zero = value.at(operand);
+  return p;
 }
 
 namespace {
@@ -326,9 +404,12 @@ Family invalid(std::string why) {
 // fall into the classes M, N, K and L, each class one run of adjacent dims in every tensor.
 struct GemmClasses {
   std::set<AxisId> m, n, k, l;
+  Prologue a, b;    // the operands' inputs and the code that computes each as it loads
   std::string why;  // when the contraction is no GEMM
 };
-GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& m) {
+// `prologues`: operands may be elementwise code of one input each (the prologue GEMM); else
+// they are inputs, as TMA reads them.
+GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& m, bool prologues = false) {
   GemmClasses g;
   auto invalid = [&](std::string why) {
     g.why = std::move(why);
@@ -337,11 +418,22 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
   const Node& cn = kd.node(ct);
   if (cn.operands.size() != 2) return invalid("a contraction of other than two operands has no GEMM kernel");
   for (NodeId o : cn.operands)
-    if (kd.node(o).op != OpKind::input)
+    if (kd.node(o).op != OpKind::input && !prologues)
       return invalid(fmt::format("the GEMM's operand {} is computed in the kernel: the TMA mainloop reads operands "
                                  "as they are in memory (no prologue)", kd.label(o)));
-  const Node& a = kd.node(cn.operands[0]);
-  const Node& bnode = kd.node(cn.operands[1]);
+  g.a = operand_prologue(kd, cn.operands[0]);
+  g.b = operand_prologue(kd, cn.operands[1]);
+  for (const Prologue* p : {&g.a, &g.b})
+    if (!p->why.empty()) return invalid(p->why);
+  if (!std::isfinite(g.a.at_zero) || !std::isfinite(g.b.at_zero))
+    return invalid(fmt::format("the operand {} is not finite where its input is 0: the prologue mainloop zero-fills past "
+                               "the tensor's edge", kd.label(cn.operands[std::isfinite(g.a.at_zero) ? 1 : 0])));
+  if (g.a.at_zero != 0 && g.b.at_zero != 0)
+    return invalid("both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0) "
+                   "(materialise one of them)");
+  if (g.a.source == g.b.source) return invalid("both operands are computed from one input");
+  const Node& a = kd.node(g.a.source);
+  const Node& bnode = kd.node(g.b.source);
   if (!is_narrow_float(a.dtype) || a.dtype != bnode.dtype) {
     // The smallest change that derives: operands the tensor cores take on this machine.
     std::string hint = fmt::format("; declare {} and {} bf16 or f16 (in {}[...] bf16), or cast them ({} as bf16)", a.name,
@@ -443,19 +535,18 @@ search::GemmProblem gemm_problem(const ir::Diagram& kd, const GemmClasses& g, DT
 
 Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
   const NodeId ct = c.contracts[0];
-  const Node& cn = kd.node(ct);
   if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
   if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
   const NodeId out = kd.outputs[0].node;
   if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
-  const GemmClasses g = gemm_classes(kd, ct, m);
+  const GemmClasses g = gemm_classes(kd, ct, m, /*prologues=*/true);
   if (!g.why.empty()) return invalid(g.why);
   const std::set<AxisId>&mset = g.m, &nset = g.n, &lset = g.l;
   // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
   // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's
   // axes (an aux load by TMA); each with all of the batch axes or none, in a float dtype.
   for (NodeId n : c.inputs) {
-    if (n == cn.operands[0] || n == cn.operands[1]) continue;
+    if (n == g.a.source || n == g.b.source) continue;
     const Node& leaf = kd.node(n);
     if (!is_float(leaf.dtype))
       return invalid(fmt::format("epilogue input {} is {}: the epilogue reads float inputs", leaf.name, dtype_name(leaf.dtype)));
@@ -474,11 +565,21 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
                                "tensor over all of the output's axes",
                                leaf.name));
   }
-  search::GemmProblem p = gemm_problem(kd, g, kd.node(cn.operands[0]).dtype, out);
+  search::GemmProblem p = gemm_problem(kd, g, kd.node(g.a.source).dtype, out);
+  p.prologue = !g.a.nodes.empty() || !g.b.nodes.empty();
+  if (p.prologue)
+    for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
+      const Node& x = kd.node(n);
+      const bool leaf = x.op == OpKind::input && n != g.a.source && n != g.b.source;
+      if (leaf || (x.op == OpKind::constant && !x.name.empty()))
+        return invalid(fmt::format("the prologue GEMM's epilogue reads '{}': with an operand computed as it loads, the "
+                                   "epilogue reads the accumulator and constants only", x.name));
+    }
+  p.prologue_sfu_a = g.a.sfu, p.prologue_fma_a = g.a.fma, p.prologue_sfu_b = g.b.sfu, p.prologue_fma_b = g.b.fma;
   const double out_elems = static_cast<double>(kd.elements(kd.node(out).axes));
   double epi = 0;
   for (NodeId n : c.inputs)
-    if (n != cn.operands[0] && n != cn.operands[1])
+    if (n != g.a.source && n != g.b.source)
       epi += static_cast<double>(kd.elements(kd.node(n).axes)) * dtype_bytes(kd.node(n).dtype);
   p.epilogue_bytes_per_element = epi / out_elems;
   return solved_gemm(p, m, top, KernelKind::gemm);

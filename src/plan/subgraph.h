@@ -66,6 +66,19 @@ bool is_leaf(const ir::Node& n);
 // expression). Kernels copy these in rather than read them from memory.
 std::vector<bool> index_expressions(const ir::Diagram& d);
 
+// A contraction's operand computed from one input by elementwise code as the GEMM loads it (the
+// prologue GEMM, napkin/gemm_prologue.h): the input, the code's nodes in order (the operand
+// last; none where the operand is the input itself), its arithmetic per element, and its value
+// where the input is 0 (the mainloop zero-fills loads past the tensor's edge).
+struct Prologue {
+  ir::NodeId source = -1;
+  std::vector<ir::NodeId> nodes;
+  double sfu = 0, fma = 0;
+  double at_zero = 0;
+  std::string why;  // when the operand is no such code
+};
+Prologue operand_prologue(const ir::Diagram& kd, ir::NodeId operand);
+
 // The family of a kernel diagram and its estimate, or why no family runs it.
 struct Family {
   bool valid = false;

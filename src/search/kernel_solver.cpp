@@ -71,6 +71,8 @@ bool raster_along_n(const GemmProblem& p, const GemmSchedule& s, double sms) {
 }  // namespace
 
 std::string gemm_schedule_text(const GemmSchedule& s) {
+  if (s.prologue)
+    return fmt::format("tile {}x{}x{} stages {} cp.async mma.sync (prologue)", s.tile_m, s.tile_n, s.tile_k, s.stages);
   std::string t = fmt::format("tile {}x{}x{} cluster {}x{}", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n);
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
@@ -84,7 +86,106 @@ std::string row_schedule_text(const RowSchedule& s) {
   return fmt::format("rows/CTA {} threads/row {}", s.rows_per_cta, s.threads_per_row);
 }
 
+int prologue_splits(std::int64_t tiles, std::int64_t k_tiles, int sms) {
+  if (tiles >= sms || k_tiles < 4) return 1;
+  const std::int64_t want = ceil_div(2 * static_cast<std::int64_t>(sms), tiles);
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>({want, k_tiles / 2, 32})));
+}
+
+namespace {
+
+// The prologue mainloop (napkin/gemm_prologue.h): a memory-bound GEMM whose operands are
+// transformed as they load. Model:
+//   CTAs     = tiles * splits, 128 threads each, as many resident per SM as shared memory and
+//              registers allow
+//   compute  = FLOPs at half the tensor cores' WGMMA rate (mma.sync from registers: an
+//              assumption, to be measured) over the SMs the CTAs occupy
+//   prologue = each CTA transforms the operand tiles it loads: A once per N tile, B once per M
+//              tile, at the SFU and FMA rates
+//   HBM      = compulsory traffic at the measured fraction of the bandwidth this mainloop
+//              sustains, over the SMs the CTAs occupy; re-reads across tiles from L2
+//   split    = each split adds tile_m x tile_n f32 sums to L2 (red.add), read back once
+//   time     = max(compute, prologue ALU, HBM, L2) + fixed launch cost
+GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {
+  GemmVerdict v;
+  auto reject = [&](std::string cls, std::string why) {
+    v.reason_class = std::move(cls);
+    v.reason = std::move(why);
+    return v;
+  };
+  if (p.outputs > 1) return reject("prologue", "the dual GEMM has no prologue mainloop");
+  if (s.tile_m % 64 != 0 || s.tile_n % 64 != 0 || s.tile_k != 64 || s.cluster_m * s.cluster_n != 1)
+    return reject("divisibility", fmt::format("tile {}x{}x{}: the prologue mainloop takes multiples of 64 and tile_k 64, no "
+                                              "cluster", s.tile_m, s.tile_n, s.tile_k));
+  // Registers: four warps hold the tile's f32 accumulators, 64 a thread at most beside the
+  // operand fragments (128 x 64 compiles to 232 registers, napkin/gemm_prologue.h).
+  const double acc_regs = static_cast<double>(s.tile_m * s.tile_n) / 128;
+  if (acc_regs > 64) return reject("registers", fmt::format("{:.0f} accumulator registers per thread, 64 fit", acc_regs));
+  const double in_bytes = dtype_bytes(p.operand);
+  const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * in_bytes;
+  const double smem_limit = static_cast<double>(m.limits.smem_bytes_per_block.value);
+  if (s.stages < 2 || s.stages * stage_bytes > smem_limit)
+    return reject("smem", fmt::format("{} stages of {:.0f} KiB; {:.0f} KiB per block", s.stages, stage_bytes / 1024,
+                                      smem_limit / 1024));
+  v.stages = s.stages;
+  const auto rate = m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand);
+  if (!rate) return reject("dtype", fmt::format("no tensor-core rate for {} on {}", dtype_name(p.operand), m.name));
+  const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
+  const std::int64_t m_tiles = ceil_div(p.m, s.tile_m), n_tiles = ceil_div(p.n, s.tile_n);
+  const std::int64_t tiles = m_tiles * n_tiles * p.l;
+  const int splits = prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value);
+  const double ctas = static_cast<double>(tiles * splits);
+  const double resident = std::max(1.0, std::min(std::floor(static_cast<double>(m.limits.smem_bytes_per_sm.value) /
+                                                            (s.stages * stage_bytes + 1024)),
+                                                 acc_regs > 32 ? 2.0 : 3.0));
+  const double busy_sms = std::min(sms, ctas);
+  const double flops = 2.0 * static_cast<double>(p.m * p.n) * static_cast<double>(p.k * p.l);
+  const double waves = std::ceil(ctas / (sms * resident));
+  const double compute_s = waves * 2.0 * static_cast<double>(s.tile_m * s.tile_n) *
+                           static_cast<double>(ceil_div(ceil_div(p.k, s.tile_k), splits) * s.tile_k) /
+                           (*rate * 0.5 / resident * clock);
+  const double a_elems = static_cast<double>(p.m * p.k * p.l), b_elems = static_cast<double>(p.n * p.k * p.l);
+  const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
+  const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
+  const double transformed_a = a_elems * static_cast<double>(n_tiles), transformed_b = b_elems * static_cast<double>(m_tiles);
+  const double alu_s = (transformed_a * (p.prologue_sfu_a / sfu + p.prologue_fma_a / fma) +
+                        transformed_b * (p.prologue_sfu_b / sfu + p.prologue_fma_b / fma)) /
+                       (busy_sms * clock);
+  const double c_elems = static_cast<double>(p.m * p.n * p.l);
+  const double compulsory =
+      (a_elems + b_elems) * in_bytes + c_elems * (p.out_bytes_per_element + p.epilogue_bytes_per_element);
+  // Measured on the H100 (bench/NOTES.md, 2026-11-27, ncu): linear attention's two prologue
+  // GEMMs moved 41 % of the copy bandwidth (the state's split at 40 % of DRAM, the output's at
+  // 25 %, 64 x 64 tiles): the rate this mainloop sustains until it is tuned.
+  constexpr double kSustained = 0.41;
+  const double hbm_s = compulsory / (hbm_bytes_per_s(m) * kSustained * busy_sms / sms);
+  const double l2 = (transformed_a + transformed_b) * in_bytes + (splits > 1 ? 2.0 * c_elems * 4 * splits : 0);
+  const double l2_s = l2 / m.bytes_per_s(arch::kSmem);
+  const double main_s = std::max({compute_s, alu_s, hbm_s, l2_s});
+  v.estimate.time_s = main_s + kKernelFixedS;
+  v.estimate.flops = flops;
+  v.estimate.hbm_bytes = v.estimate.compulsory_bytes = compulsory;
+  v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == alu_s ? "ALU" : main_s == hbm_s ? "HBM bandwidth"
+                                                                                                   : "L2->SMEM bandwidth";
+  v.estimate.detail = fmt::format(
+      "{} tiles x {} splits on {:.0f} SMs; mma.sync {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us", tiles,
+      splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6);
+  v.fits = true;
+  return v;
+}
+
+}  // namespace
+
 GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {
+  if (s.prologue || p.prologue) {
+    if (!s.prologue || !p.prologue) {
+      GemmVerdict v;
+      v.reason_class = "prologue";
+      v.reason = p.prologue ? "an operand computed as it loads needs the prologue mainloop" : "no operand to transform";
+      return v;
+    }
+    return estimate_prologue_gemm(p, s, m);
+  }
   GemmVerdict v;
   auto reject = [&](std::string cls, std::string why) {
     v.reason_class = std::move(cls);
@@ -227,6 +328,26 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   if (!m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand))
     return plain_error(fmt::format("{} has no tensor-core rate for {} operands", m.name, dtype_name(p.operand)));
   KernelSearch out;
+  if (p.prologue) {
+    for (std::int64_t tm : {64, 128})
+      for (std::int64_t tn : {64, 128})
+        for (int stages : {3, 4}) {
+          GemmSchedule s{tm, tn, 64, 1, 1, stages, false};
+          s.prologue = true;
+          ++out.considered;
+          GemmVerdict v = estimate_gemm(p, s, m);
+          if (!v.fits) {
+            ++out.rejected[v.reason_class];
+            out.rejections.emplace_back(gemm_schedule_text(s), v.reason);
+            continue;
+          }
+          out.ranked.push_back({s, v.estimate});
+        }
+    std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const GemmCandidate& a, const GemmCandidate& b) {
+      return a.estimate.time_s < b.estimate.time_s;
+    });
+    return out;
+  }
   const std::int64_t tile_ms[] = {64, 128, 256};
   const std::int64_t tile_ns[] = {64, 128, 192, 256};
   const std::int64_t tile_ks[] = {32, 64, 128};

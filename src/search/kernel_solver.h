@@ -44,6 +44,10 @@ struct GemmSchedule {
   // Stream-K (cooperative only): the tiles past the last full wave are split along K over every
   // SM, each part's partial sums reduced through a workspace, so no wave runs part empty.
   bool stream_k = false;
+  // The prologue mainloop (napkin/gemm_prologue.h): cp.async and mma.sync, which transform an
+  // operand's fragments in registers; four warps, tile_k 64, no cluster, no persistent raster, the
+  // split along K chosen at launch (prologue_splits).
+  bool prologue = false;
   bool operator==(const GemmSchedule&) const = default;
 };
 // "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1, " along N",
@@ -67,7 +71,15 @@ struct GemmProblem {
   double epilogue_bytes_per_element = 0;  // epilogue reads per output element (aux tensors)
   double epilogue_flop_per_element = 0;   // epilogue arithmetic (FMA-unit FLOP) per output element
   int outputs = 1;                    // 2 for a dual GEMM (two accumulators sharing A)
+  // An operand computed from an input as it is loaded (the prologue mainloop): the transcendental
+  // and other arithmetic per element of A and of B.
+  bool prologue = false;
+  double prologue_sfu_a = 0, prologue_fma_a = 0, prologue_sfu_b = 0, prologue_fma_b = 0;
 };
+
+// The prologue GEMM's split of each output tile's K range (napkin::gemm::prologue_splits, the
+// launch's own rule): enough CTAs for two per SM, each split at least two K tiles, at most 32.
+int prologue_splits(std::int64_t tiles, std::int64_t k_tiles, int sms);
 
 struct KernelEstimate {
   double time_s = 0;

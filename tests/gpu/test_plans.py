@@ -14,7 +14,7 @@ from conftest import diagram
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmul", "matmul_rmsnorm", "layernorm",
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection",
-            "geglu_linear", "expert_swiglu", "residual_projection"]
+            "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection"]
 
 
 def napkin_bin():

@@ -110,7 +110,7 @@ struct PrologueKernel {
     typename Cfg::StrideD dd;
     int m, n, k, l;
     int tiles_m, tiles_n;  // output tiles along M and N (per batch)
-    int splits;            // K ranges per output tile
+    int splits;            // K ranges per output tile (0: prologue_splits)
     float* partial;        // splits > 1: [l][m][n] f32 sums, zero between launches
     int* arrivals;         // splits > 1: per output tile, zero between launches
   };
@@ -265,7 +265,7 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
   p.tiles_m = (p.m + kTileM - 1) / kTileM;
   p.tiles_n = (p.n + kTileN - 1) / kTileN;
   const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.l;
-  p.splits = prologue_splits(tiles, (p.k + K::Cfg_::kTileK - 1) / K::Cfg_::kTileK, sm_count(device));
+  if (p.splits <= 0) p.splits = prologue_splits(tiles, (p.k + K::Cfg_::kTileK - 1) / K::Cfg_::kTileK, sm_count(device));
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {

@@ -227,7 +227,7 @@ TEST(GemmKernel, RefusesWhatIsNotAGemmWithTheOpAndWhy) {
        "a GEMM's epilogue is elementwise code", 4},
       {"a second contraction", h + "in V[f g] bf16\nY = contract(contract(X, W over e) as bf16, V over f) as bf16\nout Y\n",
        "a second contraction", 5},
-      {"a computed operand", h + "Y = contract(X * 2, W over e) as bf16\nout Y\n", "is computed in the kernel", 4},
+      {"a computed operand", h + "in Z[t e] bf16\nY = contract(X + Z, W over e) as bf16\nout Y\n", "a prologue transforms one", 5},
       {"f32 operands", "axes t=256 e=128 f=64\nin X[t e] f32\nin W[e f] f32\nY = contract(X, W over e) as bf16\nout Y\n",
        "two bf16 or two f16 operands", 4},
       {"fp8 operands",

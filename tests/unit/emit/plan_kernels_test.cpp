@@ -71,6 +71,37 @@ TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   }
 }
 
+// An operand's elementwise producer fused into a memory-bound GEMM's mainloop (the prologue
+// GEMM): one kernel, its code the operand's transform; and the refusals that keep it correct.
+TEST(PlanKernels, AFeatureMapRunsAsThePrologueOfItsGemm) {
+  const Loaded l = load("tests/diagrams/feature_projection.napkin",
+                        testing::read_text(testing::source_dir() / "tests" / "diagrams" / "feature_projection.napkin"));
+  const auto units = emit_plan(l);
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_NE(units[0].find("PrologueKernel<Config, PrologueA, cute::identity, Epilogue>"), std::string::npos);
+  testing::expect_golden("kernels/plan_feature_projection_0.cu", units[0]);
+  // Not finite at 0 (loads past the edge are zero-filled), a param, two operands nonzero at 0.
+  const std::pair<const char*, const char*> refused[] = {
+      {"F = log(X)", "not finite where its input is 0"},
+      {"param s = 2\nF = exp(X * s)", "reads param 's'"},
+      {"F = exp(X)\nG = exp(W)", "both operands are nonzero where their inputs are 0"}};
+  for (const auto& [code, why] : refused) {
+    SCOPED_TRACE(code);
+    const std::string text = fmt::format("axes t=8192 d=64 e=64\nin X[t d] bf16\nin W[d e] bf16\n{}\nY = contract(F, {} over d) as bf16\nout Y\n",
+                                         code, std::string(code).find("G =") != std::string::npos ? "G" : "W");
+    const Loaded x = load("prologue.napkin", text);
+    auto d = plan::derive_plan(x.diagram, h100());
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    // (With both operands computed, the plan fuses one of them and materialises the other.)
+    if (std::string(code).find("G =") == std::string::npos)
+      for (const plan::Kernel& k : d->chosen.kernels) EXPECT_FALSE(k.gemm && k.gemm->prologue) << k.name;
+    ir::Diagram kd = x.diagram;
+    auto f = emit::recognise_gemm(kd, x.src);
+    ASSERT_FALSE(f.ok());
+    EXPECT_NE(f.error().format().find(why), std::string::npos) << f.error().format();
+  }
+}
+
 // The plan's GEMM family and the GEMM emitter take the same epilogue leaves: every GEMM kernel a
 // plan chooses is one the emitter writes, over leaves of every shape and dtype (one mechanism).
 TEST(PlanKernels, EveryGemmThePlanChoosesHasAnEmitterWhateverItsLeaves) {
