@@ -1,13 +1,31 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One call on the GPU machine: the prologue GEMM's variants of linear attention, A/B in one
+# process. Compiles build/plans (the chosen plans) and every build/pv2/<variant>/<case>/, validates
+# the first variant (napkin run at sizes no tile divides, compute-sanitizer), profiles it (ncu:
+# per-kernel duration and DRAM throughput), and times every variant with bench/gemm/run.py.
+# Carried: build/plans, build/pv2, build/devbin, build/cutlass.tar.xz. Logs under $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 tar -xJf build/cutlass.tar.xz -C build
 export LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/build/devbin/napkin PYTHONUNBUFFERED=1
 flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass -lineinfo"
-ls build/plans/*/kernel*.cu build/pv/*/kernel*.cu | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || echo 'FAILED {}'"
-for d in build/plans/*/ build/pv/*/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so 2> $d/link.log || echo "LINK FAILED $d"; done
-L=build/plans/linear_attention/libkernel.so
-timeout 120 ncu --section SpeedOfLight --section Occupancy --section LaunchStats -k regex:prologue $NAPKIN_BIN run examples/linear_attention.napkin --machine h100-sxm5 --library $L --iters 1 > $OUT/ncu.txt 2>&1
-grep -E "prologue_gemm_kernel|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Grid Size|Registers Per|Compute \(SM\)" $OUT/ncu.txt | sed -E 's/^ +//' | cut -c1-120 | head -40
-also=""; for v in build/pv/*/; do n=$(basename $v); also="$also --also $n=build/pv"; done
-for v in s10 s20 o128 o64s2; do mkdir -p build/pvx/$v; ln -sf $PWD/build/pv/$v build/pvx/$v/linear_attention; done
-timeout 300 python3 bench/gemm/run.py --kernels build/plans --cases linear_attention --also s10=build/pvx/s10 --also s20=build/pvx/s20 --also o128=build/pvx/o128 --also o64s2=build/pvx/o64s2 --reps 50 --out $OUT/gemm.jsonl 2>&1 | tail -8 | tee $OUT/bench.txt
+case=${CASE:-linear_attention}
+ls build/plans/$case/kernel*.cu build/pv2/*/$case/kernel*.cu | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || echo 'FAILED {}'"
+for d in build/plans/$case/ build/pv2/*/$case/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so 2> $d/link.log || echo "LINK FAILED $d"; done
+variants=$(ls build/pv2); first=$(echo $variants | cut -d' ' -f1)
+if [ -n "${SANITIZE:-}" ]; then  # the chosen plan's library, at sizes no tile divides
+  L=build/plans/$case/libkernel.so
+  for sets in "" "--check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=4100"; do
+    timeout 120 $NAPKIN_BIN run examples/$case.napkin --machine h100-sxm5 --library $L --iters 0 $sets 2>&1 | grep -E "validation: b|error" | cut -c1-160
+  done | tee $OUT/run.txt
+  for tool in memcheck racecheck; do
+    timeout 120 compute-sanitizer --tool $tool $NAPKIN_BIN run examples/$case.napkin --machine h100-sxm5 --library $L --iters 0 --check-set b=1 --check-set h=2 --check-set q=197 --check-set k=1000 > $OUT/san_$tool.log 2>&1; echo "$tool $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_$tool.log)"
+  done | tee $OUT/san.txt
+fi
+for v in $variants; do  # per-kernel duration and DRAM throughput (ncu, clocks not locked)
+  timeout 120 ncu --section SpeedOfLight -k regex:prologue --launch-count 2 python3 bench/gemm/run.py --kernels build/pv2/$v --cases $case --reps 1 > $OUT/ncu_$v.txt 2>&1
+  echo "$v: $(grep -E 'Duration|DRAM Throughput' $OUT/ncu_$v.txt | awk '{print $1, $(NF)}' | tr '\n' ' ')"
+done | tee $OUT/ncu.txt
+also=""; for v in $variants; do [ $v = $first ] || also="$also --also $v=build/pv2/$v"; done
+timeout 300 python3 bench/gemm/run.py --kernels build/pv2/$first --cases $case --also base=build/plans $also --reps 50 --out $OUT/gemm.jsonl 2>&1 | tail -4 | tee $OUT/bench.txt

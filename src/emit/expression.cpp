@@ -78,9 +78,9 @@ std::string Writer::expression(NodeId n) {
         for (AxisId a : x.axes) off += fmt::format(" + i_{0} * a.s_{1}_{0}", d_.axis(a).name, x.name);
         return fmt::format("napkin::rows::load(a.{} + (0{}))", x.name, off);
       }
-      case OpKind::exp: return "expf(" + opf(0) + ")";
+      case OpKind::exp: return (approximate_ ? "__expf(" : "expf(") + opf(0) + ")";
       case OpKind::exp2: return "exp2f(" + opf(0) + ")";
-      case OpKind::log: return "logf(" + opf(0) + ")";
+      case OpKind::log: return (approximate_ ? "__logf(" : "logf(") + opf(0) + ")";
       case OpKind::tanh: return "tanhf(" + opf(0) + ")";
       case OpKind::floor: return t == CType::integer ? op(0) : "floorf(" + op(0) + ")";
       case OpKind::neg: return "-" + op(0);

@@ -29,6 +29,10 @@ class Writer {
   // Divisions by `divisor` multiply by `reciprocal` (a name for 1 / divisor computed once in an
   // outer scope): within 1.5 ulp of f32 of the quotient, where a division costs ~10 instructions.
   void divide_by_reciprocal(ir::NodeId divisor, std::string reciprocal) { reciprocals_[divisor] = std::move(reciprocal); }
+  // exp and log through the SFU's approximations (__expf, __logf: a few ulp of f32, 2 + 1.16|x|
+  // for exp), for values rounded to bf16 or f16 right after, whose rounding they change only
+  // within that error of a rounding boundary.
+  void approximate_transcendentals() { approximate_ = true; }
 
  private:
   void collect(ir::NodeId n, std::set<ir::NodeId>& need);
@@ -37,6 +41,7 @@ class Writer {
   const ir::Diagram& d_;
   std::map<ir::NodeId, std::string> values_;
   std::map<ir::NodeId, std::string> reciprocals_;
+  bool approximate_ = false;
 };
 
 }  // namespace napkin::emit::expression

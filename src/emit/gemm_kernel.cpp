@@ -606,10 +606,12 @@ std::string epilogue_functor(const ir::Diagram& d, const GemmForm& f, const std:
 std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId input, NodeId operand, const char* name) {
   if (operand < 0) return "";
   expression::Writer w(d, {{input, "x"}});
+  w.approximate_transcendentals();  // rounded to the operand dtype below
   std::string body;
   const std::string result = w.value(operand, body, "    ");
   const char* t = cutlass_type(f.element);
-  return fmt::format("// The operand {} computed from each element of {} as it loads, in f32, rounded for the tensor cores.\n"
+  return fmt::format("// The operand {} computed from each element of {} as it loads, in f32 (exp and log by the SFU's\n"
+                     "// approximations), rounded for the tensor cores.\n"
                      "struct {} {{\n"
                      "  CUTLASS_DEVICE {} operator()({} element) const {{\n    const float x = static_cast<float>(element);\n{}"
                      "    return {}({});\n  }}\n}};\n\n",
@@ -625,7 +627,9 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_prologue.h", "", "B " + B.name);
-  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
+  // Warps 2 x 2 (4 x 1, which transforms each element of A once, measured 7 % faster on an
+  // M-major A and 13 % slower on a K-major one: bench/NOTES.md, 2026-11-27).
+  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}, 2>;\n\n", cutlass_type(f.element),
                      cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
   out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
   out += epilogue_functor(d, f, {{f.contraction, "acc[i]"}}, "cutlass::Array<float, N> const& acc");

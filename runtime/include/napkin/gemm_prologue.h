@@ -20,10 +20,10 @@
 // (the plan fuses a prologue into one operand only).
 //
 // Split along K: where the output tiles are fewer than two per SM (a state of d x e per head
-// reduced over a long sequence), each tile's K range is cut into splits; each split adds its
-// partial sums into an f32 workspace (red.add), and the last split of a tile to arrive (a counter
-// per tile) reads the sums back, zeroes them and the counter for the next launch, and runs the
-// epilogue. The workspace belongs to the (device, stream) pair and is zeroed when allocated.
+// reduced over a long sequence), each tile's K range is cut into splits; each split stores its
+// partial sums to an f32 workspace, and the last split of a tile to arrive (a counter per tile)
+// sums them in split order, zeroes the counter for the next launch, and runs the epilogue. The
+// workspace belongs to the (device, stream) pair; its counters are zeroed when allocated.
 #pragma once
 
 #include "napkin/gemm_kernel.h"
@@ -63,9 +63,14 @@ struct Sm80Operand<T, false> {
 };
 
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the
-// output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64) and the stages.
-template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_>
+// output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64), the stages, the warps
+// along M (of four), and the CTAs per SM the registers must allow (launch bounds).
+template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_,
+          int kWarpsM = 2, int kMinBlocks_ = 1>
 struct PrologueConfig {
+  static_assert(kWarpsM == 1 || kWarpsM == 2 || kWarpsM == 4, "four warps: 4 x 1, 2 x 2 or 1 x 4 over the tile");
+  static constexpr int kWarpsN = 4 / kWarpsM;
+  static constexpr int kMinBlocks = kMinBlocks_;  // CTAs resident per SM the registers must allow
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0, "the prologue GEMM's tiles are multiples of 64");
   using Element = ElementAB;
   using ElementD = ElementD_;
@@ -79,9 +84,12 @@ struct PrologueConfig {
   using StrideD = std::conditional_t<kDNMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
   using MmaAtom = std::conditional_t<std::is_same_v<ElementAB, cutlass::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
                                      cute::SM80_16x8x16_F32BF16BF16F32_TN>;
-  // Four warps, 2 x 2 over the tile, each step 32 x 32 x 16.
-  using TiledMma = decltype(cute::make_tiled_mma(MmaAtom{}, cute::Layout<cute::Shape<cute::_2, cute::_2, cute::_1>>{},
-                                                 cute::Tile<cute::_32, cute::_32, cute::_16>{}));
+  // Four warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
+  // the operand fragments it loads, so the transformed operand is split over the warps (4 x 1
+  // where A is transformed, 1 x 4 where B is): each of its elements is transformed once a tile.
+  using TiledMma = decltype(cute::make_tiled_mma(
+      MmaAtom{}, cute::Layout<cute::Shape<cute::Int<kWarpsM>, cute::Int<kWarpsN>, cute::_1>>{},
+      cute::Tile<cute::Int<16 * kWarpsM>, cute::Int<16 * kWarpsN>, cute::_16>{}));
   using OperandA = Sm80Operand<ElementAB, kAKMajor>;
   using OperandB = Sm80Operand<ElementAB, kBKMajor>;
   static constexpr int kThreads = 128;
@@ -111,7 +119,7 @@ struct PrologueKernel {
     int m, n, k, l;
     int tiles_m, tiles_n;  // output tiles along M and N (per batch)
     int splits;            // K ranges per output tile (0: prologue_splits)
-    float* partial;        // splits > 1: [l][m][n] f32 sums, zero between launches
+    float* partial;        // splits > 1: [tile][split][tile_m][tile_n] f32 partial sums
     int* arrivals;         // splits > 1: per output tile, zero between launches
   };
 };
@@ -126,7 +134,7 @@ inline int prologue_splits(int64_t tiles, int64_t k_tiles, int sms) {
 }
 
 template <class K>
-__global__ void __launch_bounds__(128) prologue_gemm_kernel(const typename K::Params p) {
+__global__ void __launch_bounds__(128, K::Cfg_::kMinBlocks) prologue_gemm_kernel(const typename K::Params p) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
   extern __shared__ char smem[];
@@ -173,28 +181,35 @@ __global__ void __launch_bounds__(128) prologue_gemm_kernel(const typename K::Pa
   Tensor coord = mma.get_slice(thread).partition_C(make_identity_tensor(take<0, 2>(tile)));
   const int64_t m0 = static_cast<int64_t>(m_tile) * size<0>(gA), n0 = static_cast<int64_t>(n_tile) * size<0>(gB);
   if (p.splits > 1) {
-    float* sums = p.partial + static_cast<int64_t>(batch) * p.m * p.n;
+    // This split's partial sums, stored where the tile's last split reads them; that split sums
+    // them in split order (the same result whichever arrives last).
+    const int tile_id = (batch * p.tiles_n + n_tile) * p.tiles_m + m_tile;
+    constexpr int kTileElems = decltype(size<0>(tile) * size<1>(tile))::value;
+    float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + split) * kTileElems;
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); ++i) {
+    for (int i = 0; i < size(acc); i += 2) {
       const int mm = get<0>(coord(i)), nn = get<1>(coord(i));
-      if (mm < m_left && nn < n_left) atomicAdd(sums + (m0 + mm) * p.n + n0 + nn, acc(i));
+      __stcg(reinterpret_cast<float2*>(mine + mm * size<1>(tile) + nn), make_float2(acc(i), acc(i + 1)));
     }
     __threadfence();
     __syncthreads();
     __shared__ int last;
-    const int tile_id = (batch * p.tiles_n + n_tile) * p.tiles_m + m_tile;
     if (thread == 0) last = atomicAdd(p.arrivals + tile_id, 1) == p.splits - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
+    const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * kTileElems;
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); ++i) {
-      const int mm = get<0>(coord(i)), nn = get<1>(coord(i));
-      if (mm < m_left && nn < n_left) {
-        float* s = sums + (m0 + mm) * p.n + n0 + nn;
-        acc(i) = __ldcg(s);
-        __stcg(s, 0.0f);
+    for (int i = 0; i < size(acc); i += 2) {
+      const int at = get<0>(coord(i)) * size<1>(tile) + get<1>(coord(i));
+      float2 sum = make_float2(0.f, 0.f);
+      for (int k = 0; k < p.splits; ++k) {
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(all + k * kTileElems + at));
+        sum.x += v.x;
+        sum.y += v.y;
       }
+      acc(i) = sum.x;
+      acc(i + 1) = sum.y;
     }
     if (thread == 0) p.arrivals[tile_id] = 0;
   }
@@ -269,8 +284,8 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {
-    if (cudaError_t e = prologue_workspace(stream, static_cast<size_t>(p.l) * p.m * p.n, static_cast<size_t>(tiles), &p.partial,
-                                           &p.arrivals);
+    if (cudaError_t e = prologue_workspace(stream, static_cast<size_t>(tiles) * p.splits * kTileM * kTileN,
+                                           static_cast<size_t>(tiles), &p.partial, &p.arrivals);
         e != cudaSuccess)
       return std::string("the prologue GEMM's split workspace: ") + cudaGetErrorString(e);
   }

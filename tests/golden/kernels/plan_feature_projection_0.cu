@@ -8,14 +8,15 @@
 namespace {
 
 // M = t, N = e, K = d, L = -: A X[t d] K-major, B W[d e] N-major, D Y[t e] N-major.
-using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 3>;
+using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 3, 2>;
 
-// The operand 'F' computed from each element of X as it loads, in f32, rounded for the tensor cores.
+// The operand 'F' computed from each element of X as it loads, in f32 (exp and log by the SFU's
+// approximations), rounded for the tensor cores.
 struct PrologueA {
   CUTLASS_DEVICE cutlass::bfloat16_t operator()(cutlass::bfloat16_t element) const {
     const float x = static_cast<float>(element);
     const float v3 = x * 0.125f;
-    const float v4 = expf(v3);  // F
+    const float v4 = __expf(v3);  // F
     return cutlass::bfloat16_t(v4);
   }
 };

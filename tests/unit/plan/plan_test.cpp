@@ -132,7 +132,12 @@ TEST(Plan, LinearAttentionIsReassociated) {
   ASSERT_EQ(r.chosen.moves.size(), 1u);
   EXPECT_NE(r.chosen.moves[0].find("reassociated"), std::string::npos);
   for (const auto& m : r.chosen.materialised) EXPECT_EQ(m.find("q k"), std::string::npos) << m;  // no q x k scores
-  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::elementwise, K::gemm, K::gemm}));
+  // The feature maps run as the GEMMs' operand prologues: two kernels, nothing but the state
+  // materialised.
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+  for (const auto& k : r.chosen.kernels) EXPECT_TRUE(k.gemm && k.gemm->prologue) << k.name;
+  ASSERT_EQ(r.chosen.materialised.size(), 1u);
+  EXPECT_EQ(r.chosen.materialised[0].rfind("FKV[", 0), 0u) << r.chosen.materialised[0];
 }
 
 // Normalised linear attention: the denominator sum_k (phi(Q) . phi(K)) is phi(Q) . sum_k phi(K)
