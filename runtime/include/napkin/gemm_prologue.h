@@ -37,39 +37,41 @@
 namespace napkin::gemm {
 
 // One operand's loads for the cp.async mainloop: 16-bit elements, 64 of them along K per stage,
-// `kRows` along M (or N); 128 threads. K-major (K contiguous): rows of 64 elements (128 bytes)
-// swizzled for ldmatrix; MN-major: columns of 64 elements, read transposed (ldmatrix.trans).
-template <class T, bool kKMajor>
+// by kThreads threads (a multiple of 64) 16 bytes each. K-major (K contiguous): rows of 64
+// elements (128 bytes) swizzled for ldmatrix; MN-major: columns of 64 elements, read transposed
+// (ldmatrix.trans).
+template <class T, bool kKMajor, int kThreads>
 struct Sm80Operand;
-template <class T>
-struct Sm80Operand<T, true> {
+template <class T, int kThreads>
+struct Sm80Operand<T, true, kThreads> {
   using SmemLayoutAtom = decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
                                                     cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
   using SmemCopyAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, T>;
   using GmemTiledCopy = decltype(cute::make_tiled_copy(
       cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, T>{},
-      cute::Layout<cute::Shape<cute::_16, cute::_8>, cute::Stride<cute::_8, cute::_1>>{},  // threads: 16 rows x 8 along K
-      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));                                    // 8 elements (16 bytes) each
+      cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>, cute::Stride<cute::_8, cute::_1>>{},  // rows x 8 along K
+      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));  // 8 elements (16 bytes) each
 };
-template <class T>
-struct Sm80Operand<T, false> {
+template <class T, int kThreads>
+struct Sm80Operand<T, false, kThreads> {
   using SmemLayoutAtom = decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
                                                     cute::Layout<cute::Shape<cute::_64, cute::_8>, cute::Stride<cute::_1, cute::_64>>{}));
   using SmemCopyAtom = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, T>;
   using GmemTiledCopy = decltype(cute::make_tiled_copy(
       cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, T>{},
-      cute::Layout<cute::Shape<cute::_8, cute::_16>, cute::Stride<cute::_1, cute::_8>>{},  // threads: 8 along M x 16 along K
-      cute::Layout<cute::Shape<cute::_8, cute::_1>>{}));                                    // 8 elements along M each
+      cute::Layout<cute::Shape<cute::_8, cute::Int<kThreads / 8>>, cute::Stride<cute::_1, cute::_8>>{},  // 8 along M x K
+      cute::Layout<cute::Shape<cute::_8, cute::_1>>{}));  // 8 elements along M each
 };
 
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the
 // output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64), the stages, the warps
-// along M (of four), and the CTAs per SM the registers must allow (launch bounds).
+// along M, the CTAs per SM the registers must allow (launch bounds), and the warps (4 or 8).
 template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_,
-          int kWarpsM = 2, int kMinBlocks_ = 1>
+          int kWarpsM = 2, int kMinBlocks_ = 1, int kWarps = 4>
 struct PrologueConfig {
-  static_assert(kWarpsM == 1 || kWarpsM == 2 || kWarpsM == 4, "four warps: 4 x 1, 2 x 2 or 1 x 4 over the tile");
-  static constexpr int kWarpsN = 4 / kWarpsM;
+  static_assert((kWarps == 4 || kWarps == 8) && kWarps % kWarpsM == 0, "four or eight warps, kWarpsM of them along M");
+  static constexpr int kWarpsN = kWarps / kWarpsM;
+  static_assert(16 * kWarpsM <= kTileM && 16 * kWarpsN <= kTileN, "each warp at least 16 x 16 of the tile");
   static constexpr int kMinBlocks = kMinBlocks_;  // CTAs resident per SM the registers must allow
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0, "the prologue GEMM's tiles are multiples of 64");
   using Element = ElementAB;
@@ -84,15 +86,14 @@ struct PrologueConfig {
   using StrideD = std::conditional_t<kDNMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
   using MmaAtom = std::conditional_t<std::is_same_v<ElementAB, cutlass::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
                                      cute::SM80_16x8x16_F32BF16BF16F32_TN>;
-  // Four warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
-  // the operand fragments it loads, so the transformed operand is split over the warps (4 x 1
-  // where A is transformed, 1 x 4 where B is): each of its elements is transformed once a tile.
+  // kWarps warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
+  // the operand fragments it loads: an operand split over fewer warps is transformed fewer times.
   using TiledMma = decltype(cute::make_tiled_mma(
       MmaAtom{}, cute::Layout<cute::Shape<cute::Int<kWarpsM>, cute::Int<kWarpsN>, cute::_1>>{},
       cute::Tile<cute::Int<16 * kWarpsM>, cute::Int<16 * kWarpsN>, cute::_16>{}));
-  using OperandA = Sm80Operand<ElementAB, kAKMajor>;
-  using OperandB = Sm80Operand<ElementAB, kBKMajor>;
-  static constexpr int kThreads = 128;
+  static constexpr int kThreads = 32 * kWarps;
+  using OperandA = Sm80Operand<ElementAB, kAKMajor, kThreads>;
+  using OperandB = Sm80Operand<ElementAB, kBKMajor, kThreads>;
 };
 
 template <class Cfg, class PrologueA, class PrologueB, template <class> class Epilogue>
@@ -134,7 +135,7 @@ inline int prologue_splits(int64_t tiles, int64_t k_tiles, int sms) {
 }
 
 template <class K>
-__global__ void __launch_bounds__(128, K::Cfg_::kMinBlocks) prologue_gemm_kernel(const typename K::Params p) {
+__global__ void __launch_bounds__(K::Cfg_::kThreads, K::Cfg_::kMinBlocks) prologue_gemm_kernel(const typename K::Params p) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
   extern __shared__ char smem[];

@@ -497,6 +497,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   auto& ss = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
+  // Split: the combine kernel may launch now (programmatic dependent launch); it waits for this
+  // grid's completion before it reads (fwd_combine_kernel), so only its launch overlaps.
+  if constexpr (kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -1155,6 +1158,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
 // split sees is empty (O the epilogue of 0, LSE +inf, as unsplit). Without one, the sums add.
 template <class Cfg>
 __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
+  // Launched dependent on the split kernel (fmha_fwd_launch): wait until it has completed and its
+  // partial rows are visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   using Fusion = typename Cfg::Fusion;
   constexpr int kHeadDim = Cfg::kHeadDim, kPerLane = kHeadDim / 32;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
@@ -1318,9 +1324,19 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   else fmha_fwd_kernel<Cfg, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   cudaError_t err = cudaGetLastError();
   if (p.num_splits > 1 && err == cudaSuccess) {
+    // A programmatic dependent launch: the combine's launch overlaps the split kernel's tail (a
+    // few us of a decoding step), its griddepcontrol.wait keeping the order.
     constexpr int kRowsPerCta = 8;
-    fwd_combine_kernel<Cfg><<<static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta), 32 * kRowsPerCta, 0, stream>>>(p);
-    err = cudaGetLastError();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>((rows + kRowsPerCta - 1) / kRowsPerCta));
+    config.blockDim = dim3(32 * kRowsPerCta);
+    config.stream = stream;
+    cudaLaunchAttribute dependent[1];
+    dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = dependent;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelEx(&config, fwd_combine_kernel<Cfg>, p);
   }
   for (void* buffer : {lists, partial})
     if (buffer != nullptr) {
