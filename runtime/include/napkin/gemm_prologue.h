@@ -7,11 +7,13 @@
 //
 // A plan fuses an operand's elementwise producer here instead of materialising it, where the
 // GEMM is memory-bound anyway (one of M, N or K small: linear attention's feature maps feeding
-// its state and its output). The mainloop is CUTLASS's multistage collective for cp.async and
-// mma.sync (MainloopSm80CpAsync), which applies TransformA and TransformB to each operand
-// fragment in registers after ldmatrix and before the MMA; the TMA/WGMMA mainloop has no such
-// hook (its operands go from shared memory to the tensor cores). The grid, the split along K and
-// the epilogue are this file's.
+// its state and its output). The TMA/WGMMA mainloop has no place for such code (its operands go
+// from shared memory to the tensor cores), and CUTLASS's multistage collective for mma.sync
+// transforms each fragment in registers, once for every warp that reads it (measured slower:
+// bench/NOTES.md, 2026-11-27). So the mainloop is this file's, over CuTe's atoms: cp.async into
+// shared-memory stages, each stage's operand transformed there once (16 bytes a thread), then
+// ldmatrix and mma.sync (SM80 atoms, which Hopper runs at about half its WGMMA rate). The grid,
+// the split along K and the epilogue are this file's too.
 //
 // Contract of the prologues: stateless functors from the operand's element to the operand's
 // element, whose value at 0 is finite. The mainloop zero-fills loads past the tensor's edge; a
@@ -28,7 +30,8 @@
 
 #include "napkin/gemm_kernel.h"
 
-#include <cutlass/gemm/collective/collective_mma.hpp>
+#include <cute/arch/copy_sm80.hpp>
+#include <cute/atom/mma_atom.hpp>
 
 #include <map>
 #include <mutex>
@@ -96,19 +99,22 @@ struct PrologueConfig {
   using OperandB = Sm80Operand<ElementAB, kBKMajor, kThreads>;
 };
 
-template <class Cfg, class PrologueA, class PrologueB, template <class> class Epilogue>
+template <class Cfg, class PrologueA_, class PrologueB_, template <class> class Epilogue>
 struct PrologueKernel {
   using Cfg_ = Cfg;
+  using PrologueA = PrologueA_;
+  using PrologueB = PrologueB_;
   using Output = Epilogue<float>;
   using Element = typename Cfg::Element;
   using ElementD = typename Cfg::ElementD;
-  using Mainloop = cutlass::gemm::collective::CollectiveMma<
-      cutlass::gemm::MainloopSm80CpAsync<Cfg::kStages, cute::Shape<cute::_1, cute::_1, cute::_1>>, typename Cfg::TileShape,
-      Element, typename Cfg::StrideA, Element, typename Cfg::StrideB, typename Cfg::TiledMma,
-      typename Cfg::OperandA::GmemTiledCopy, typename Cfg::OperandA::SmemLayoutAtom, typename Cfg::OperandA::SmemCopyAtom,
-      PrologueA, typename Cfg::OperandB::GmemTiledCopy, typename Cfg::OperandB::SmemLayoutAtom,
-      typename Cfg::OperandB::SmemCopyAtom, PrologueB>;
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(typename Mainloop::SharedStorage));
+  using SmemLayoutA = decltype(cute::tile_to_shape(
+      typename Cfg::OperandA::SmemLayoutAtom{},
+      cute::make_shape(cute::size<0>(typename Cfg::TileShape{}), cute::size<2>(typename Cfg::TileShape{}), cute::Int<Cfg::kStages>{})));
+  using SmemLayoutB = decltype(cute::tile_to_shape(
+      typename Cfg::OperandB::SmemLayoutAtom{},
+      cute::make_shape(cute::size<1>(typename Cfg::TileShape{}), cute::size<2>(typename Cfg::TileShape{}), cute::Int<Cfg::kStages>{})));
+  static constexpr int kElemsA = cute::cosize_v<SmemLayoutA>, kElemsB = cute::cosize_v<SmemLayoutB>;
+  static constexpr int kSmemBytes = (kElemsA + kElemsB) * static_cast<int>(sizeof(Element));
 
   struct Params {
     const Element* a;
@@ -134,11 +140,109 @@ inline int prologue_splits(int64_t tiles, int64_t k_tiles, int sms) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, k_tiles / 2, 32})));
 }
 
+// `count` elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
+// accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter.
+template <class F, class T, int kThreads>
+__device__ __forceinline__ void transform_stage(T* stage, int count, int thread) {
+  for (int i = thread * 8; i < count; i += kThreads * 8) {
+    uint4 v = *reinterpret_cast<const uint4*>(stage + i);
+    T* e = reinterpret_cast<T*>(&v);
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < 8; ++j) e[j] = F{}(e[j]);
+    *reinterpret_cast<uint4*>(stage + i) = v;
+  }
+}
+
+// The mainloop: K tiles [first, first + count) of gA (BM, BK, k) and gB (BN, BK, k) into acc,
+// through kStages shared-memory stages filled by cp.async (16 bytes a thread a copy; vectors past
+// the tensor's edge in M, N or K written as zeros), each stage's operands transformed once in
+// shared memory (not per warp that reads them), then ldmatrix and mma.sync.
+template <class K, class Acc, class TA, class TB>
+__device__ __forceinline__ void prologue_mainloop(Acc& acc, TA gA, TB gB, int first, int count, int m_left, int n_left,
+                                                  int k_total, int thread, char* smem) {
+  using namespace cute;
+  using Cfg = typename K::Cfg_;
+  using T = typename Cfg::Element;
+  constexpr int kStages = Cfg::kStages, kThreads = Cfg::kThreads;
+  constexpr int kTileK = Cfg::kTileK;
+  constexpr int kStageA = decltype(size<0>(typename Cfg::TileShape{}))::value * kTileK;
+  constexpr int kStageB = decltype(size<1>(typename Cfg::TileShape{}))::value * kTileK;
+  T* smem_a = reinterpret_cast<T*>(smem);
+  T* smem_b = smem_a + K::kElemsA;
+  Tensor sA = make_tensor(make_smem_ptr(smem_a), typename K::SmemLayoutA{});  // (BM, BK, stages)
+  Tensor sB = make_tensor(make_smem_ptr(smem_b), typename K::SmemLayoutB{});  // (BN, BK, stages)
+  typename Cfg::OperandA::GmemTiledCopy copy_a;
+  typename Cfg::OperandB::GmemTiledCopy copy_b;
+  auto thr_a = copy_a.get_slice(thread);
+  auto thr_b = copy_b.get_slice(thread);
+  Tensor tAgA = thr_a.partition_S(gA);  // (vector, M, K, k tiles)
+  Tensor tAsA = thr_a.partition_D(sA);  // (vector, M, K, stages)
+  Tensor tBgB = thr_b.partition_S(gB);
+  Tensor tBsB = thr_b.partition_D(sB);
+  Tensor tAcA = thr_a.partition_S(make_identity_tensor(make_shape(size<0>(sA), size<1>(sA))));  // -> (m, k) in the tile
+  Tensor tBcB = thr_b.partition_S(make_identity_tensor(make_shape(size<0>(sB), size<1>(sB))));
+  // A vector is in or out as a whole: the contiguous extent is a multiple of 8 (checked at launch).
+  auto load = [&](int k_tile, int stage) {
+    const int k_left = k_total - k_tile * kTileK;
+    CUTLASS_PRAGMA_UNROLL
+    for (int m = 0; m < size<1>(tAsA); ++m)
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < size<2>(tAsA); ++k) {
+        if (get<0>(tAcA(0, m, k)) < m_left && get<1>(tAcA(0, m, k)) < k_left) copy(copy_a, tAgA(_, m, k, k_tile), tAsA(_, m, k, stage));
+        else clear(tAsA(_, m, k, stage));
+      }
+    CUTLASS_PRAGMA_UNROLL
+    for (int n = 0; n < size<1>(tBsB); ++n)
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < size<2>(tBsB); ++k) {
+        if (get<0>(tBcB(0, n, k)) < n_left && get<1>(tBcB(0, n, k)) < k_left) copy(copy_b, tBgB(_, n, k, k_tile), tBsB(_, n, k, stage));
+        else clear(tBsB(_, n, k, stage));
+      }
+  };
+  typename Cfg::TiledMma mma;
+  auto thr_mma = mma.get_slice(thread);
+  Tensor tCrA = thr_mma.partition_fragment_A(sA(_, _, 0));  // (MMA, MMA_M, MMA_K)
+  Tensor tCrB = thr_mma.partition_fragment_B(sB(_, _, 0));
+  auto s2r_a = make_tiled_copy_A(typename Cfg::OperandA::SmemCopyAtom{}, mma);
+  auto s2r_b = make_tiled_copy_B(typename Cfg::OperandB::SmemCopyAtom{}, mma);
+  Tensor tCsA = s2r_a.get_slice(thread).partition_S(sA);  // (vector, MMA_M, MMA_K, stages)
+  Tensor tCsB = s2r_b.get_slice(thread).partition_S(sB);
+  Tensor tCrA_view = s2r_a.get_slice(thread).retile_D(tCrA);
+  Tensor tCrB_view = s2r_b.get_slice(thread).retile_D(tCrB);
+  constexpr bool kTransformA = !std::is_same_v<typename K::PrologueA, cute::identity>;
+  constexpr bool kTransformB = !std::is_same_v<typename K::PrologueB, cute::identity>;
+
+  CUTLASS_PRAGMA_UNROLL
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) load(first + s, s);
+    cp_async_fence();
+  }
+  for (int i = 0; i < count; ++i) {
+    const int stage = i % kStages;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i is in; every warp is done with the stage refilled below
+    if constexpr (kTransformA || kTransformB) {
+      if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kThreads>(smem_a + stage * kStageA, kStageA, thread);
+      if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kThreads>(smem_b + stage * kStageB, kStageB, thread);
+      __syncthreads();
+    }
+    if (i + kStages - 1 < count) load(first + i + kStages - 1, (i + kStages - 1) % kStages);
+    cp_async_fence();
+    CUTLASS_PRAGMA_UNROLL
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      copy(s2r_a, tCsA(_, _, kb, stage), tCrA_view(_, _, kb));
+      copy(s2r_b, tCsB(_, _, kb, stage), tCrB_view(_, _, kb));
+      cute::gemm(mma, acc, tCrA(_, _, kb), tCrB(_, _, kb), acc);
+    }
+  }
+  cp_async_wait<0>();
+}
+
 template <class K>
 __global__ void __launch_bounds__(K::Cfg_::kThreads, K::Cfg_::kMinBlocks) prologue_gemm_kernel(const typename K::Params p) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
-  extern __shared__ char smem[];
+  extern __shared__ __align__(128) char smem[];
   const int thread = static_cast<int>(threadIdx.x);
   // Tile order: M fastest, then N, then the split, then the batch (a split's CTAs run together).
   int t = static_cast<int>(blockIdx.x);
@@ -154,29 +258,17 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, K::Cfg_::kMinBlocks) prolog
   Tensor gA = local_tile(mA(_, _, batch), select<0, 2>(tile), make_coord(m_tile, _));  // (BM, BK, k tiles)
   Tensor gB = local_tile(mB(_, _, batch), select<1, 2>(tile), make_coord(n_tile, _));  // (BN, BK, k tiles)
   const int k_tiles = static_cast<int>(size<2>(gA));
-  // This split's K tiles [first, first + count); the residue (a partial first tile, CUTLASS's
-  // convention: K - BK * k_tiles <= 0) belongs to split 0.
+  // This split's K tiles [first, first + count); the last K tile may be partial.
   const int per_split = (k_tiles + p.splits - 1) / p.splits;
   const int first = split * per_split;
   const int count = max(0, min(k_tiles, first + per_split) - first);
-  const int k_residue = p.k - static_cast<int>(size<1>(gA)) * k_tiles;
   const int m_left = p.m - m_tile * static_cast<int>(size<0>(gA));
   const int n_left = p.n - n_tile * static_cast<int>(size<0>(gB));
 
   typename Cfg::TiledMma mma;
   Tensor acc = partition_fragment_C(mma, take<0, 2>(tile));
   clear(acc);
-  if (count > 0) {
-    typename K::Mainloop mainloop;
-    if (split == 0) {
-      mainloop(acc, gA, gB, acc, make_coord_iterator(first, k_tiles), count,
-               make_tuple(m_left, n_left, k_residue), thread, smem);
-    } else {  // whole K tiles, shifted as the residue shifts split 0's
-      mainloop(acc, domain_offset(make_coord(0, k_residue, 0), gA), domain_offset(make_coord(0, k_residue, 0), gB), acc,
-               make_coord_iterator(first, k_tiles), count, make_tuple(m_left, n_left, 0), thread,
-               smem);
-    }
-  }
+  if (count > 0) prologue_mainloop<K>(acc, gA, gB, first, count, m_left, n_left, p.k, thread, smem);
 
   // This thread's accumulator coordinates within the tile.
   Tensor coord = mma.get_slice(thread).partition_C(make_identity_tensor(take<0, 2>(tile)));
