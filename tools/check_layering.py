@@ -15,7 +15,7 @@ ALLOWED = {
     "sched": {"support", "ir"},
     "cost": {"support", "ir", "sched", "arch"},
     "search": {"support", "ir", "sched", "arch", "cost"},
-    "plan": {"support", "ir", "sched", "arch", "cost", "search"},
+    "plan": {"support", "ir", "sched", "arch", "cost", "search", "reference"},
     "exec": {"support", "ir", "sched", "reference", "plan"},
     "emit": {"support", "ir", "sched", "arch", "cost", "plan"},
     "driver": {"support", "ir", "reference", "arch", "sched", "cost", "search", "plan", "exec", "emit"},
