@@ -498,6 +498,17 @@ std::string params_binding(const ir::Diagram& d, const GemmForm& f) {
   return out;
 }
 
+// The entry's alignment checks of A, B and D (TMA's rules; cp.async's 16-byte loads ask the same):
+// `d_whole_rows` where D's contiguous extent must be whole 16-byte rows too (a TMA store).
+std::string operand_checks(const GemmForm& f, const Node& A, const Node& B, const Node& Y, bool d_whole_rows) {
+  std::string out = fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am",
+                                f.a_k_major ? "K" : "M", f.a_k_major ? "am" : "ak");
+  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
+                     f.b_k_major ? "bn" : "bk");
+  return out + fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, {});\n", Y.name, f.out_n_major ? "dn" : "dm",
+                           f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn", d_whole_rows);
+}
+
 // The entry's line binding tensor `x` (stored in `order`) as `var`, by name, dtype and role letters.
 std::string bind_line(const GemmForm& f, const std::string& var, const Node& x, const std::vector<AxisId>& order) {
   return fmt::format("  const napkin_tensor* {} = tb.bind(\"{}\", {}, \"{}\");\n", var, x.name, abi_dtype(x.dtype), roles(f, order));
@@ -644,12 +655,7 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
          mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
   out += "  // cp.async reads the operands 16 bytes at a time: the alignment TMA asks for.\n";
-  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
-                     f.a_k_major ? "am" : "ak");
-  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
-                     f.b_k_major ? "bn" : "bk");
-  out += fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, false);\n", Y.name, f.out_n_major ? "dn" : "dm",
-                     f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn");
+  out += operand_checks(f, A, B, Y, false);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
   out += "  const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
          "                         static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),\n"
@@ -749,12 +755,7 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
       }
     }
   }
-  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
-                     f.a_k_major ? "am" : "ak");
-  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
-                     f.b_k_major ? "bn" : "bk");
-  out += fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, true);\n", Y.name, f.out_n_major ? "dn" : "dm",
-                     f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn");
+  out += operand_checks(f, A, B, Y, true);
   for (const std::string& c : leaf_checks) out += c;
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
   std::string fusion = "{}";

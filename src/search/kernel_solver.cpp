@@ -330,20 +330,23 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   if (!m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand))
     return plain_error(fmt::format("{} has no tensor-core rate for {} operands", m.name, dtype_name(p.operand)));
   KernelSearch out;
+  auto consider = [&](const GemmSchedule& s) {
+    ++out.considered;
+    GemmVerdict v = estimate_gemm(p, s, m);
+    if (!v.fits) {
+      ++out.rejected[v.reason_class];
+      out.rejections.emplace_back(gemm_schedule_text(s), v.reason);
+      return;
+    }
+    out.ranked.push_back({s, v.estimate});
+  };
   if (p.prologue) {
     for (std::int64_t tm : {64, 128})
       for (std::int64_t tn : {64, 128})
         for (int stages : {3, 4}) {
           GemmSchedule s{tm, tn, 64, 1, 1, stages, false};
           s.prologue = true;
-          ++out.considered;
-          GemmVerdict v = estimate_gemm(p, s, m);
-          if (!v.fits) {
-            ++out.rejected[v.reason_class];
-            out.rejections.emplace_back(gemm_schedule_text(s), v.reason);
-            continue;
-          }
-          out.ranked.push_back({s, v.estimate});
+          consider(s);
         }
     std::stable_sort(out.ranked.begin(), out.ranked.end(), [](const GemmCandidate& a, const GemmCandidate& b) {
       return a.estimate.time_s < b.estimate.time_s;
@@ -364,14 +367,7 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
             s.stream_k = kind == kStreamK;
             s.swizzle = wave_swizzle(p, s, static_cast<double>(m.sm_count.value));
             s.raster_along_n = s.swizzle == 1 && raster_along_n(p, s, static_cast<double>(m.sm_count.value));
-            ++out.considered;
-            GemmVerdict v = estimate_gemm(p, s, m);
-            if (!v.fits) {
-              ++out.rejected[v.reason_class];
-              out.rejections.emplace_back(gemm_schedule_text(s), v.reason);
-              continue;
-            }
-            out.ranked.push_back({s, v.estimate});
+            consider(s);
           }
   // Fastest first; among equal times the smaller K step (more stages), then the smaller cluster (fewer
   // constraints on the launch), so that the order is deterministic.
