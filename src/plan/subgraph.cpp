@@ -72,9 +72,9 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
       continue;
     }
     if (node.op == OpKind::iota) return refuse(fmt::format("the operand {} depends on an index", kd.label(operand)));
-    if (!ir::is_elementwise(node.op) || ir::op_class(node.op) == OpClass::ternary)
-      return refuse(fmt::format("the operand {} is computed by {}: a prologue is unary or binary elementwise code",
-                                kd.label(operand), kd.label(n)));
+    if (!ir::is_elementwise(node.op))
+      return refuse(fmt::format("the operand {} is computed by {}: a prologue is elementwise code", kd.label(operand),
+                                kd.label(n)));
     if (!code.insert(n).second) continue;
     for (NodeId o : node.operands) stack.push_back(o);
   }
@@ -104,8 +104,11 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
       const Node& o = kd.node(node.operands[static_cast<std::size_t>(i)]);
       return o.op == OpKind::constant ? o.scalar : value.at(node.operands[static_cast<std::size_t>(i)]);
     };
-    value[n] = ir::op_class(node.op) == OpClass::unary ? reference::apply_unary(node, operand_value(0))
-                                                       : reference::apply_binary(node.op, operand_value(0), operand_value(1));
+    switch (ir::op_class(node.op)) {
+      case OpClass::unary: value[n] = reference::apply_unary(node, operand_value(0)); break;
+      case OpClass::binary: value[n] = reference::apply_binary(node.op, operand_value(0), operand_value(1)); break;
+      default: value[n] = operand_value(0) != 0 ? operand_value(1) : operand_value(2); break;  // select
+    }
     switch (node.op) {
       case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::tanh: case OpKind::softcap: p.sfu += 1; break;
       default: p.fma += 1;

@@ -80,6 +80,13 @@ TEST(PlanKernels, AFeatureMapRunsAsThePrologueOfItsGemm) {
   ASSERT_EQ(units.size(), 1u);
   EXPECT_NE(units[0].find("PrologueKernel<Config, PrologueA, cute::identity, Epilogue>"), std::string::npos);
   testing::expect_golden("kernels/plan_feature_projection_0.cu", units[0]);
+  // elu(x) + 1, the feature map of normalised linear attention: a select over the same input.
+  const Loaded elu = load("elu.napkin", "axes t=8192 d=64 e=64\nin X[t d] bf16\nin W[d e] bf16\n"
+                                        "F = select(X > 0, X + 1, exp(X))\nY = contract(F, W over d) as bf16\nout Y\n");
+  const auto elu_units = emit_plan(elu);
+  ASSERT_EQ(elu_units.size(), 1u);
+  EXPECT_NE(elu_units[0].find("struct PrologueA"), std::string::npos);
+  EXPECT_NE(elu_units[0].find("__expf(x)"), std::string::npos) << elu_units[0];
   // Not finite at 0 (loads past the edge are zero-filled), a param, two operands nonzero at 0.
   const std::pair<const char*, const char*> refused[] = {
       {"F = log(X)", "not finite where its input is 0"},
