@@ -83,6 +83,12 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
   if (src.dtype != DType::bf16 && src.dtype != DType::f16)
     return refuse(fmt::format("the operand {} is computed from {} {}: the prologue mainloop reads bf16 or f16",
                               kd.label(operand), dtype_name(src.dtype), src.name));
+  // The tensor cores take the input's dtype: an operand rounded to another narrow dtype would be
+  // rounded twice.
+  const DType od = kd.node(operand).dtype;
+  if ((od == DType::bf16 || od == DType::f16 || od == DType::fp8e4m3 || od == DType::fp8e5m2) && od != src.dtype)
+    return refuse(fmt::format("the operand {} is {} where its input {} is {}: the prologue mainloop multiplies in the "
+                              "input's dtype", kd.label(operand), dtype_name(od), src.name, dtype_name(src.dtype)));
   std::vector<AxisId> want = src.axes;
   std::sort(want.begin(), want.end());
   for (NodeId n : code) {

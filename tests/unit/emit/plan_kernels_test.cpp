@@ -91,11 +91,13 @@ TEST(PlanKernels, AFeatureMapRunsAsThePrologueOfItsGemm) {
   const std::pair<const char*, const char*> refused[] = {
       {"F = log(X)", "not finite where its input is 0"},
       {"param s = 2\nF = exp(X * s)", "reads param 's'"},
-      {"F = exp(X)\nG = exp(W)", "both operands are nonzero where their inputs are 0"}};
+      {"F = exp(X)\nG = exp(W)", "both operands are nonzero where their inputs are 0"},
+      {"F = exp(X) as f16", "is f16 where its input X is bf16"}};
   for (const auto& [code, why] : refused) {
     SCOPED_TRACE(code);
-    const std::string text = fmt::format("axes t=8192 d=64 e=64\nin X[t d] bf16\nin W[d e] bf16\n{}\nY = contract(F, {} over d) as bf16\nout Y\n",
-                                         code, std::string(code).find("G =") != std::string::npos ? "G" : "W");
+    const bool f16 = std::string(code).find("as f16") != std::string::npos;  // W as F is (the language's rule)
+    const std::string text = fmt::format("axes t=8192 d=64 e=64\nin X[t d] bf16\nin W[d e] {}\n{}\nY = contract(F, {} over d) as bf16\nout Y\n",
+                                         f16 ? "f16" : "bf16", code, std::string(code).find("G =") != std::string::npos ? "G" : "W");
     const Loaded x = load("prologue.napkin", text);
     auto d = plan::derive_plan(x.diagram, h100());
     ASSERT_TRUE(d.ok()) << d.error().message;
