@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -158,23 +157,20 @@ class Recogniser {
     f.a = c.operands[0];
     f.b = c.operands[1];
     std::set<NodeId> code;  // the operands' prologue nodes
-    for (NodeId* o : {&f.a, &f.b}) {
-      if (d_.node(*o).op == OpKind::input) continue;
+    plan::Prologue prologues[2];
+    for (int i = 0; i < 2; ++i) {
+      NodeId& o = i == 0 ? f.a : f.b;
+      if (d_.node(o).op == OpKind::input) continue;
       if (f.b1 >= 0)
-        return refuse(d_.node(*o).loc, fmt::format("the contraction's operand {} is computed in the kernel: a dual GEMM reads "
-                                                   "its operands as they are in memory (no prologue)", d_.label(*o)));
-      const plan::Prologue p = plan::operand_prologue(d_, *o);
-      if (!p.why.empty()) return refuse(d_.node(*o).loc, p.why);
-      if (!std::isfinite(p.at_zero))
-        return refuse(d_.node(*o).loc, fmt::format("the operand {} is not finite where its input is 0 ({}): the prologue "
-                                                   "mainloop zero-fills loads past the tensor's edge", d_.label(*o), p.at_zero));
-      (o == &f.a ? f.prologue_a : f.prologue_b) = *o;
-      code.insert(p.nodes.begin(), p.nodes.end());
-      *o = p.source;
+        return refuse(d_.node(o).loc, fmt::format("the contraction's operand {} is computed in the kernel: a dual GEMM reads "
+                                                  "its operands as they are in memory (no prologue)", d_.label(o)));
+      prologues[i] = plan::operand_prologue(d_, o);
+      if (!prologues[i].why.empty()) return refuse(d_.node(o).loc, prologues[i].why);
+      (i == 0 ? f.prologue_a : f.prologue_b) = o;
+      code.insert(prologues[i].nodes.begin(), prologues[i].nodes.end());
+      o = prologues[i].source;
     }
-    if (f.prologue_a >= 0 && f.prologue_b >= 0 && plan::operand_prologue(d_, f.prologue_a).at_zero != 0 &&
-        plan::operand_prologue(d_, f.prologue_b).at_zero != 0)
-      return refuse(c.loc, "both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0)");
+    if (std::string why = plan::prologue_pair_error(prologues[0], prologues[1]); !why.empty()) return refuse(c.loc, why);
     if (f.a == f.b) return refuse(c.loc, fmt::format("'{}' contracted with itself: a GEMM needs two operands", d_.node(f.a).name));
     const Node& A = d_.node(f.a);
     const Node& B = d_.node(f.b);

@@ -41,6 +41,8 @@ std::vector<bool> index_expressions(const ir::Diagram& d) {
   return r;
 }
 
+static bool is_narrow_float(DType t) { return t == DType::bf16 || t == DType::f16; }
+
 Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
   Prologue p;
   auto refuse = [&](std::string why) {
@@ -80,13 +82,13 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
   }
   if (p.source < 0) return refuse(fmt::format("the operand {} reads no input", kd.label(operand)));
   const Node& src = kd.node(p.source);
-  if (src.dtype != DType::bf16 && src.dtype != DType::f16)
+  if (!is_narrow_float(src.dtype))
     return refuse(fmt::format("the operand {} is computed from {} {}: the prologue mainloop reads bf16 or f16",
                               kd.label(operand), dtype_name(src.dtype), src.name));
   // The tensor cores take the input's dtype: an operand rounded to another narrow dtype would be
   // rounded twice.
   const DType od = kd.node(operand).dtype;
-  if ((od == DType::bf16 || od == DType::f16 || od == DType::fp8e4m3 || od == DType::fp8e5m2) && od != src.dtype)
+  if ((is_narrow_float(od) || od == DType::fp8e4m3 || od == DType::fp8e5m2) && od != src.dtype)
     return refuse(fmt::format("the operand {} is {} where its input {} is {}: the prologue mainloop multiplies in the "
                               "input's dtype", kd.label(operand), dtype_name(od), src.name, dtype_name(src.dtype)));
   std::vector<AxisId> want = src.axes;
@@ -121,12 +123,20 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
     }
   }
   p.at_zero = value.at(operand);
+  if (!std::isfinite(p.at_zero))
+    return refuse(fmt::format("the operand {} is not finite where its input is 0 ({}): the prologue mainloop zero-fills "
+                              "loads past the tensor's edge", kd.label(operand), p.at_zero));
   return p;
 }
 
-namespace {
+std::string prologue_pair_error(const Prologue& a, const Prologue& b) {
+  if (a.at_zero != 0 && b.at_zero != 0)
+    return "both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0) (materialise "
+           "one of them)";
+  return "";
+}
 
-bool is_narrow_float(DType t) { return t == DType::bf16 || t == DType::f16; }
+namespace {
 
 bool is_reduction(OpKind k) {
   const OpClass c = ir::op_class(k);
@@ -434,12 +444,7 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
   g.b = operand_prologue(kd, cn.operands[1]);
   for (const Prologue* p : {&g.a, &g.b})
     if (!p->why.empty()) return invalid(p->why);
-  if (!std::isfinite(g.a.at_zero) || !std::isfinite(g.b.at_zero))
-    return invalid(fmt::format("the operand {} is not finite where its input is 0: the prologue mainloop zero-fills past "
-                               "the tensor's edge", kd.label(cn.operands[std::isfinite(g.a.at_zero) ? 1 : 0])));
-  if (g.a.at_zero != 0 && g.b.at_zero != 0)
-    return invalid("both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0) "
-                   "(materialise one of them)");
+  if (std::string why = prologue_pair_error(g.a, g.b); !why.empty()) return invalid(why);
   if (g.a.source == g.b.source) return invalid("both operands are computed from one input");
   const Node& a = kd.node(g.a.source);
   const Node& bnode = kd.node(g.b.source);

@@ -77,7 +77,11 @@ struct Prologue {
   double at_zero = 0;
   std::string why;  // when the operand is no such code
 };
+// Refuses (`why`) code not finite at 0.
 Prologue operand_prologue(const ir::Diagram& kd, ir::NodeId operand);
+// Why the two operands' prologues cannot run together (both nonzero at 0: the zero-filled K tail
+// would add f(0) g(0)), or "".
+std::string prologue_pair_error(const Prologue& a, const Prologue& b);
 
 // The family of a kernel diagram and its estimate, or why no family runs it.
 struct Family {

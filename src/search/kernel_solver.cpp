@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "napkin/prologue_splits.h"  // runtime/include: the launch's split rule
+
 namespace napkin::search {
 
 namespace {
@@ -86,12 +88,6 @@ std::string row_schedule_text(const RowSchedule& s) {
   return fmt::format("rows/CTA {} threads/row {}", s.rows_per_cta, s.threads_per_row);
 }
 
-int prologue_splits(std::int64_t tiles, std::int64_t k_tiles, int sms) {
-  if (tiles >= sms || k_tiles < 4) return 1;
-  const std::int64_t want = ceil_div(2 * static_cast<std::int64_t>(sms), tiles);
-  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>({want, k_tiles / 2, 32})));
-}
-
 namespace {
 
 // The prologue mainloop (napkin/gemm_prologue.h): a memory-bound GEMM whose operands are
@@ -133,7 +129,7 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
   const std::int64_t m_tiles = ceil_div(p.m, s.tile_m), n_tiles = ceil_div(p.n, s.tile_n);
   const std::int64_t tiles = m_tiles * n_tiles * p.l;
-  const int splits = prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value);
+  const int splits = napkin::gemm::prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value);
   const double ctas = static_cast<double>(tiles * splits);
   const double resident = std::max(1.0, std::min(std::floor(static_cast<double>(m.limits.smem_bytes_per_sm.value) /
                                                             (s.stages * stage_bytes + 1024)),

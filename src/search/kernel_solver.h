@@ -46,7 +46,7 @@ struct GemmSchedule {
   bool stream_k = false;
   // The prologue mainloop (napkin/gemm_prologue.h): cp.async and mma.sync, which transform an
   // operand's fragments in registers; four warps, tile_k 64, no cluster, no persistent raster, the
-  // split along K chosen at launch (prologue_splits).
+  // split along K chosen at launch (napkin/prologue_splits.h).
   bool prologue = false;
   bool operator==(const GemmSchedule&) const = default;
 };
@@ -76,10 +76,6 @@ struct GemmProblem {
   bool prologue = false;
   double prologue_sfu_a = 0, prologue_fma_a = 0, prologue_sfu_b = 0, prologue_fma_b = 0;
 };
-
-// The prologue GEMM's split of each output tile's K range (napkin::gemm::prologue_splits, the
-// launch's own rule): enough CTAs for two per SM, each split at least two K tiles, at most 32.
-int prologue_splits(std::int64_t tiles, std::int64_t k_tiles, int sms);
 
 struct KernelEstimate {
   double time_s = 0;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include "napkin/gemm_kernel.h"
+#include "napkin/prologue_splits.h"
 
 #include <cute/arch/copy_sm80.hpp>
 #include <cute/atom/mma_atom.hpp>
@@ -67,15 +68,14 @@ struct Sm80Operand<T, false, kThreads> {
 };
 
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the
-// output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64), the stages, the warps
-// along M, the CTAs per SM the registers must allow (launch bounds), and the warps (4 or 8).
+// output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64), the stages, and the warps
+// along M (of four).
 template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_,
-          int kWarpsM = 2, int kMinBlocks_ = 1, int kWarps = 4>
+          int kWarpsM = 2>
 struct PrologueConfig {
-  static_assert((kWarps == 4 || kWarps == 8) && kWarps % kWarpsM == 0, "four or eight warps, kWarpsM of them along M");
-  static constexpr int kWarpsN = kWarps / kWarpsM;
+  static_assert(kWarpsM == 1 || kWarpsM == 2 || kWarpsM == 4, "four warps, kWarpsM of them along M");
+  static constexpr int kWarpsN = 4 / kWarpsM;
   static_assert(16 * kWarpsM <= kTileM && 16 * kWarpsN <= kTileN, "each warp at least 16 x 16 of the tile");
-  static constexpr int kMinBlocks = kMinBlocks_;  // CTAs resident per SM the registers must allow
   static_assert(kTileM % 64 == 0 && kTileN % 64 == 0, "the prologue GEMM's tiles are multiples of 64");
   using Element = ElementAB;
   using ElementD = ElementD_;
@@ -89,12 +89,12 @@ struct PrologueConfig {
   using StrideD = std::conditional_t<kDNMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
   using MmaAtom = std::conditional_t<std::is_same_v<ElementAB, cutlass::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
                                      cute::SM80_16x8x16_F32BF16BF16F32_TN>;
-  // kWarps warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
+  // Four warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
   // the operand fragments it loads: an operand split over fewer warps is transformed fewer times.
   using TiledMma = decltype(cute::make_tiled_mma(
       MmaAtom{}, cute::Layout<cute::Shape<cute::Int<kWarpsM>, cute::Int<kWarpsN>, cute::_1>>{},
       cute::Tile<cute::Int<16 * kWarpsM>, cute::Int<16 * kWarpsN>, cute::_16>{}));
-  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kThreads = 128;
   using OperandA = Sm80Operand<ElementAB, kAKMajor, kThreads>;
   using OperandB = Sm80Operand<ElementAB, kBKMajor, kThreads>;
 };
@@ -130,15 +130,6 @@ struct PrologueKernel {
     int* arrivals;         // splits > 1: per output tile, zero between launches
   };
 };
-
-// Splits of each output tile's K range: enough CTAs for two per SM (a memory-bound kernel needs
-// several loads in flight on every SM), each split at least two K tiles, at most 32 (the cost
-// model's count, search/kernel_solver.cpp).
-inline int prologue_splits(int64_t tiles, int64_t k_tiles, int sms) {
-  if (tiles >= sms || k_tiles < 4) return 1;
-  const int64_t want = (2 * static_cast<int64_t>(sms) + tiles - 1) / tiles;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, k_tiles / 2, 32})));
-}
 
 // `count` elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
 // accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter.
@@ -238,8 +229,10 @@ __device__ __forceinline__ void prologue_mainloop(Acc& acc, TA gA, TB gB, int fi
   cp_async_wait<0>();
 }
 
+// (One CTA a SM in the launch bounds, as measured: ptxas then takes 119-122 registers; without it,
+// 76-80, not yet measured: bench/NOTES.md.)
 template <class K>
-__global__ void __launch_bounds__(K::Cfg_::kThreads, K::Cfg_::kMinBlocks) prologue_gemm_kernel(const typename K::Params p) {
+__global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(const typename K::Params p) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
   extern __shared__ __align__(128) char smem[];
@@ -334,8 +327,8 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, K::Cfg_::kMinBlocks) prolog
   }
 }
 
-// The split workspace of launches on `stream` (current device): at least `floats` sums and
-// `counters` arrivals, zero; grown (and zeroed) on the stream when a launch needs more.
+// The split workspace of launches on `stream` (current device): at least `floats` partial sums
+// and `counters` arrivals, the counters zero; grown on the stream when a launch needs more.
 inline cudaError_t prologue_workspace(cudaStream_t stream, size_t floats, size_t counters, float** partial, int** arrivals) {
   static std::mutex lock;
   struct Slot {
@@ -356,7 +349,11 @@ inline cudaError_t prologue_workspace(cudaStream_t stream, size_t floats, size_t
       s = Slot{};
       return e;
     }
-    if (cudaError_t e = cudaMemsetAsync(s.data, 0, bytes, stream); e != cudaSuccess) return e;
+    // The counters start at zero (each tile's last split zeroes its own again); the partial sums
+    // are written before they are read.
+    if (cudaError_t e = cudaMemsetAsync(static_cast<float*>(s.data) + s.floats, 0, s.counters * sizeof(int), stream);
+        e != cudaSuccess)
+      return e;
   }
   *partial = static_cast<float*>(s.data);
   *arrivals = reinterpret_cast<int*>(static_cast<float*>(s.data) + s.floats);

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// How the prologue GEMM (napkin/gemm_prologue.h) splits each output tile's K range at launch.
+// Host-only (no CUDA), so that the solver (search/kernel_solver.cpp) models the split the launch
+// takes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace napkin::gemm {
+
+// Enough CTAs for two per SM (a memory-bound kernel needs several loads in flight on every SM),
+// each split at least two K tiles, at most 32; 1 where the tiles already fill the SMs.
+inline int prologue_splits(int64_t tiles, int64_t k_tiles, int sms) {
+  if (tiles >= sms || k_tiles < 4) return 1;
+  const int64_t want = (2 * static_cast<int64_t>(sms) + tiles - 1) / tiles;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, k_tiles / 2, 32})));
+}
+
+}  // namespace napkin::gemm
