@@ -21,7 +21,7 @@ if [ -n "${SANITIZE:-}" ]; then  # the chosen plan's library, at sizes no tile d
   for sets in "" "--check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=4100"; do
     timeout 120 $NAPKIN_BIN run examples/$case.napkin --machine h100-sxm5 --library $L --iters 0 $sets 2>&1 | grep -E "validation: b|error" | cut -c1-160
   done | tee $OUT/run.txt
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck; do
     timeout 120 compute-sanitizer --tool $tool $NAPKIN_BIN run examples/$case.napkin --machine h100-sxm5 --library $L --iters 0 --check-set b=1 --check-set h=2 --check-set q=197 --check-set k=1000 > $OUT/san_$tool.log 2>&1; echo "$tool $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_$tool.log)"
   done | tee $OUT/san.txt
 fi

@@ -494,7 +494,7 @@ std::string params_binding(const ir::Diagram& d, const GemmForm& f) {
   return out;
 }
 
-// The entry's alignment checks of A, B and D (TMA's rules; cp.async's 16-byte loads ask the same):
+// The entry's alignment checks of A, B and D (TMA's rules):
 // `d_whole_rows` where D's contiguous extent must be whole 16-byte rows too (a TMA store).
 std::string operand_checks(const GemmForm& f, const Node& A, const Node& B, const Node& Y, bool d_whole_rows) {
   std::string out = fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am",
@@ -627,16 +627,14 @@ std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId inp
 
 // The prologue GEMM's translation unit (napkin/gemm_prologue.h): the operands' code as the
 // mainloop's transforms, the epilogue over the accumulator alone, and an entry that checks the
-// operands as cp.async's 16-byte loads need them.
+// operands and the output as TMA needs them.
 std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
                                       const KernelProvenance& prov, const std::string& entry_name) {
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_prologue.h", "", "B " + B.name);
-  // Warps 2 x 2 (4 x 1, which transforms each element of A once, measured 7 % faster on an
-  // M-major A and 13 % slower on a K-major one: bench/NOTES.md, 2026-11-27).
-  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}, 2>;\n\n", cutlass_type(f.element),
+  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
                      cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
   out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
   out += epilogue_functor(d, f, {{f.contraction, "acc[i]"}}, "cutlass::Array<float, N> const& acc");
@@ -650,7 +648,7 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
          mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
-  out += "  // cp.async reads the operands 16 bytes at a time: the alignment TMA asks for.\n";
+  out += "  // TMA reads the operands and writes the output (clipped at its edges).\n";
   out += operand_checks(f, A, B, Y, false);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
   out += "  const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"

@@ -15,10 +15,11 @@
 //   Y           the one output, bf16, f16 or f32, over exactly M, N and L
 //
 // The prologue GEMM:  Y = epilogue( contract(f(A), g(B) over K) )
-//   f, g        elementwise code of one input each, applied as the operand loads (cp.async and
-//               mma.sync: napkin/gemm_prologue.h) and rounded to the operand dtype; constants
-//               only, finite at 0, and at most one of them nonzero at 0 (loads past the edge are
-//               zero-filled); the epilogue then reads the accumulator and constants only
+//   f, g        elementwise code of one input each, applied to each loaded stage in shared
+//               memory before WGMMA reads it (napkin/gemm_prologue.h), and rounded to the
+//               operand dtype; constants only, finite at 0, and at most one of them nonzero at 0
+//               (loads past the edge are zero-filled); the epilogue then reads the accumulator
+//               and constants only
 //
 // The dual GEMM:  Y = epilogue( contract(A, B0 over K), contract(A, B1 over K), params )
 //   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);

@@ -74,7 +74,7 @@ bool raster_along_n(const GemmProblem& p, const GemmSchedule& s, double sms) {
 
 std::string gemm_schedule_text(const GemmSchedule& s) {
   if (s.prologue)
-    return fmt::format("tile {}x{}x{} stages {} cp.async mma.sync (prologue)", s.tile_m, s.tile_n, s.tile_k, s.stages);
+    return fmt::format("tile {}x{}x{} stages {} TMA WGMMA (prologue)", s.tile_m, s.tile_n, s.tile_k, s.stages);
   std::string t = fmt::format("tile {}x{}x{} cluster {}x{}", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n);
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
@@ -92,15 +92,15 @@ namespace {
 
 // The prologue mainloop (napkin/gemm_prologue.h): a memory-bound GEMM whose operands are
 // transformed as they load. Model:
-//   CTAs     = tiles * splits, 128 threads each, as many resident per SM as shared memory and
-//              registers allow
-//   compute  = FLOPs at half the tensor cores' WGMMA rate (mma.sync from registers: an
-//              assumption, to be measured) over the SMs the CTAs occupy
-//   prologue = each CTA transforms the operand tiles it loads: A once per N tile, B once per M
-//              tile, at the SFU and FMA rates
-//   HBM      = compulsory traffic at a fitted fraction of the bandwidth (this mainloop is
-//              issue-bound at four warps a CTA), over the SMs the CTAs occupy; re-reads from L2
-//   split    = each split adds tile_m x tile_n f32 sums to L2 (red.add), read back once
+//   CTAs     = min(tiles * splits, resident), persistent; 160 threads (a TMA producer warp, one
+//              consumer warpgroup), as many resident per SM as shared memory (the stages and the
+//              output tile) and registers allow
+//   compute  = FLOPs at the tensor cores' WGMMA rate over the SMs the CTAs occupy
+//   prologue = each CTA transforms the operand tiles it loads, in shared memory: A once per N
+//              tile, B once per M tile, at the SFU and FMA rates
+//   HBM      = compulsory traffic at a fitted fraction of the bandwidth, over the SMs the CTAs
+//              occupy; re-reads from L2
+//   split    = each split stores tile_m x tile_n f32 sums to L2, read back once
 //   time     = max(compute, prologue ALU, HBM, L2) + fixed launch cost
 GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {
   GemmVerdict v;
@@ -113,16 +113,19 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   if (s.tile_m % 64 != 0 || s.tile_n % 64 != 0 || s.tile_k != 64 || s.cluster_m * s.cluster_n != 1)
     return reject("divisibility", fmt::format("tile {}x{}x{}: the prologue mainloop takes multiples of 64 and tile_k 64, no "
                                               "cluster", s.tile_m, s.tile_n, s.tile_k));
-  // Registers: four warps hold the tile's f32 accumulators, 64 a thread at most beside the
-  // operand fragments (128 x 64 compiles to 232 registers, napkin/gemm_prologue.h).
+  // Registers: one consumer warpgroup holds the tile's f32 accumulators. Measured by ptxas
+  // (napkin/gemm_prologue.h, bench/NOTES.md 2026-11-27): 88 registers a thread at 32
+  // accumulators, 160 at 64; 128 accumulators fit under the 255 a thread may have.
   const double acc_regs = static_cast<double>(s.tile_m * s.tile_n) / 128;
-  if (acc_regs > 64) return reject("registers", fmt::format("{:.0f} accumulator registers per thread, 64 fit", acc_regs));
+  if (acc_regs > 128) return reject("registers", fmt::format("{:.0f} accumulator registers per thread, 128 fit", acc_regs));
+  const double regs = std::min(255.0, 16 + 2.25 * acc_regs);
   const double in_bytes = dtype_bytes(p.operand);
   const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * in_bytes;
   const double smem_limit = static_cast<double>(m.limits.smem_bytes_per_block.value);
-  if (s.stages < 2 || s.stages * stage_bytes > smem_limit)
-    return reject("smem", fmt::format("{} stages of {:.0f} KiB; {:.0f} KiB per block", s.stages, stage_bytes / 1024,
-                                      smem_limit / 1024));
+  const double cta_smem = s.stages * stage_bytes + static_cast<double>(s.tile_m * s.tile_n) * p.out_bytes_per_element + 1024;
+  if (s.stages < 2 || cta_smem > smem_limit)
+    return reject("smem", fmt::format("{} stages of {:.0f} KiB and the output tile: {:.0f} KiB; {:.0f} KiB per block", s.stages,
+                                      stage_bytes / 1024, cta_smem / 1024, smem_limit / 1024));
   v.stages = s.stages;
   const auto rate = m.ops_per_clk_per_sm(arch::Unit::tensor_core, p.operand);
   if (!rate) return reject("dtype", fmt::format("no tensor-core rate for {} on {}", dtype_name(p.operand), m.name));
@@ -130,16 +133,17 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const std::int64_t m_tiles = ceil_div(p.m, s.tile_m), n_tiles = ceil_div(p.n, s.tile_n);
   const std::int64_t tiles = m_tiles * n_tiles * p.l;
   const int splits = napkin::gemm::prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value);
-  const double ctas = static_cast<double>(tiles * splits);
-  const double resident = std::max(1.0, std::min(std::floor(static_cast<double>(m.limits.smem_bytes_per_sm.value) /
-                                                            (s.stages * stage_bytes + 1024)),
-                                                 acc_regs > 32 ? 2.0 : 3.0));
+  const double units = static_cast<double>(tiles * splits);
+  const double regs_per_sm = static_cast<double>(m.limits.registers_per_sm.value);
+  const double resident = std::max(1.0, std::min(std::floor(static_cast<double>(m.limits.smem_bytes_per_sm.value) / (cta_smem + 1024)),
+                                                 std::floor(regs_per_sm / (160 * regs))));
+  const double ctas = std::min(units, sms * resident);
   const double busy_sms = std::min(sms, ctas);
   const double flops = 2.0 * static_cast<double>(p.m * p.n) * static_cast<double>(p.k * p.l);
-  const double waves = std::ceil(ctas / (sms * resident));
-  const double compute_s = waves * 2.0 * static_cast<double>(s.tile_m * s.tile_n) *
+  const double units_per_cta = std::ceil(units / ctas);
+  const double compute_s = units_per_cta * 2.0 * static_cast<double>(s.tile_m * s.tile_n) *
                            static_cast<double>(ceil_div(ceil_div(p.k, s.tile_k), splits) * s.tile_k) /
-                           (*rate * 0.5 / resident * clock);
+                           (*rate / std::min(resident, std::ceil(ctas / sms)) * clock);
   const double a_elems = static_cast<double>(p.m * p.k * p.l), b_elems = static_cast<double>(p.n * p.k * p.l);
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
   const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
@@ -150,12 +154,11 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double c_elems = static_cast<double>(p.m * p.n * p.l);
   const double compulsory =
       (a_elems + b_elems) * in_bytes + c_elems * (p.out_bytes_per_element + p.epilogue_bytes_per_element);
-  // Fitted on the H100 (bench/NOTES.md, 2026-11-27): linear attention's two prologue GEMMs
-  // (64 x 64 tiles) took 91 us for 135 MB, 2.0x this model at full bandwidth, where the plan that
-  // materialises the feature maps took 1.24x its own estimate; both are issue-bound at few warps
-  // per SM (ncu). 0.6 keeps the two plans in their measured order and the estimate within 1.24x
-  // of the measurement, as the other families' are.
-  constexpr double kSustained = 0.6;
+  // Fitted on the H100 (bench/NOTES.md, 2026-11-27, the TMA/WGMMA mainloop): linear attention's
+  // two prologue GEMMs (64 x 64 tiles, 3 stages) move their 67.6 MB each in 31-34 us (ncu),
+  // 0.65 of the bandwidth the model takes for HBM. Neither kernel is bound by issue or by the
+  // tensor cores there; what holds them below the bandwidth is not yet located.
+  constexpr double kSustained = 0.65;
   const double hbm_s = compulsory / (hbm_bytes_per_s(m) * kSustained * busy_sms / sms);
   const double l2 = (transformed_a + transformed_b) * in_bytes + (splits > 1 ? 2.0 * c_elems * 4 * splits : 0);
   const double l2_s = l2 / m.bytes_per_s(arch::kSmem);
@@ -166,7 +169,7 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == alu_s ? "ALU" : main_s == hbm_s ? "HBM bandwidth"
                                                                                                    : "L2->SMEM bandwidth";
   v.estimate.detail = fmt::format(
-      "{} tiles x {} splits on {:.0f} SMs; mma.sync {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us", tiles,
+      "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us", tiles,
       splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6);
   v.fits = true;
   return v;

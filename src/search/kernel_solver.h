@@ -44,9 +44,9 @@ struct GemmSchedule {
   // Stream-K (cooperative only): the tiles past the last full wave are split along K over every
   // SM, each part's partial sums reduced through a workspace, so no wave runs part empty.
   bool stream_k = false;
-  // The prologue mainloop (napkin/gemm_prologue.h): cp.async and mma.sync, which transform an
-  // operand's fragments in registers; four warps, tile_k 64, no cluster, no persistent raster, the
-  // split along K chosen at launch (napkin/prologue_splits.h).
+  // The prologue mainloop (napkin/gemm_prologue.h): TMA into shared-memory stages, each stage's
+  // operand transformed there, then WGMMA; one consumer warpgroup, tile_k 64, no cluster,
+  // persistent CTAs, the split along K chosen at launch (napkin/prologue_splits.h).
   bool prologue = false;
   bool operator==(const GemmSchedule&) const = default;
 };

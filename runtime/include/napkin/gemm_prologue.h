@@ -7,19 +7,24 @@
 //
 // A plan fuses an operand's elementwise producer here instead of materialising it, where the
 // GEMM is memory-bound anyway (one of M, N or K small: linear attention's feature maps feeding
-// its state and its output). The TMA/WGMMA mainloop has no place for such code (its operands go
-// from shared memory to the tensor cores), and CUTLASS's multistage collective for mma.sync
-// transforms each fragment in registers, once for every warp that reads it (measured slower:
-// bench/NOTES.md, 2026-11-27). So the mainloop is this file's, over CuTe's atoms: cp.async into
-// shared-memory stages, each stage's operand transformed there once (16 bytes a thread), then
-// ldmatrix and mma.sync (SM80 atoms, which Hopper runs at about half its WGMMA rate). The grid,
-// the split along K and the epilogue are this file's too.
+// its state and its output). CUTLASS's sm90 collectives feed WGMMA straight from the TMA's
+// shared memory, with no place for such code, so the mainloop is this file's, over CuTe's atoms:
+//
+//   producer warp (one thread)      TMA loads of each K tile of A and B into a ring of stages
+//   consumer warpgroup (4 warps)    waits for a stage, applies the prologues to it in shared
+//                                   memory (each element once, 16 bytes a thread), fences it for
+//                                   the async proxy, then SS-WGMMA; the stage is released once
+//                                   the next stage's WGMMAs are issued and its own have retired
+//
+// The CTAs are persistent: each takes work units (an output tile, or one split of its K range)
+// in a stride over the grid, and the producer loads the next unit's stages while the consumers
+// run this one's epilogue.
 //
 // Contract of the prologues: stateless functors from the operand's element to the operand's
-// element, whose value at 0 is finite. The mainloop zero-fills loads past the tensor's edge; a
-// zero turned into f(0) multiplies the other operand's zero (along K) or lands in a row or
-// column that is never stored (along M and N), so at most one operand may map 0 to other than 0
-// (the plan fuses a prologue into one operand only).
+// element, whose value at 0 is finite. TMA fills loads past the tensor's edge with zeros; a zero
+// turned into f(0) multiplies the other operand's zero (along K) or lands in a row or column
+// that is never stored (along M and N), so at most one operand may map 0 to other than 0 (the
+// plan fuses a prologue into one operand only).
 //
 // Split along K: where the output tiles are fewer than two per SM (a state of d x e per head
 // reduced over a long sequence), each tile's K range is cut into splits; each split stores its
@@ -28,11 +33,14 @@
 // workspace belongs to the (device, stream) pair; its counters are zeroed when allocated.
 #pragma once
 
+#include "napkin/device/pipeline.h"
 #include "napkin/gemm_kernel.h"
 #include "napkin/prologue_splits.h"
 
-#include <cute/arch/copy_sm80.hpp>
-#include <cute/atom/mma_atom.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
 
 #include <map>
 #include <mutex>
@@ -40,43 +48,14 @@
 
 namespace napkin::gemm {
 
-// One operand's loads for the cp.async mainloop: 16-bit elements, 64 of them along K per stage,
-// by kThreads threads (a multiple of 64) 16 bytes each. K-major (K contiguous): rows of 64
-// elements (128 bytes) swizzled for ldmatrix; MN-major: columns of 64 elements, read transposed
-// (ldmatrix.trans).
-template <class T, bool kKMajor, int kThreads>
-struct Sm80Operand;
-template <class T, int kThreads>
-struct Sm80Operand<T, true, kThreads> {
-  using SmemLayoutAtom = decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
-                                                    cute::Layout<cute::Shape<cute::_8, cute::_64>, cute::Stride<cute::_64, cute::_1>>{}));
-  using SmemCopyAtom = cute::Copy_Atom<cute::SM75_U32x4_LDSM_N, T>;
-  using GmemTiledCopy = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, T>{},
-      cute::Layout<cute::Shape<cute::Int<kThreads / 8>, cute::_8>, cute::Stride<cute::_8, cute::_1>>{},  // rows x 8 along K
-      cute::Layout<cute::Shape<cute::_1, cute::_8>>{}));  // 8 elements (16 bytes) each
-};
-template <class T, int kThreads>
-struct Sm80Operand<T, false, kThreads> {
-  using SmemLayoutAtom = decltype(cute::composition(cute::Swizzle<3, 3, 3>{},
-                                                    cute::Layout<cute::Shape<cute::_64, cute::_8>, cute::Stride<cute::_1, cute::_64>>{}));
-  using SmemCopyAtom = cute::Copy_Atom<cute::SM75_U16x8_LDSM_T, T>;
-  using GmemTiledCopy = decltype(cute::make_tiled_copy(
-      cute::Copy_Atom<cute::SM80_CP_ASYNC_CACHEGLOBAL<cute::uint128_t>, T>{},
-      cute::Layout<cute::Shape<cute::_8, cute::Int<kThreads / 8>>, cute::Stride<cute::_1, cute::_8>>{},  // 8 along M x K
-      cute::Layout<cute::Shape<cute::_8, cute::_1>>{}));  // 8 elements along M each
-};
-
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the
-// output's, the CTA tile (kTileM, kTileN multiples of 64; K tile 64), the stages, and the warps
-// along M (of four).
-template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_,
-          int kWarpsM = 2>
+// output's, the CTA tile (kTileM 64 or 128, the consumer warpgroup's WGMMA rows once or twice;
+// kTileN a multiple of 64 up to 256; K tile 64, one 128-byte swizzle row) and the stages.
+template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_>
 struct PrologueConfig {
-  static_assert(kWarpsM == 1 || kWarpsM == 2 || kWarpsM == 4, "four warps, kWarpsM of them along M");
-  static constexpr int kWarpsN = 4 / kWarpsM;
-  static_assert(16 * kWarpsM <= kTileM && 16 * kWarpsN <= kTileN, "each warp at least 16 x 16 of the tile");
-  static_assert(kTileM % 64 == 0 && kTileN % 64 == 0, "the prologue GEMM's tiles are multiples of 64");
+  static_assert(kTileM == 64 || kTileM == 128, "one consumer warpgroup: 64 or 128 rows");
+  static_assert(kTileN % 64 == 0 && kTileN <= 256, "WGMMA's N: a multiple of 64 up to 256");
+  static_assert(kStages_ >= 2, "a ring of at least two stages");
   using Element = ElementAB;
   using ElementD = ElementD_;
   static constexpr int kTileK = 64;
@@ -87,16 +66,18 @@ struct PrologueConfig {
   using StrideA = std::conditional_t<kAKMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
   using StrideB = std::conditional_t<kBKMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
   using StrideD = std::conditional_t<kDNMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
-  using MmaAtom = std::conditional_t<std::is_same_v<ElementAB, cutlass::half_t>, cute::SM80_16x8x16_F32F16F16F32_TN,
-                                     cute::SM80_16x8x16_F32BF16BF16F32_TN>;
-  // Four warps, kWarpsM x kWarpsN over the tile, each warp 16 x 16 a step. A warp transforms
-  // the operand fragments it loads: an operand split over fewer warps is transformed fewer times.
+  static constexpr auto kMajorA = kAKMajor ? cute::SM90::GMMA::Major::K : cute::SM90::GMMA::Major::MN;
+  static constexpr auto kMajorB = kBKMajor ? cute::SM90::GMMA::Major::K : cute::SM90::GMMA::Major::MN;
+  using SmemAtomA = std::conditional_t<kAKMajor, cute::GMMA::Layout_K_SW128_Atom<ElementAB>, cute::GMMA::Layout_MN_SW128_Atom<ElementAB>>;
+  using SmemAtomB = std::conditional_t<kBKMajor, cute::GMMA::Layout_K_SW128_Atom<ElementAB>, cute::GMMA::Layout_MN_SW128_Atom<ElementAB>>;
   using TiledMma = decltype(cute::make_tiled_mma(
-      MmaAtom{}, cute::Layout<cute::Shape<cute::Int<kWarpsM>, cute::Int<kWarpsN>, cute::_1>>{},
-      cute::Tile<cute::Int<16 * kWarpsM>, cute::Int<16 * kWarpsN>, cute::_16>{}));
-  static constexpr int kThreads = 128;
-  using OperandA = Sm80Operand<ElementAB, kAKMajor, kThreads>;
-  using OperandB = Sm80Operand<ElementAB, kBKMajor, kThreads>;
+      cute::SM90::GMMA::ss_op_selector<ElementAB, ElementAB, float, cute::Shape<cute::_64, cute::Int<kTileN>, cute::Int<kTileK>>,
+                                       kMajorA, kMajorB>()));
+  // The output tile, staged in shared memory for the TMA store (full lines; stores from the
+  // accumulators' layout write half sectors).
+  using SmemAtomD = std::conditional_t<kDNMajor, cute::GMMA::Layout_K_SW128_Atom<ElementD_>, cute::GMMA::Layout_MN_SW128_Atom<ElementD_>>;
+  static constexpr int kConsumerThreads = 128;
+  static constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup and the producer warp
 };
 
 template <class Cfg, class PrologueA_, class PrologueB_, template <class> class Epilogue>
@@ -107,15 +88,38 @@ struct PrologueKernel {
   using Output = Epilogue<float>;
   using Element = typename Cfg::Element;
   using ElementD = typename Cfg::ElementD;
-  using SmemLayoutA = decltype(cute::tile_to_shape(
-      typename Cfg::OperandA::SmemLayoutAtom{},
-      cute::make_shape(cute::size<0>(typename Cfg::TileShape{}), cute::size<2>(typename Cfg::TileShape{}), cute::Int<Cfg::kStages>{})));
-  using SmemLayoutB = decltype(cute::tile_to_shape(
-      typename Cfg::OperandB::SmemLayoutAtom{},
-      cute::make_shape(cute::size<1>(typename Cfg::TileShape{}), cute::size<2>(typename Cfg::TileShape{}), cute::Int<Cfg::kStages>{})));
-  static constexpr int kElemsA = cute::cosize_v<SmemLayoutA>, kElemsB = cute::cosize_v<SmemLayoutB>;
-  static constexpr int kSmemBytes = (kElemsA + kElemsB) * static_cast<int>(sizeof(Element));
+  static constexpr int kTileM = cute::size<0>(typename Cfg::TileShape{}), kTileN = cute::size<1>(typename Cfg::TileShape{});
+  using SmemLayoutA = decltype(cute::tile_to_shape(typename Cfg::SmemAtomA{},
+                                                   cute::Shape<cute::Int<kTileM>, cute::Int<Cfg::kTileK>, cute::Int<Cfg::kStages>>{}));
+  using SmemLayoutB = decltype(cute::tile_to_shape(typename Cfg::SmemAtomB{},
+                                                   cute::Shape<cute::Int<kTileN>, cute::Int<Cfg::kTileK>, cute::Int<Cfg::kStages>>{}));
+  using SmemLayoutD = decltype(cute::tile_to_shape(typename Cfg::SmemAtomD{}, cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>>{}));
+  static constexpr int kStageA = kTileM * Cfg::kTileK, kStageB = kTileN * Cfg::kTileK;  // elements a stage
+  static constexpr uint32_t kStageBytes = static_cast<uint32_t>((kStageA + kStageB) * sizeof(Element));
 
+  template <class T, class Stride>
+  static auto gmem(T* ptr, int rows, int k, int l, Stride stride) {
+    return cute::make_tensor(cute::make_gmem_ptr(ptr), cute::make_layout(cute::make_shape(rows, k, l), stride));
+  }
+  using TmaA = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, gmem(static_cast<Element const*>(nullptr), 0, 0, 0, typename Cfg::StrideA{}),
+                                            cute::take<0, 2>(SmemLayoutA{}), cute::Shape<cute::Int<kTileM>, cute::Int<Cfg::kTileK>>{},
+                                            cute::_1{}));
+  using TmaB = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{}, gmem(static_cast<Element const*>(nullptr), 0, 0, 0, typename Cfg::StrideB{}),
+                                            cute::take<0, 2>(SmemLayoutB{}), cute::Shape<cute::Int<kTileN>, cute::Int<Cfg::kTileK>>{},
+                                            cute::_1{}));
+  using TmaD = decltype(cute::make_tma_copy(cute::SM90_TMA_STORE{}, gmem(static_cast<ElementD*>(nullptr), 0, 0, 0, typename Cfg::StrideD{}),
+                                            SmemLayoutD{}, cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>>{}, cute::_1{}));
+
+  struct SharedStorage {
+    alignas(1024) Element a[cute::cosize_v<SmemLayoutA>];
+    alignas(1024) Element b[cute::cosize_v<SmemLayoutB>];
+    alignas(1024) ElementD d[cute::cosize_v<SmemLayoutD>];
+    napkin::device::StageRing<Cfg::kStages> ring;
+    int last;  // the split path: this CTA is its tile's last split
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+
+  // What the generated entry fills (tiles, splits and workspace are run_prologue's).
   struct Params {
     const Element* a;
     typename Cfg::StrideA da;
@@ -129,12 +133,42 @@ struct PrologueKernel {
     float* partial;        // splits > 1: [tile][split][tile_m][tile_n] f32 partial sums
     int* arrivals;         // splits > 1: per output tile, zero between launches
   };
+  // The kernel's parameters: the above and the TMA descriptors.
+  struct LaunchParams {
+    Params p;
+    TmaA tma_a;
+    TmaB tma_b;
+    TmaD tma_d;
+    int units;    // tiles x splits
+    int k_tiles;  // K tiles of a whole tile
+  };
 };
+
+// One work unit of a persistent CTA: an output tile's split, its K tiles [first, first + count).
+struct PrologueUnit {
+  int m_tile, n_tile, split, batch, first, count;
+};
+// Unit order: M fastest, then N, then the split, then the batch (a split's CTAs run together).
+template <class Params>
+__device__ __forceinline__ PrologueUnit prologue_unit(Params const& p, int unit, int k_tiles) {
+  PrologueUnit u;
+  u.m_tile = unit % p.tiles_m;
+  unit /= p.tiles_m;
+  u.n_tile = unit % p.tiles_n;
+  unit /= p.tiles_n;
+  u.split = unit % p.splits;
+  u.batch = unit / p.splits;
+  const int per_split = (k_tiles + p.splits - 1) / p.splits;
+  u.first = u.split * per_split;
+  u.count = max(0, min(k_tiles, u.first + per_split) - u.first);
+  return u;
+}
 
 // `count` elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
 // accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter.
 template <class F, class T, int kThreads>
 __device__ __forceinline__ void transform_stage(T* stage, int count, int thread) {
+  CUTLASS_PRAGMA_UNROLL
   for (int i = thread * 8; i < count; i += kThreads * 8) {
     uint4 v = *reinterpret_cast<const uint4*>(stage + i);
     T* e = reinterpret_cast<T*>(&v);
@@ -144,187 +178,159 @@ __device__ __forceinline__ void transform_stage(T* stage, int count, int thread)
   }
 }
 
-// The mainloop: K tiles [first, first + count) of gA (BM, BK, k) and gB (BN, BK, k) into acc,
-// through kStages shared-memory stages filled by cp.async (16 bytes a thread a copy; vectors past
-// the tensor's edge in M, N or K written as zeros), each stage's operands transformed once in
-// shared memory (not per warp that reads them), then ldmatrix and mma.sync.
-template <class K, class Acc, class TA, class TB>
-__device__ __forceinline__ void prologue_mainloop(Acc& acc, TA gA, TB gB, int first, int count, int m_left, int n_left,
-                                                  int k_total, int thread, char* smem) {
+// Named barriers of the consumer warpgroup (0 is __syncthreads).
+constexpr int kPrologueTransformedBarrier = 1;
+constexpr int kPrologueSplitBarrier = 2;
+constexpr int kPrologueEpilogueBarrier = 3;
+
+template <class K>
+__global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(const __grid_constant__ typename K::LaunchParams lp) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
   using T = typename Cfg::Element;
-  constexpr int kStages = Cfg::kStages, kThreads = Cfg::kThreads;
-  constexpr int kTileK = Cfg::kTileK;
-  constexpr int kStageA = decltype(size<0>(typename Cfg::TileShape{}))::value * kTileK;
-  constexpr int kStageB = decltype(size<1>(typename Cfg::TileShape{}))::value * kTileK;
-  T* smem_a = reinterpret_cast<T*>(smem);
-  T* smem_b = smem_a + K::kElemsA;
-  Tensor sA = make_tensor(make_smem_ptr(smem_a), typename K::SmemLayoutA{});  // (BM, BK, stages)
-  Tensor sB = make_tensor(make_smem_ptr(smem_b), typename K::SmemLayoutB{});  // (BN, BK, stages)
-  typename Cfg::OperandA::GmemTiledCopy copy_a;
-  typename Cfg::OperandB::GmemTiledCopy copy_b;
-  auto thr_a = copy_a.get_slice(thread);
-  auto thr_b = copy_b.get_slice(thread);
-  Tensor tAgA = thr_a.partition_S(gA);  // (vector, M, K, k tiles)
-  Tensor tAsA = thr_a.partition_D(sA);  // (vector, M, K, stages)
-  Tensor tBgB = thr_b.partition_S(gB);
-  Tensor tBsB = thr_b.partition_D(sB);
-  Tensor tAcA = thr_a.partition_S(make_identity_tensor(make_shape(size<0>(sA), size<1>(sA))));  // -> (m, k) in the tile
-  Tensor tBcB = thr_b.partition_S(make_identity_tensor(make_shape(size<0>(sB), size<1>(sB))));
-  // A vector is in or out as a whole: the contiguous extent is a multiple of 8 (checked at launch).
-  auto load = [&](int k_tile, int stage) {
-    const int k_left = k_total - k_tile * kTileK;
-    CUTLASS_PRAGMA_UNROLL
-    for (int m = 0; m < size<1>(tAsA); ++m)
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < size<2>(tAsA); ++k) {
-        if (get<0>(tAcA(0, m, k)) < m_left && get<1>(tAcA(0, m, k)) < k_left) copy(copy_a, tAgA(_, m, k, k_tile), tAsA(_, m, k, stage));
-        else clear(tAsA(_, m, k, stage));
+  constexpr int kStages = Cfg::kStages, kConsumers = Cfg::kConsumerThreads;
+  extern __shared__ __align__(1024) char smem_raw[];
+  auto& ss = *reinterpret_cast<typename K::SharedStorage*>(smem_raw);
+  auto const& p = lp.p;
+  const int thread = static_cast<int>(threadIdx.x);
+  const int warp = cutlass::canonical_warp_idx_sync();
+  const auto tile = typename Cfg::TileShape{};
+  if (thread == 0) ss.ring.init(kConsumers / 32);  // each consumer warp releases a stage
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+  Tensor sA = make_tensor(make_smem_ptr(ss.a), typename K::SmemLayoutA{});  // (BM, BK, stages)
+  Tensor sB = make_tensor(make_smem_ptr(ss.b), typename K::SmemLayoutB{});  // (BN, BK, stages)
+  Tensor sD = make_tensor(make_smem_ptr(ss.d), typename K::SmemLayoutD{});  // (BM, BN)
+
+  if (warp == kConsumers / 32) {  // the producer
+    if (cute::elect_one_sync()) {
+      cute::prefetch_tma_descriptor(lp.tma_a.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(lp.tma_b.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(lp.tma_d.get_tma_descriptor());
+      Tensor mA = lp.tma_a.get_tma_tensor(make_shape(p.m, p.k, p.l));
+      Tensor mB = lp.tma_b.get_tma_tensor(make_shape(p.n, p.k, p.l));
+      auto tma_a = lp.tma_a.get_slice(0);
+      auto tma_b = lp.tma_b.get_slice(0);
+      Tensor tAsA = tma_a.partition_D(sA);
+      Tensor tBsB = tma_b.partition_D(sB);
+      napkin::device::RingState<kStages> st;
+      for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
+        const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
+        Tensor tAgA = tma_a.partition_S(local_tile(mA(_, _, u.batch), select<0, 2>(tile), make_coord(u.m_tile, _)));
+        Tensor tBgB = tma_b.partition_S(local_tile(mB(_, _, u.batch), select<1, 2>(tile), make_coord(u.n_tile, _)));
+        for (int i = 0; i < u.count; ++i) {
+          ss.ring.producer_acquire(st, K::kStageBytes);
+          copy(lp.tma_a.with(ss.ring.full_barrier(st)), tAgA(_, _, _, u.first + i), tAsA(_, _, _, st.index));
+          copy(lp.tma_b.with(ss.ring.full_barrier(st)), tBgB(_, _, _, u.first + i), tBsB(_, _, _, st.index));
+          st.advance();
+        }
       }
-    CUTLASS_PRAGMA_UNROLL
-    for (int n = 0; n < size<1>(tBsB); ++n)
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < size<2>(tBsB); ++k) {
-        if (get<0>(tBcB(0, n, k)) < n_left && get<1>(tBcB(0, n, k)) < k_left) copy(copy_b, tBgB(_, n, k, k_tile), tBsB(_, n, k, stage));
-        else clear(tBsB(_, n, k, stage));
-      }
-  };
+    }
+    return;
+  }
+
+  // The consumer warpgroup.
   typename Cfg::TiledMma mma;
-  auto thr_mma = mma.get_slice(thread);
-  Tensor tCrA = thr_mma.partition_fragment_A(sA(_, _, 0));  // (MMA, MMA_M, MMA_K)
-  Tensor tCrB = thr_mma.partition_fragment_B(sB(_, _, 0));
-  auto s2r_a = make_tiled_copy_A(typename Cfg::OperandA::SmemCopyAtom{}, mma);
-  auto s2r_b = make_tiled_copy_B(typename Cfg::OperandB::SmemCopyAtom{}, mma);
-  Tensor tCsA = s2r_a.get_slice(thread).partition_S(sA);  // (vector, MMA_M, MMA_K, stages)
-  Tensor tCsB = s2r_b.get_slice(thread).partition_S(sB);
-  Tensor tCrA_view = s2r_a.get_slice(thread).retile_D(tCrA);
-  Tensor tCrB_view = s2r_b.get_slice(thread).retile_D(tCrB);
+  auto thr_mma = mma.get_thread_slice(thread);
+  Tensor tCsA = thr_mma.partition_A(sA);  // (MMA, MMA_M, MMA_K, stages)
+  Tensor tCsB = thr_mma.partition_B(sB);
+  Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // shared-memory descriptors
+  Tensor tCrB = thr_mma.make_fragment_B(tCsB);
+  Tensor acc = partition_fragment_C(mma, take<0, 2>(tile));
+  Tensor tCsD = thr_mma.partition_C(sD);  // this thread's accumulators' places in the output tile
   constexpr bool kTransformA = !std::is_same_v<typename K::PrologueA, cute::identity>;
   constexpr bool kTransformB = !std::is_same_v<typename K::PrologueB, cute::identity>;
-
-  CUTLASS_PRAGMA_UNROLL
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) load(first + s, s);
-    cp_async_fence();
-  }
-  for (int i = 0; i < count; ++i) {
-    const int stage = i % kStages;
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile i is in; every warp is done with the stage refilled below
-    if constexpr (kTransformA || kTransformB) {
-      if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kThreads>(smem_a + stage * kStageA, kStageA, thread);
-      if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kThreads>(smem_b + stage * kStageB, kStageB, thread);
-      __syncthreads();
-    }
-    if (i + kStages - 1 < count) load(first + i + kStages - 1, (i + kStages - 1) % kStages);
-    cp_async_fence();
-    CUTLASS_PRAGMA_UNROLL
-    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-      copy(s2r_a, tCsA(_, _, kb, stage), tCrA_view(_, _, kb));
-      copy(s2r_b, tCsB(_, _, kb, stage), tCrB_view(_, _, kb));
-      cute::gemm(mma, acc, tCrA(_, _, kb), tCrB(_, _, kb), acc);
-    }
-  }
-  cp_async_wait<0>();
-}
-
-// (One CTA a SM in the launch bounds, as measured: ptxas then takes 119-122 registers; without it,
-// 76-80, not yet measured: bench/NOTES.md.)
-template <class K>
-__global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(const typename K::Params p) {
-  using namespace cute;
-  using Cfg = typename K::Cfg_;
-  extern __shared__ __align__(128) char smem[];
-  const int thread = static_cast<int>(threadIdx.x);
-  // Tile order: M fastest, then N, then the split, then the batch (a split's CTAs run together).
-  int t = static_cast<int>(blockIdx.x);
-  const int m_tile = t % p.tiles_m;
-  t /= p.tiles_m;
-  const int n_tile = t % p.tiles_n;
-  t /= p.tiles_n;
-  const int split = t % p.splits;
-  const int batch = t / p.splits;
-  const auto tile = typename Cfg::TileShape{};
-  Tensor mA = make_tensor(make_gmem_ptr(p.a), make_shape(p.m, p.k, p.l), p.da);
-  Tensor mB = make_tensor(make_gmem_ptr(p.b), make_shape(p.n, p.k, p.l), p.db);
-  Tensor gA = local_tile(mA(_, _, batch), select<0, 2>(tile), make_coord(m_tile, _));  // (BM, BK, k tiles)
-  Tensor gB = local_tile(mB(_, _, batch), select<1, 2>(tile), make_coord(n_tile, _));  // (BN, BK, k tiles)
-  const int k_tiles = static_cast<int>(size<2>(gA));
-  // This split's K tiles [first, first + count); the last K tile may be partial.
-  const int per_split = (k_tiles + p.splits - 1) / p.splits;
-  const int first = split * per_split;
-  const int count = max(0, min(k_tiles, first + per_split) - first);
-  const int m_left = p.m - m_tile * static_cast<int>(size<0>(gA));
-  const int n_left = p.n - n_tile * static_cast<int>(size<0>(gB));
-
-  typename Cfg::TiledMma mma;
-  Tensor acc = partition_fragment_C(mma, take<0, 2>(tile));
-  clear(acc);
-  if (count > 0) prologue_mainloop<K>(acc, gA, gB, first, count, m_left, n_left, p.k, thread, smem);
-
-  // This thread's accumulator coordinates within the tile.
-  Tensor coord = mma.get_slice(thread).partition_C(make_identity_tensor(take<0, 2>(tile)));
-  const int64_t m0 = static_cast<int64_t>(m_tile) * size<0>(gA), n0 = static_cast<int64_t>(n_tile) * size<0>(gB);
-  if (p.splits > 1) {
-    // This split's partial sums, stored where the tile's last split reads them; that split sums
-    // them in split order (the same result whichever arrives last).
-    const int tile_id = (batch * p.tiles_n + n_tile) * p.tiles_m + m_tile;
-    constexpr int kTileElems = decltype(size<0>(tile) * size<1>(tile))::value;
-    float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + split) * kTileElems;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int mm = get<0>(coord(i)), nn = get<1>(coord(i));
-      __stcg(reinterpret_cast<float2*>(mine + mm * size<1>(tile) + nn), make_float2(acc(i), acc(i + 1)));
-    }
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    if (thread == 0) last = atomicAdd(p.arrivals + tile_id, 1) == p.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * kTileElems;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int at = get<0>(coord(i)) * size<1>(tile) + get<1>(coord(i));
-      float2 sum = make_float2(0.f, 0.f);
-      for (int k = 0; k < p.splits; ++k) {
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(all + k * kTileElems + at));
-        sum.x += v.x;
-        sum.y += v.y;
-      }
-      acc(i) = sum.x;
-      acc(i + 1) = sum.y;
-    }
-    if (thread == 0) p.arrivals[tile_id] = 0;
-  }
-  // The epilogue, two accumulator values at a time (a pair of outputs adjacent along N in
-  // mma.sync's C layout: one store where N is contiguous).
+  const bool releaser = thread % 32 == 0;
+  napkin::device::RingState<kStages> st;
   using ElementD = typename Cfg::ElementD;
   typename K::Output epilogue;
-  ElementD* out = p.d + static_cast<int64_t>(batch) * get<2>(p.dd);
-  static_assert(decltype(size(acc))::value % 2 == 0, "mma.sync's accumulators come in pairs");
-  CUTLASS_PRAGMA_UNROLL
-  for (int i = 0; i < size(acc); i += 2) {
-    cutlass::Array<float, 2> x;
-    x[0] = acc(i);
-    x[1] = acc(i + 1);
-    const cutlass::Array<float, 2> y = epilogue(x);
-    const int m_i = get<0>(coord(i)), n_i = get<1>(coord(i));
-    const int m_j = get<0>(coord(i + 1)), n_j = get<1>(coord(i + 1));
-    ElementD* at = out + (m0 + m_i) * get<0>(p.dd) + (n0 + n_i) * get<1>(p.dd);
-    if (Cfg::kDNMajorOut && sizeof(ElementD) == 2 && m_j == m_i && n_j == n_i + 1 && m_i < m_left && n_j < n_left &&
-        (reinterpret_cast<uintptr_t>(at) & 3) == 0) {
-      cutlass::Array<ElementD, 2> pair;
-      pair[0] = ElementD(y[0]);
-      pair[1] = ElementD(y[1]);
-      *reinterpret_cast<cutlass::Array<ElementD, 2>*>(at) = pair;
-      continue;
+
+  for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
+    const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
+    clear(acc);
+    napkin::device::RingState<kStages> previous;
+    for (int i = 0; i < u.count; ++i) {
+      st = napkin::device::warp_uniform(st);
+      ss.ring.consumer_wait(st);
+      if constexpr (kTransformA || kTransformB) {
+        if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kConsumers>(ss.a + st.index * K::kStageA, K::kStageA, thread);
+        if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kConsumers>(ss.b + st.index * K::kStageB, K::kStageB, thread);
+        cutlass::arch::fence_view_async_shared();  // the generic proxy's writes, before WGMMA reads them
+        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueTransformedBarrier);
+      }
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) cute::gemm(mma, tCrA(_, _, kb, st.index), tCrB(_, _, kb, st.index), acc);
+      warpgroup_commit_batch();
+      warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
+      warpgroup_fence_operand(acc);
+      if (i > 0 && releaser) ss.ring.consumer_release(previous);
+      previous = st;
+      st.advance();
     }
-    if (m_i < m_left && n_i < n_left) *at = ElementD(y[0]);
-    if (m_j < m_left && n_j < n_left) out[(m0 + m_j) * get<0>(p.dd) + (n0 + n_j) * get<1>(p.dd)] = ElementD(y[1]);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    if (u.count > 0 && releaser) ss.ring.consumer_release(previous);
+
+    if (p.splits > 1) {
+      // This split's partial sums, stored where the tile's last split reads them; that split sums
+      // them in split order (the same result whichever arrives last).
+      const int tile_id = (u.batch * p.tiles_n + u.n_tile) * p.tiles_m + u.m_tile;
+      constexpr int kTileElems = K::kTileM * K::kTileN;
+      float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + u.split) * kTileElems;
+      // In the accumulators' own order (value i of consumer thread t at i x threads + t): every
+      // split holds the same fragment, so no coordinates are needed, and each store is coalesced.
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc); ++i) __stcg(mine + i * kConsumers + thread, acc(i));
+      __threadfence();
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);
+      if (thread == 0) ss.last = atomicAdd(p.arrivals + tile_id, 1) == p.splits - 1;
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);
+      const bool last = ss.last;
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);  // ss.last read before the next unit's write
+      if (!last) continue;
+      __threadfence();
+      const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * kTileElems;
+      clear(acc);
+      for (int s = 0; s < p.splits; ++s) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * kTileElems + i * kConsumers + thread);
+      }
+      if (thread == 0) p.arrivals[tile_id] = 0;
+    }
+    // The epilogue, two accumulator values at a time (a pair adjacent along N in WGMMA's C
+    // layout), into the shared-memory tile; one thread stores it with TMA, which clips the rows
+    // and columns past the tensor's edge.
+    if (thread == 0) tma_store_wait<0>();  // the previous unit's store has read sD
+    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);
+    static_assert(decltype(size(acc))::value % 2 == 0, "WGMMA's accumulators come in pairs");
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      cutlass::Array<float, 2> x;
+      x[0] = acc(i);
+      x[1] = acc(i + 1);
+      const cutlass::Array<float, 2> y = epilogue(x);
+      if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
+        cutlass::Array<ElementD, 2> pair;
+        pair[0] = ElementD(y[0]);
+        pair[1] = ElementD(y[1]);
+        *reinterpret_cast<cutlass::Array<ElementD, 2>*>(&tCsD(i)) = pair;
+      } else {
+        tCsD(i) = ElementD(y[0]);
+        tCsD(i + 1) = ElementD(y[1]);
+      }
+    }
+    tma_store_fence();  // the generic proxy's writes, before the TMA store reads them
+    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);
+    if (thread == 0) {
+      Tensor mD = lp.tma_d.get_tma_tensor(make_shape(p.m, p.n, p.l));
+      auto tma_d = lp.tma_d.get_slice(0);
+      copy(lp.tma_d, tma_d.partition_S(sD), tma_d.partition_D(local_tile(mD(_, _, u.batch), take<0, 2>(tile), make_coord(u.m_tile, u.n_tile))));
+      tma_store_arrive();
+    }
   }
+  if (thread == 0) tma_store_wait<0>();  // shared memory outlives the last store's reads
 }
 
 // The split workspace of launches on `stream` (current device): at least `floats` partial sums
@@ -360,30 +366,56 @@ inline cudaError_t prologue_workspace(cudaStream_t stream, size_t floats, size_t
   return cudaSuccess;
 }
 
+// Resident CTAs of `kernel` a SM (its threads and shared memory), asked once per device.
+template <class Kernel>
+int prologue_residency(Kernel kernel, int threads, int smem_bytes, int device) {
+  static std::atomic<int> counts[64] = {};
+  const bool cached = device >= 0 && device < 64;
+  int n = cached ? counts[device].load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem_bytes) != cudaSuccess || n < 1) n = 1;
+    if (cached) counts[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 // Runs the prologue GEMM over modes checked by Modes (each operand's contiguous mode unit-stride,
-// 16-byte aligned, other strides multiples of 8 elements: cp.async's 16-byte loads): "" or why not.
+// 16-byte aligned, other strides multiples of 16 bytes: TMA's rules): "" or why not.
 template <class K>
 std::string run_prologue(typename K::Params p, cudaStream_t stream) {
+  using namespace cute;
+  using Cfg = typename K::Cfg_;
   int device = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return std::string("cudaGetDevice: ") + cudaGetErrorString(e);
-  constexpr int kTileM = cute::size<0>(typename K::Cfg_::TileShape{}), kTileN = cute::size<1>(typename K::Cfg_::TileShape{});
-  p.tiles_m = (p.m + kTileM - 1) / kTileM;
-  p.tiles_n = (p.n + kTileN - 1) / kTileN;
+  p.tiles_m = (p.m + K::kTileM - 1) / K::kTileM;
+  p.tiles_n = (p.n + K::kTileN - 1) / K::kTileN;
   const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.l;
-  if (p.splits <= 0) p.splits = prologue_splits(tiles, (p.k + K::Cfg_::kTileK - 1) / K::Cfg_::kTileK, sm_count(device));
+  const int k_tiles = (p.k + Cfg::kTileK - 1) / Cfg::kTileK;
+  const int sms = sm_count(device);
+  if (p.splits <= 0) p.splits = prologue_splits(tiles, k_tiles, sms);
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {
-    if (cudaError_t e = prologue_workspace(stream, static_cast<size_t>(tiles) * p.splits * kTileM * kTileN,
+    if (cudaError_t e = prologue_workspace(stream, static_cast<size_t>(tiles) * p.splits * K::kTileM * K::kTileN,
                                            static_cast<size_t>(tiles), &p.partial, &p.arrivals);
         e != cudaSuccess)
       return std::string("the prologue GEMM's split workspace: ") + cudaGetErrorString(e);
   }
+  typename K::LaunchParams lp{p,
+                              make_tma_copy(SM90_TMA_LOAD{}, K::gmem(p.a, p.m, p.k, p.l, p.da), take<0, 2>(typename K::SmemLayoutA{}),
+                                            Shape<Int<K::kTileM>, Int<Cfg::kTileK>>{}, _1{}),
+                              make_tma_copy(SM90_TMA_LOAD{}, K::gmem(p.b, p.n, p.k, p.l, p.db), take<0, 2>(typename K::SmemLayoutB{}),
+                                            Shape<Int<K::kTileN>, Int<Cfg::kTileK>>{}, _1{}),
+                              make_tma_copy(SM90_TMA_STORE{}, K::gmem(p.d, p.m, p.n, p.l, p.dd), typename K::SmemLayoutD{},
+                                            Shape<Int<K::kTileM>, Int<K::kTileN>>{}, _1{}),
+                              static_cast<int>(tiles * p.splits), k_tiles};
   auto kernel = prologue_gemm_kernel<K>;
   if (K::kSmemBytes >= 48 * 1024)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmemBytes); e != cudaSuccess)
       return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
-  kernel<<<static_cast<unsigned>(tiles * p.splits), K::Cfg_::kThreads, K::kSmemBytes, stream>>>(p);
+  const int64_t resident = static_cast<int64_t>(sms) * prologue_residency(kernel, Cfg::kThreads, K::kSmemBytes, device);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(lp.units, resident));
+  kernel<<<grid, Cfg::kThreads, K::kSmemBytes, stream>>>(lp);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return std::string("CUDA error: ") + cudaGetErrorString(e);
   return "";
 }
