@@ -46,6 +46,12 @@ def timed(fn, reps):
     return statistics.median(x.elapsed_time(y) * 1e3 for x, y in ev)
 
 
+# cuBLAS on the state GEMM alone (K^T V per head, no feature map): the same bytes read.
+Kt = K.transpose(-1, -2)
+for _ in range(3):
+    Kt @ V
+print(f"cuBLAS K^T V {timed(lambda: Kt @ V, a.reps):7.1f} us", flush=True)
+
 for d_ in a.dirs:
     k = nk.load(pathlib.Path(d_) / a.case)
     ref = None
