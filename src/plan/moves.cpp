@@ -269,6 +269,86 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
   return std::nullopt;
 }
 
+// Per node: whether it reaches an output (ids ascend in topological order).
+std::vector<bool> live_nodes(const ir::Diagram& d) {
+  std::vector<bool> live(d.nodes.size(), false);
+  for (const ir::Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
+  for (NodeId n = static_cast<NodeId>(d.nodes.size()) - 1; n >= 0; --n)
+    if (live[static_cast<std::size_t>(n)])
+      for (NodeId o : d.node(n).operands) live[static_cast<std::size_t>(o)] = true;
+  return live;
+}
+
+// An elementwise value of one input (a feature map phi(Q)) read by several kernels' worth of
+// consumers, at least one a contraction or a reduction: each consumer after the first gets its
+// own copy of the code, so that each can compute it from the input as it loads (a GEMM's
+// prologue, a reduction's body) instead of one kernel materialising it for all. The cost model
+// then weighs reading the input again and recomputing against writing and reading the value.
+std::optional<Variant> recompute(const ir::Diagram& d, NodeId n, const std::vector<bool>& live,
+                                 const std::vector<std::vector<NodeId>>& users_of) {
+  constexpr std::size_t kMaxCode = 16;  // nodes of code copied per consumer: cheap code only
+  const Node& nn = d.node(n);
+  if (!ir::is_elementwise(nn.op)) return std::nullopt;
+  for (const ir::Output& o : d.outputs)
+    if (o.node == n) return std::nullopt;
+  // Live users only: a move leaves the value it replaced behind, read by nothing.
+  std::vector<NodeId> users;
+  for (NodeId u : users_of[static_cast<std::size_t>(n)])
+    if (live[static_cast<std::size_t>(u)]) users.push_back(u);
+  if (users.size() < 2) return std::nullopt;
+  bool feeds_reduction = false;
+  for (NodeId u : users) feeds_reduction = feeds_reduction || ir::op_class(d.node(u).op) == ir::OpClass::contraction || ir::op_class(d.node(u).op) == ir::OpClass::reduction;
+  if (!feeds_reduction) return std::nullopt;
+  // The code: n's elementwise ancestors down to one input and leaves (constants, params).
+  std::set<NodeId> code;
+  NodeId source = -1;
+  std::vector<NodeId> stack{n};
+  while (!stack.empty()) {
+    const NodeId x = stack.back();
+    stack.pop_back();
+    const Node& node = d.node(x);
+    if (node.op == OpKind::input) {
+      if (source >= 0 && source != x) return std::nullopt;
+      source = x;
+      continue;
+    }
+    if (node.op == OpKind::constant) continue;
+    if (!ir::is_elementwise(node.op) || code.size() >= kMaxCode) return std::nullopt;
+    if (!code.insert(x).second) continue;
+    for (NodeId o : node.operands) stack.push_back(o);
+  }
+  if (source < 0) return std::nullopt;
+  for (NodeId x : code)  // the code's intermediate values are n's alone
+    if (x != n)
+      for (NodeId u : users_of[static_cast<std::size_t>(x)])
+        if (!code.count(u)) return std::nullopt;
+  const std::set<NodeId> later(users.begin() + 1, users.end());
+  std::vector<std::string> copies;
+  auto v = rebuild(d, [&](NodeId u, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    if (!later.count(u)) return {};
+    std::map<NodeId, ir::Value> copy;
+    for (NodeId x : code) {  // ids ascend in topological order
+      std::vector<ir::Value> ops;
+      for (NodeId o : d.node(x).operands) ops.push_back(copy.count(o) ? copy.at(o) : val[static_cast<std::size_t>(o)]);
+      copy[x] = replay_node(b, d.node(x), ops, [](AxisId a) { return a; });
+    }
+    const std::string name = fresh_name(d, plain_name(d, n) + "_" + std::to_string(copies.size() + 2));
+    copies.push_back(name);
+    copy[n] = b.named(name, copy[n], nn.loc);
+    const Node& un = d.node(u);
+    std::vector<ir::Value> ops;
+    for (NodeId o : un.operands) ops.push_back(o == n ? copy[n] : val[static_cast<std::size_t>(o)]);
+    ir::Value out = replay_node(b, un, ops, [](AxisId a) { return a; });
+    if (!un.name.empty()) out = b.named(un.name, out, un.loc);
+    return out;
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), {fmt::format("recomputed {} from '{}' in each of its {} consumers ({} for the others): "
+                                             "{} node(s) of code instead of a materialised value",
+                                             d.label(n), d.node(source).name, users.size(), fmt::join(copies, ", "),
+                                             code.size())}};
+}
+
 // A contraction of three or more operands, as a pair contracted first (the pair whose product
 // is smallest, summing the axes no other operand and not the result has) and the rest after:
 // GEMMs take two operands. Applied again (the chained variant) until every contraction is of two.
@@ -337,8 +417,16 @@ std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
 
 std::vector<Variant> applicable_moves(const ir::Diagram& d) {
   std::vector<Variant> out;
+  const std::vector<bool> live = live_nodes(d);
+  std::vector<std::vector<NodeId>> users_of(d.nodes.size());
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    std::set<NodeId> seen;
+    for (NodeId o : d.node(n).operands)
+      if (seen.insert(o).second) users_of[static_cast<std::size_t>(o)].push_back(n);
+  }
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
     if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
+    if (auto v = recompute(d, n, live, users_of)) out.push_back(std::move(*v));
     if (d.node(n).op != OpKind::contract) continue;
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
