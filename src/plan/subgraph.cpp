@@ -675,6 +675,20 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
                                    kd.node(n).name, kd.axis(*r).name, kd.node(n).name, fmt::join(order, " ")));
       }
     }
+    // The kernel's rows are every axis but the reduced one; a reduction whose operand lacks one of
+    // them would be recomputed for each of its elements (its operand read again each time).
+    std::set<AxisId> row_axes;
+    for (const Node& n : kd.nodes) row_axes.insert(n.axes.begin(), n.axes.end());
+    row_axes.erase(*r);
+    for (NodeId n : c.reductions) {
+      std::set<AxisId> own;
+      for (NodeId o : kd.node(n).operands) own.insert(kd.node(o).axes.begin(), kd.node(o).axes.end());
+      for (AxisId x : row_axes)
+        if (!own.count(x))
+          return invalid(fmt::format("{} would be recomputed for each element of axis {} (a row kernel's rows span every "
+                                     "axis but the reduced one): its result is materialised instead",
+                                     kd.label(n), kd.axis(x).name));
+    }
     p.row_elements = kd.axis(*r).size;
     if (p.row_elements > 65536)
       return invalid(fmt::format("rows of {} elements: a row kernel keeps a row on chip (at most 65536)", p.row_elements));
