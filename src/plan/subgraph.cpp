@@ -696,6 +696,19 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
   } else {
     p.rows = 1;
     p.row_elements = static_cast<std::int64_t>(widest);
+    // The elementwise kernel runs along its first output's innermost axis (emit/row_kernel.cpp): a
+    // tensor over that axis stored with another innermost is read or written element by element,
+    // each element a 32-byte sector of memory traffic (a transposing copy of 25 MB measured
+    // 41.5 us on the H100, 1.1x this; bench/NOTES.md 2026-11-27).
+    if (!kd.outputs.empty() && !kd.outputs.front().axes.empty()) {
+      const AxisId along = kd.outputs.front().axes.back();
+      auto strided = [&](const std::vector<AxisId>& stored, DType t) {
+        if (stored.empty() || stored.back() == along || std::find(stored.begin(), stored.end(), along) == stored.end()) return 0.0;
+        return static_cast<double>(kd.elements(stored)) * std::max(0.0, 32.0 - dtype_bytes(t));
+      };
+      for (NodeId n : c.inputs) p.strided_bytes += strided(kd.node(n).axes, kd.node(n).dtype);
+      for (const ir::Output& o : kd.outputs) p.strided_bytes += strided(o.axes, kd.node(o.node).dtype);
+    }
   }
   Family f;
   const search::RowCandidate rc = search::solve_rows(p, m);

@@ -395,17 +395,22 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   c.schedule.threads_per_row = std::min(c.schedule.threads_per_row, 1024);
   const double hbm_bps = hbm_bytes_per_s(m);
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
-  const double mem_s = p.bytes / hbm_bps;
+  const double mem_s = (p.bytes + p.strided_bytes) / hbm_bps;
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
   const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
   const double alu_s = (p.sfu_ops / sfu + p.fma_ops / fma) / (sms * clock);
   const double main_s = std::max(mem_s, alu_s);
   c.estimate.time_s = main_s + kKernelFixedS;
   c.estimate.flops = p.fma_ops * 2 + p.sfu_ops;
-  c.estimate.hbm_bytes = c.estimate.compulsory_bytes = p.bytes;
+  c.estimate.hbm_bytes = p.bytes + p.strided_bytes;
+  c.estimate.compulsory_bytes = p.bytes;
   c.estimate.bound = main_s == mem_s ? "HBM bandwidth" : "ALU";
-  c.estimate.detail = fmt::format("{} rows of {}: HBM {:.4g} us for {:.4g} MB, ALU {:.4g} us", p.rows, p.row_elements,
-                                  mem_s * 1e6, p.bytes / 1e6, alu_s * 1e6);
+  c.estimate.detail = fmt::format("{} rows of {}: HBM {:.4g} us for {:.4g} MB{}, ALU {:.4g} us", p.rows, p.row_elements,
+                                  mem_s * 1e6, p.bytes / 1e6,
+                                  p.strided_bytes > 0 ? fmt::format(" and {:.4g} MB of sectors read or written across "
+                                                                    "the storage order", p.strided_bytes / 1e6)
+                                                      : std::string(),
+                                  alu_s * 1e6);
   return c;
 }
 

@@ -116,7 +116,8 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
 // per row for long ones.
 struct RowProblem {
   std::int64_t rows = 1, row_elements = 1;
-  double bytes = 0;
+  double bytes = 0;          // compulsory: each input read and each output written once
+  double strided_bytes = 0;  // more traffic: elements read or written across their storage order
   double sfu_ops = 0, fma_ops = 0;
   int reductions = 0;  // block-wide reductions per row
 };
