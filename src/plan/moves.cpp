@@ -284,69 +284,94 @@ std::vector<bool> live_nodes(const ir::Diagram& d) {
 // own copy of the code, so that each can compute it from the input as it loads (a GEMM's
 // prologue, a reduction's body) instead of one kernel materialising it for all. The cost model
 // then weighs reading the input again and recomputing against writing and reading the value.
-std::optional<Variant> recompute(const ir::Diagram& d, NodeId n, const std::vector<bool>& live,
-                                 const std::vector<std::vector<NodeId>>& users_of) {
+struct Recompute {
+  NodeId value = -1;
+  NodeId source = -1;             // the one input the code reads
+  std::set<NodeId> code;          // the value's elementwise ancestors down to the input (the value included)
+  std::vector<NodeId> consumers;  // its live users, in order; all but the first get a copy
+};
+
+std::optional<Recompute> recompute_at(const ir::Diagram& d, NodeId n, const std::vector<bool>& live,
+                                      const std::vector<std::vector<NodeId>>& users_of) {
   constexpr std::size_t kMaxCode = 16;  // nodes of code copied per consumer: cheap code only
-  const Node& nn = d.node(n);
-  if (!ir::is_elementwise(nn.op)) return std::nullopt;
+  if (!ir::is_elementwise(d.node(n).op)) return std::nullopt;
   for (const ir::Output& o : d.outputs)
     if (o.node == n) return std::nullopt;
+  Recompute r;
+  r.value = n;
   // Live users only: a move leaves the value it replaced behind, read by nothing.
-  std::vector<NodeId> users;
   for (NodeId u : users_of[static_cast<std::size_t>(n)])
-    if (live[static_cast<std::size_t>(u)]) users.push_back(u);
-  if (users.size() < 2) return std::nullopt;
-  bool feeds_reduction = false;
-  for (NodeId u : users) feeds_reduction = feeds_reduction || ir::op_class(d.node(u).op) == ir::OpClass::contraction || ir::op_class(d.node(u).op) == ir::OpClass::reduction;
-  if (!feeds_reduction) return std::nullopt;
-  // The code: n's elementwise ancestors down to one input and leaves (constants, params).
-  std::set<NodeId> code;
-  NodeId source = -1;
+    if (live[static_cast<std::size_t>(u)]) r.consumers.push_back(u);
+  if (r.consumers.size() < 2) return std::nullopt;
+  auto reduces = [&](NodeId u) {
+    const ir::OpClass c = ir::op_class(d.node(u).op);
+    return c == ir::OpClass::contraction || c == ir::OpClass::reduction;
+  };
+  if (std::none_of(r.consumers.begin(), r.consumers.end(), reduces)) return std::nullopt;
   std::vector<NodeId> stack{n};
   while (!stack.empty()) {
     const NodeId x = stack.back();
     stack.pop_back();
     const Node& node = d.node(x);
     if (node.op == OpKind::input) {
-      if (source >= 0 && source != x) return std::nullopt;
-      source = x;
+      if (r.source >= 0 && r.source != x) return std::nullopt;
+      r.source = x;
       continue;
     }
     if (node.op == OpKind::constant) continue;
-    if (!ir::is_elementwise(node.op) || code.size() >= kMaxCode) return std::nullopt;
-    if (!code.insert(x).second) continue;
+    if (!ir::is_elementwise(node.op) || r.code.size() >= kMaxCode) return std::nullopt;
+    if (!r.code.insert(x).second) continue;
     for (NodeId o : node.operands) stack.push_back(o);
   }
-  if (source < 0) return std::nullopt;
-  for (NodeId x : code)  // the code's intermediate values are n's alone
+  if (r.source < 0) return std::nullopt;
+  for (NodeId x : r.code)  // the code's intermediate values are the value's alone
     if (x != n)
       for (NodeId u : users_of[static_cast<std::size_t>(x)])
-        if (!code.count(u)) return std::nullopt;
-  const std::set<NodeId> later(users.begin() + 1, users.end());
-  std::vector<std::string> copies;
+        if (!r.code.count(u)) return std::nullopt;
+  return r;
+}
+
+// The diagram with each of `moves` applied, in one rebuild (their codes are disjoint: each code's
+// intermediate values have no user outside it).
+std::optional<Variant> apply_recomputes(const ir::Diagram& d, const std::vector<Recompute>& moves) {
+  std::map<NodeId, std::vector<const Recompute*>> at;  // consumer -> the values it gets a copy of
+  for (const Recompute& r : moves)
+    for (std::size_t i = 1; i < r.consumers.size(); ++i) at[r.consumers[i]].push_back(&r);
+  std::map<NodeId, std::vector<std::string>> copies;  // value -> its copies' names
+  std::set<std::string> taken;
   auto v = rebuild(d, [&](NodeId u, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
-    if (!later.count(u)) return {};
-    std::map<NodeId, ir::Value> copy;
-    for (NodeId x : code) {  // ids ascend in topological order
-      std::vector<ir::Value> ops;
-      for (NodeId o : d.node(x).operands) ops.push_back(copy.count(o) ? copy.at(o) : val[static_cast<std::size_t>(o)]);
-      copy[x] = replay_node(b, d.node(x), ops, [](AxisId a) { return a; });
+    const auto it = at.find(u);
+    if (it == at.end()) return {};
+    std::map<NodeId, ir::Value> copied;  // value -> its copy for this consumer
+    for (const Recompute* r : it->second) {
+      std::map<NodeId, ir::Value> copy;
+      for (NodeId x : r->code) {  // ids ascend in topological order
+        std::vector<ir::Value> ops;
+        for (NodeId o : d.node(x).operands) ops.push_back(copy.count(o) ? copy.at(o) : val[static_cast<std::size_t>(o)]);
+        copy[x] = replay_node(b, d.node(x), ops, [](AxisId a) { return a; });
+      }
+      std::vector<std::string>& names = copies[r->value];
+      std::string name = plain_name(d, r->value) + "_" + std::to_string(names.size() + 2);
+      while (taken.count(name) || d.find_node(name) || d.find_axis(name)) name += "_";
+      taken.insert(name);
+      names.push_back(name);
+      copied[r->value] = b.named(name, copy[r->value], d.node(r->value).loc);
     }
-    const std::string name = fresh_name(d, plain_name(d, n) + "_" + std::to_string(copies.size() + 2));
-    copies.push_back(name);
-    copy[n] = b.named(name, copy[n], nn.loc);
     const Node& un = d.node(u);
     std::vector<ir::Value> ops;
-    for (NodeId o : un.operands) ops.push_back(o == n ? copy[n] : val[static_cast<std::size_t>(o)]);
+    for (NodeId o : un.operands) ops.push_back(copied.count(o) ? copied.at(o) : val[static_cast<std::size_t>(o)]);
     ir::Value out = replay_node(b, un, ops, [](AxisId a) { return a; });
     if (!un.name.empty()) out = b.named(un.name, out, un.loc);
     return out;
   });
   if (!v) return std::nullopt;
-  return Variant{std::move(*v), {fmt::format("recomputed {} from '{}' in each of its {} consumers ({} for the others): "
-                                             "{} node(s) of code instead of a materialised value",
-                                             d.label(n), d.node(source).name, users.size(), fmt::join(copies, ", "),
-                                             code.size())}};
+  Variant out{std::move(*v), {}};
+  for (const Recompute& r : moves)
+    out.moves.push_back(fmt::format("recomputed {} from '{}' in each of its {} consumers ({} for the others): {} node(s) of "
+                                    "code instead of a materialised value",
+                                    d.label(r.value), d.node(r.source).name, r.consumers.size(),
+                                    fmt::join(copies[r.value], ", "), r.code.size()));
+  return out;
 }
 
 // A contraction of three or more operands, as a pair contracted first (the pair whose product
@@ -415,7 +440,7 @@ std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
 
 }  // namespace
 
-std::vector<Variant> applicable_moves(const ir::Diagram& d) {
+std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
   std::vector<Variant> out;
   const std::vector<bool> live = live_nodes(d);
   std::vector<std::vector<NodeId>> users_of(d.nodes.size());
@@ -424,15 +449,24 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d) {
     for (NodeId o : d.node(n).operands)
       if (seen.insert(o).second) users_of[static_cast<std::size_t>(o)].push_back(n);
   }
+  std::vector<Recompute> recomputes;
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
     if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
-    if (auto v = recompute(d, n, live, users_of)) out.push_back(std::move(*v));
+    if (recompute)
+      if (auto r = recompute_at(d, n, live, users_of)) recomputes.push_back(std::move(*r));
     if (d.node(n).op != OpKind::contract) continue;
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
     if (auto v = vector_contraction(d, n)) out.push_back(std::move(*v));
     if (auto v = split_contraction(d, n)) out.push_back(std::move(*v));
   }
+  // Recomputes: the first few alone, and all of them together (each variant is a fusion search
+  // of its own: a diagram of hundreds of feature maps must not make hundreds).
+  constexpr std::size_t kAlone = 3;
+  for (std::size_t i = 0; i < std::min(kAlone, recomputes.size()); ++i)
+    if (auto v = apply_recomputes(d, {recomputes[i]})) out.push_back(std::move(*v));
+  if (recomputes.size() > 1)
+    if (auto v = apply_recomputes(d, recomputes)) out.push_back(std::move(*v));
   return out;
 }
 

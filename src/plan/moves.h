@@ -7,6 +7,10 @@
 //   reassociate   contract(contract(A, B), C) computed as contract(A, contract(B, C)) (or with
 //                 (A, C) first) when that takes fewer FLOPs: linear attention computes phi(K)^T V
 //                 once per head instead of a q x k score matrix
+//   recompute     an elementwise value of one input read by several consumers (one of them a
+//                 contraction or reduction) copied into each, so each computes it as it loads
+//   (and a sum pushed into an operand, a matrix-vector contraction as a row reduction, a
+//   contraction of three operands split into pairs: moves.cpp)
 #pragma once
 
 #include <string>
@@ -21,7 +25,9 @@ struct Variant {
   std::vector<std::string> moves;  // one line per move applied
 };
 
-// Each move that applies to `d`, applied alone (one variant per place it applies).
-std::vector<Variant> applicable_moves(const ir::Diagram& d);
+// Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the
+// first few alone and all together). `recompute`: whether to offer recomputes at all (they pay
+// only where the plan fuses: not past the planner's bound on fused kernels).
+std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute = true);
 
 }  // namespace napkin::plan

@@ -338,11 +338,13 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
   // another (a move may open another: a sum pushed into an operand leaves a contraction of
   // single use, which then reassociates).
   std::vector<Variant> variants{{d, {}}};
-  for (Variant& v : applicable_moves(d)) variants.push_back(std::move(v));
+  // Recomputes pay only where kernels fuse: not past the bound on fused kernels.
+  const bool recompute = Partition(d, m, options).kernels().size() <= kMaxFused;
+  for (Variant& v : applicable_moves(d, recompute)) variants.push_back(std::move(v));
   if (variants.size() > 1) {
     Variant all{d, {}};
     for (int round = 0; round < 8; ++round) {
-      auto more = applicable_moves(all.diagram);
+      auto more = applicable_moves(all.diagram, recompute);
       if (more.empty()) break;
       for (auto& mv : more[0].moves) all.moves.push_back(mv);
       all.diagram = std::move(more[0].diagram);

@@ -4,6 +4,8 @@
 // matmul chain, phi(K)^T V first for linear attention, scores stored q-innermost for a softmax
 // over q, ...); the GEMM solver's ranking, rejections and bounds.
 #include <algorithm>
+
+#include <fmt/format.h>
 #include <chrono>
 #include <set>
 
@@ -220,6 +222,20 @@ TEST(Plan, ATransposingElementwiseKernelCountsItsSectors) {
   EXPECT_DOUBLE_EQ(along.chosen.kernels[0].hbm_bytes, elements * (2 + 4));
   EXPECT_DOUBLE_EQ(across.chosen.kernels[0].hbm_bytes, elements * (2 + 4) + elements * 30);  // X's bf16 read a sector each
   EXPECT_GT(across.chosen.predicted_s, 5 * along.chosen.predicted_s);
+}
+
+// Five such values: the planner offers the first few alone and all of them together (a bounded
+// number of variants, each a fusion search), and takes all five.
+TEST(Plan, ManyRecomputableValuesAreRecomputedTogether) {
+  std::string text = "axes t=8192 d=64 e=64\nin W[d e] bf16\n";
+  for (int i = 0; i < 5; ++i)
+    text += fmt::format("in X{0}[t d] bf16\nF{0} = exp(X{0} * 0.125)\ns{0} = sum(F{0} over d)\nY{0} = contract(F{0}, W over d) as bf16\n"
+                        "out s{0}\nout Y{0}\n", i);
+  const auto r = derive(parse(text));
+  EXPECT_EQ(r.chosen.moves.size(), 5u);
+  EXPECT_TRUE(r.chosen.materialised.empty() || r.chosen.materialised[0].find("nothing") != std::string::npos)
+      << r.chosen.materialised[0];
+  EXPECT_EQ(r.chosen.kernels.size(), 10u);
 }
 
 // Code read by one consumer, or by two elementwise consumers only, is not copied.
