@@ -4,11 +4,10 @@
 // matmul chain, phi(K)^T V first for linear attention, scores stored q-innermost for a softmax
 // over q, ...); the GEMM solver's ranking, rejections and bounds.
 #include <algorithm>
-
-#include <fmt/format.h>
 #include <chrono>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "arch/load.h"
