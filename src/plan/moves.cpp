@@ -269,16 +269,6 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
   return std::nullopt;
 }
 
-// Per node: whether it reaches an output (ids ascend in topological order).
-std::vector<bool> live_nodes(const ir::Diagram& d) {
-  std::vector<bool> live(d.nodes.size(), false);
-  for (const ir::Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
-  for (NodeId n = static_cast<NodeId>(d.nodes.size()) - 1; n >= 0; --n)
-    if (live[static_cast<std::size_t>(n)])
-      for (NodeId o : d.node(n).operands) live[static_cast<std::size_t>(o)] = true;
-  return live;
-}
-
 // An elementwise value of one input (a feature map phi(Q)) read by several kernels' worth of
 // consumers, at least one a contraction or a reduction: each consumer after the first gets its
 // own copy of the code, so that each can compute it from the input as it loads (a GEMM's

@@ -46,11 +46,7 @@ class Partition {
  public:
   Partition(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& o) : d_(d), m_(m), o_(o) {
     // Nodes no output depends on (left behind by a move) belong to no kernel.
-    std::vector<bool> live(d.nodes.size(), false);
-    for (const ir::Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
-    for (NodeId n = static_cast<NodeId>(d.nodes.size()) - 1; n >= 0; --n)
-      if (live[static_cast<std::size_t>(n)])
-        for (NodeId op : d.node(n).operands) live[static_cast<std::size_t>(op)] = true;
+    const std::vector<bool> live = live_nodes(d);
     const std::vector<bool> index_expr = index_expressions(d);
     owner_.assign(d.nodes.size(), -1);
     for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
@@ -339,7 +335,8 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
   // single use, which then reassociates).
   std::vector<Variant> variants{{d, {}}};
   // Recomputes pay only where kernels fuse: not past the bound on fused kernels.
-  const bool recompute = Partition(d, m, options).kernels().size() <= kMaxFused;
+  Partition unfused(d, m, options);
+  const bool recompute = unfused.kernels().size() <= kMaxFused;
   for (Variant& v : applicable_moves(d, recompute)) variants.push_back(std::move(v));
   if (variants.size() > 1) {
     Variant all{d, {}};
@@ -367,7 +364,6 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     if (!best || p.predicted_s < best->predicted_s * 0.999) best = std::move(p);
   }
   // 3. The alternatives of the diagram as written.
-  Partition unfused(d, m, options);
   Plan unfused_plan = assemble(d, unfused, "fully unfused", {});
   Partition fused(d, m, options);
   fused.fuse_all();

@@ -41,6 +41,15 @@ std::vector<bool> index_expressions(const ir::Diagram& d) {
   return r;
 }
 
+std::vector<bool> live_nodes(const ir::Diagram& d) {
+  std::vector<bool> live(d.nodes.size(), false);
+  for (const ir::Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
+  for (NodeId n = static_cast<NodeId>(d.nodes.size()) - 1; n >= 0; --n)  // ids ascend in topological order
+    if (live[static_cast<std::size_t>(n)])
+      for (NodeId op : d.node(n).operands) live[static_cast<std::size_t>(op)] = true;
+  return live;
+}
+
 static bool is_narrow_float(DType t) { return t == DType::bf16 || t == DType::f16; }
 
 Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {

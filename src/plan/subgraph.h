@@ -65,6 +65,9 @@ bool is_leaf(const ir::Node& n);
 // Per node: whether it is made of leaves alone (a mask over axis indices, a constant
 // expression). Kernels copy these in rather than read them from memory.
 std::vector<bool> index_expressions(const ir::Diagram& d);
+// Per node: whether an output depends on it (a move leaves the value it replaced behind, read by
+// nothing).
+std::vector<bool> live_nodes(const ir::Diagram& d);
 
 // A contraction's operand computed from one input by elementwise code as the GEMM loads it (the
 // prologue GEMM, napkin/gemm_prologue.h): the input, the code's nodes in order (the operand

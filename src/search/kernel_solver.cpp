@@ -102,6 +102,13 @@ namespace {
 //              occupy; re-reads from L2
 //   split    = each split stores tile_m x tile_n f32 sums to L2, read back once
 //   time     = max(compute, prologue ALU, HBM, L2) + fixed launch cost
+// A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store) and the
+// ring's barriers.
+double prologue_cta_smem(const GemmProblem& p, const GemmSchedule& s) {
+  const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * dtype_bytes(p.operand);
+  return s.stages * stage_bytes + static_cast<double>(s.tile_m * s.tile_n) * p.out_bytes_per_element + 1024;
+}
+
 GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {
   GemmVerdict v;
   auto reject = [&](std::string cls, std::string why) {
@@ -122,7 +129,7 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double in_bytes = dtype_bytes(p.operand);
   const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * in_bytes;
   const double smem_limit = static_cast<double>(m.limits.smem_bytes_per_block.value);
-  const double cta_smem = s.stages * stage_bytes + static_cast<double>(s.tile_m * s.tile_n) * p.out_bytes_per_element + 1024;
+  const double cta_smem = prologue_cta_smem(p, s);
   if (s.stages < 2 || cta_smem > smem_limit)
     return reject("smem", fmt::format("{} stages of {:.0f} KiB and the output tile: {:.0f} KiB; {:.0f} KiB per block", s.stages,
                                       stage_bytes / 1024, cta_smem / 1024, smem_limit / 1024));
@@ -351,10 +358,8 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
     // SM, more consumer warpgroups to overlap one another's transforms and epilogues (measured on
     // the H100: linear attention's output GEMM 1.10x faster at 2 stages than at 3, its state GEMM
     // even; bench/NOTES.md, 2026-11-27).
-    auto key = [](const GemmCandidate& c) {
-      const GemmSchedule& s = c.schedule;
-      return std::make_pair(std::llround(std::log(c.estimate.time_s) / std::log(1.01)),
-                            s.stages * (s.tile_m + s.tile_n) + s.tile_m * s.tile_n / 64);
+    auto key = [&](const GemmCandidate& c) {
+      return std::make_pair(std::llround(std::log(c.estimate.time_s) / std::log(1.01)), prologue_cta_smem(p, c.schedule));
     };
     std::stable_sort(out.ranked.begin(), out.ranked.end(),
                      [&](const GemmCandidate& a, const GemmCandidate& b) { return key(a) < key(b); });
