@@ -139,6 +139,7 @@ class Recogniser {
   }
 
   bool has_row(const Node& x) const { return contains(x.axes, f_.row_axis); }
+  const std::string& ax(AxisId a) const { return f_.normalised.axis(a).name; }
 
   // Structurally equal nodes become one (a softmax and a logsumexp of one value expand to the
   // same max, exponentials and sum: one pass each, not two). Inputs and outputs stay as they are.
@@ -181,10 +182,7 @@ class Recogniser {
         if (a != r) others.insert(a);
     for (NodeId id : nd.inputs()) {
       const Node& x = nd.node(id);
-      if (has_row(x) && x.axes.back() != r)
-        return refuse(id, fmt::format("input '{}' stores its axes [{}]: the reduced axis {} must be innermost (a row kernel reads each "
-                                      "row as contiguous vectors)", x.name, names_of(nd, x.axes), nd.axis(r).name),
-                      fmt::format("declare '{}' with {} last, or let the plan materialise it so", x.name, nd.axis(r).name));
+      if (has_row(x) && x.axes.back() != r) return columns(id);
     }
     if (nd.axis(r).size > kMaxRowLength)
       return refuse(f_.reductions.front(), fmt::format("rows of {} elements along {}: a row kernel takes at most 2^30",
@@ -235,6 +233,69 @@ class Recogniser {
       }
       ready[static_cast<std::size_t>(id)] = p;
     }
+    return f_;
+  }
+
+  // A column kernel (row_kernel.h): `first` is an input with r not innermost; its order numbers
+  // the columns.
+  Result<RowForm> columns(NodeId first) {
+    const ir::Diagram& nd = f_.normalised;
+    const AxisId r = f_.row_axis;
+    const Node& p = nd.node(first);
+    auto after_r = [&](const Node& x) {
+      return std::vector<AxisId>(std::find(x.axes.begin(), x.axes.end(), r) + 1, x.axes.end());
+    };
+    const std::vector<AxisId> inner = after_r(p);
+    const std::string note = fmt::format("a column kernel reads every input that has {} as [outer, {}, inner] with the same inner "
+                                         "axes; or let the plan materialise it with {} innermost", ax(r), ax(r), ax(r));
+    for (AxisId a : p.axes)
+      if (a != r) f_.row_axes.push_back(a);
+    const std::set<AxisId> cols(f_.row_axes.begin(), f_.row_axes.end());
+    for (NodeId id = 0; id < static_cast<NodeId>(nd.nodes.size()); ++id) {
+      const Node& x = nd.node(id);
+      std::vector<AxisId> axes = x.axes;
+      if (x.op == OpKind::iota) axes.push_back(x.axis);
+      for (AxisId a : axes)
+        if (a != r && !cols.count(a))
+          return refuse(id, fmt::format("{} is over {}, which input '{}' [{}] does not have: a column kernel's columns are that "
+                                        "input's axes but {}", label(id), ax(a), p.name, names_of(nd, p.axes), ax(r)), note);
+      if (x.op == OpKind::input) {
+        RowRead read = RowRead::scalar;
+        if (has_row(x)) {
+          if (x.axes.size() == 1) read = RowRead::along;
+          else if (after_r(x) == inner) read = RowRead::rows;
+          else
+            return refuse(id, fmt::format("input '{}' stores [{}] and '{}' [{}]: a column kernel reads the inputs that have {} along "
+                                          "the same inner axes after it", x.name, names_of(nd, x.axes), p.name,
+                                          names_of(nd, p.axes), ax(r)), note);
+        } else if (!x.axes.empty()) {
+          read = RowRead::per_row;
+        }
+        f_.inputs.push_back({id, read});
+      }
+    }
+    for (std::size_t i = 0; i < nd.outputs.size(); ++i) {
+      const ir::Output& o = nd.outputs[i];
+      if (std::set<AxisId>(o.axes.begin(), o.axes.end()) != cols)
+        return refuse_output(o, fmt::format("output '{}' is over [{}]: a column kernel writes one value per column [{}]",
+                                            nd.node(o.node).name, names_of(nd, o.axes), names_of(nd, f_.row_axes)), note);
+      f_.outputs.push_back({i, RowWrite::per_row});
+    }
+    // One pass over r: no reduction reads another.
+    std::vector<bool> reduced(nd.nodes.size(), false);
+    for (NodeId id = 0; id < static_cast<NodeId>(nd.nodes.size()); ++id) {
+      const Node& x = nd.node(id);
+      bool reads = false;
+      for (NodeId o : x.operands) reads = reads || reduced[static_cast<std::size_t>(o)];
+      if (reads && ir::op_class(x.op) == ir::OpClass::reduction)
+        return refuse(id, fmt::format("{} reads another reduction over {}: a column kernel makes one pass over {}", label(id), ax(r),
+                                      ax(r)), "two column kernels run it (the plan materialises the first reduction)");
+      reduced[static_cast<std::size_t>(id)] = reads || ir::op_class(x.op) == ir::OpClass::reduction;
+    }
+    f_.pass.assign(f_.reductions.size(), 0);
+    f_.passes = 1;
+    f_.columns = true;
+    f_.inner = p.axes.back();
     return f_;
   }
 
@@ -294,7 +355,34 @@ bool vectorised(RowRead r) { return r == RowRead::rows || r == RowRead::along; }
 
 Result<RowForm> recognise_rows(const ir::Diagram& d, const SourceText& src) { return Recogniser(d, src).run(); }
 
+// Column kernels: 16-byte vectors of the narrowest input read along the inner axes, halved until
+// they divide the innermost; lanes enough for the inner axes' vectors (at most a warp), the rest
+// of a 256-thread CTA along r.
+RowLaunch column_launch(const RowForm& f) {
+  const ir::Diagram& nd = f.normalised;
+  RowLaunch l;
+  int narrowest = 4;
+  for (const RowInput& in : f.inputs)
+    if (in.read == RowRead::rows) narrowest = std::min(narrowest, dtype_bytes(nd.node(in.node).dtype));
+  l.vector = 16 / narrowest;
+  while (nd.axis(f.inner).size % l.vector != 0) l.vector /= 2;
+  const ir::Node& first = nd.node(
+      std::find_if(f.inputs.begin(), f.inputs.end(), [](const RowInput& in) { return in.read == RowRead::rows; })->node);
+  std::int64_t inner = 1;  // elements of the inner axes
+  for (auto it = std::find(first.axes.begin(), first.axes.end(), f.row_axis) + 1; it != first.axes.end(); ++it)
+    inner *= nd.axis(*it).size;
+  l.lanes = 1;
+  while (l.lanes < 32 && l.lanes * l.vector < inner) l.lanes *= 2;
+  l.depth = 256 / l.lanes;
+  l.cta_threads = l.lanes * l.depth;
+  l.text = fmt::format("columns -> CTAs of {} threads: {} across the columns (a vector of {} each), {} along {}, {} split across "
+                       "CTAs to fill the GPU", l.cta_threads, l.lanes, l.vector, l.depth, nd.axis(f.row_axis).name,
+                       nd.axis(f.row_axis).name);
+  return l;
+}
+
 RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
+  if (f.columns) return column_launch(f);
   const ir::Diagram& nd = f.normalised;
   RowLaunch l;
   int narrowest = 0;
@@ -372,6 +460,9 @@ std::string describe_rows(const RowForm& f) {
   }
   std::vector<std::string> ops;
   for (NodeId r : f.reductions) ops.emplace_back(ir::op_name(nd.node(r).op));
+  if (f.columns)
+    return fmt::format("columns [{}] x {}; {} reduction{} ({}); outputs {}", names_of(nd, f.row_axes), nd.axis(f.row_axis).name,
+                       f.reductions.size(), f.reductions.size() == 1 ? "" : "s", fmt::join(ops, ", "), fmt::join(outs, " "));
   return fmt::format("rows [{}] x {}={}; {} reduction{} ({}); outputs {}", names_of(nd, f.row_axes), nd.axis(f.row_axis).name,
                      f.row_length, f.reductions.size(), f.reductions.size() == 1 ? "" : "s", fmt::join(ops, ", "), fmt::join(outs, " "));
 }
@@ -420,7 +511,8 @@ class Emitter {
         "// Generated by napkin {} from {} ({}). Do not edit: `napkin build` writes it.\n"
         "// {}\n// {}\n// launch: {}\n#include \"napkin/row_kernel.h\"\n\nnamespace {{\n\n",
         prov.napkin_version, prov.source_name, prov.diagram_key, prov.derived, describe_rows(f_), l_.text);
-    out += constants() + args() + (f_.reduces ? row_kernel() : elementwise_kernel()) + "}  // namespace\n\n" + entry_point(entry);
+    if (f_.columns) out += column_constants() + column_args() + column_kernel() + "}  // namespace\n\n" + column_entry(entry);
+    else out += constants() + args() + (f_.reduces ? row_kernel() : elementwise_kernel()) + "}  // namespace\n\n" + entry_point(entry);
     return out;
   }
 
@@ -742,6 +834,187 @@ class Emitter {
       body = fmt::format("{}const int64_t i_{} = first + v;\n", in2, rn_) + body;
     s += fmt::format("{0}#pragma unroll\n{0}for (int v = 0; v < kV; ++v) {{\n", ind) + body + ind + "}\n" + after;
     return s + "  }\n}\n\n";
+  }
+
+  // ---- column kernels ----
+  // The name of a column axis's index in the kernel: the innermost's is the thread's first
+  // column there (c_), its element v's i_ = c_ + v.
+  std::string column_index(AxisId a) const { return (a == f_.inner ? "c_" : "i_") + ax(a); }
+  // A tensor's element offset at the thread's first column (r excluded).
+  std::string column_offset(const std::string& name, const std::vector<AxisId>& axes) const {
+    std::vector<std::string> terms;
+    for (AxisId a : axes)
+      if (a != f_.row_axis) terms.push_back(fmt::format("{} * a.s_{}_{}", column_index(a), name, ax(a)));
+    return terms.empty() ? "0" : fmt::format("{}", fmt::join(terms, " + "));
+  }
+  bool column_code_reads_inner(const std::string& body) const { return std::regex_search(body, std::regex("\\bi_" + ax(f_.inner) + "\\b")); }
+
+  std::string column_constants() const {
+    return fmt::format("constexpr int kLanes = {};  // threads across the columns, a vector of columns each\n"
+                       "constexpr int kDepth = {};  // threads along {}\nconstexpr int kCtaThreads = kLanes * kDepth;\n"
+                       "constexpr int kVector = {};  // columns per vector: 16 bytes of the narrowest input along {}\n"
+                       "constexpr int kAccumulators = {};\n\n",
+                       l_.lanes, l_.depth, rn_, l_.vector, ax(f_.inner), f_.reductions.size());
+  }
+
+  std::string column_args() const {
+    std::string s = "struct Args {\n";
+    s += fmt::format("  int64_t columns_;  // columns: [{}]\n", names_of(nd_, f_.row_axes));
+    s += fmt::format("  int64_t length_;  // elements along {}\n  int64_t per_split_;  // elements of {} a split (launch_columns)\n", rn_, rn_);
+    for (std::size_t i = 1; i < f_.row_axes.size(); ++i) s += fmt::format("  napkin::rows::FastDiv div_{}_;  // its size\n", ax(f_.row_axes[i]));
+    auto tensor = [&](NodeId n, const std::vector<AxisId>& axes, bool output) {
+      const Node& x = nd_.node(n);
+      std::string line = fmt::format("  {}{}* {};", output ? "" : "const ", memory_type(x.dtype), x.name);
+      for (AxisId a : axes) line += fmt::format(" int64_t s_{}_{};", x.name, ax(a));
+      return line + fmt::format("  // {}[{}]\n", x.name, names_of(nd_, axes));
+    };
+    for (const RowInput& in : f_.inputs) s += tensor(in.node, nd_.node(in.node).axes, false);
+    for (const RowOutput& o : f_.outputs) s += tensor(nd_.outputs[o.index].node, nd_.outputs[o.index].axes, true);
+    for (NodeId p : params_) s += fmt::format("  double {};  // param\n", nd_.node(p).name);
+    s += "  uint32_t* partial_;  // the split workspace: [split][accumulator][column]\n  int* arrivals_;  // per column tile\n";
+    return s + "};\n\n";
+  }
+
+  std::string column_kernel() {
+    constexpr int kUnroll = 4;  // steps of r whose loads a thread has in flight at once
+    std::string s = "template <int kV>\n__global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {\n";
+    s += "  using Shape = napkin::rows::ColumnShape<kLanes, kDepth, kV>;\n";
+    s += "  const napkin::rows::ColumnThread<Shape> g;  // this thread's vector of columns and place along r\n";
+    s += "  __shared__ uint32_t sPartials[kAccumulators * Shape::kCtaThreads * kV];  // [accumulator][depth][column]\n";
+    s += "  const int64_t first = (int64_t(blockIdx.x) * kLanes + g.lane) * kV;  // this thread's first column\n";
+    s += "  const bool live = first < a.columns_;\n";
+    s += "  int64_t row = live ? first : 0;\n";
+    for (std::size_t i = f_.row_axes.size(); i-- > 1;)
+      s += fmt::format("  const int64_t {} = a.div_{}_.split(row);\n", column_index(f_.row_axes[i]), ax(f_.row_axes[i]));
+    if (!f_.row_axes.empty()) s += fmt::format("  const int64_t {} = row;\n", column_index(f_.row_axes.front()));
+    const std::string inner = ax(f_.inner);
+    std::map<NodeId, std::string> known = row_known_;
+    // Inputs of a column alone: kV values each, loaded once.
+    for (const RowInput& in : f_.inputs) {
+      if (in.read != RowRead::per_row || !used_.count(in.node)) continue;
+      const Node& x = nd_.node(in.node);
+      const std::string c = fragment_.at(in.node);
+      s += fmt::format("  napkin::rows::compute_t<{}> {}[kV];  // {}[{}]\n", memory_type(x.dtype), c, x.name, names_of(nd_, x.axes));
+      s += fmt::format("  #pragma unroll\n  for (int v = 0; v < kV; ++v) {}[v] = live ? napkin::rows::get(a.{} + ({}){}) : 0;\n", c, x.name,
+                       column_offset(x.name, x.axes), contains(x.axes, f_.inner) ? fmt::format(" + v * a.s_{}_{}", x.name, inner) : "");
+      known[in.node] = c + "[v]";
+    }
+    // The accumulators and the loop over this split's r.
+    std::vector<std::string> accs;
+    std::vector<std::pair<NodeId, std::string>> sinks;
+    for (std::size_t i = 0; i < f_.reductions.size(); ++i) {
+      const NodeId r = f_.reductions[i];
+      const Node& x = nd_.node(r);
+      const CType t = ctype_of(x);
+      s += fmt::format("  napkin::rows::Acc<napkin::rows::{}{}> acc{}[kV];  // {} over {}: {}\n", x.op == OpKind::reduce_max ? "Max" : "Sum",
+                       t == CType::integer ? ", int" : "", i, ir::op_name(x.op), rn_, origin_label(r));
+      const bool cast = ctype_of(nd_.node(x.operands[0])) != t;
+      sinks.push_back({x.operands[0], fmt::format("acc{}[v].add({});", i, cast ? fmt::format("static_cast<{}>({{}})", ctype_name(t)) : "{}")});
+      accs.push_back(fmt::format("acc{}", i));
+    }
+    std::string loads, along;
+    for (const RowInput& in : f_.inputs) {
+      if (!used_.count(in.node)) continue;
+      const Node& x = nd_.node(in.node);
+      const std::string& r = fragment_.at(in.node);
+      if (in.read == RowRead::rows) {
+        s += fmt::format("  const {}* const {} = a.{} + ({});  // {}[{}] at this thread's columns\n", memory_type(x.dtype), pointer_.at(in.node),
+                         x.name, column_offset(x.name, x.axes), x.name, names_of(nd_, x.axes));
+        s += fmt::format("  napkin::rows::Vector<{}, kV> {}[{}];\n", memory_type(x.dtype), r, kUnroll);
+        loads += fmt::format("        if (step + u * kDepth < end) {}[u].load({} + (step + u * kDepth) * a.s_{}_{});\n", r, pointer_.at(in.node),
+                             x.name, rn_);
+        known[in.node] = r + "[u][v]";
+      } else if (in.read == RowRead::along) {
+        along += fmt::format("      const auto {} = napkin::rows::get(a.{} + i_{} * a.s_{}_{});  // {}[{}]\n", r, x.name, rn_, x.name, rn_,
+                             x.name, rn_);
+        known[in.node] = r;
+      }
+    }
+    Writer w(nd_, known);
+    std::string body;
+    for (const auto& [node, statement] : sinks) {
+      const std::string v = w.value(node, body, "          ");
+      body += "          " + fmt::format(fmt::runtime(statement), v) + "\n";
+    }
+    if (column_code_reads_inner(body)) body = fmt::format("          const int64_t i_{0} = c_{0} + v;\n", inner) + body;
+    s += fmt::format("  const int64_t begin = int64_t(blockIdx.y) * a.per_split_;\n"
+                     "  const int64_t end = begin + a.per_split_ < a.length_ ? begin + a.per_split_ : a.length_;\n"
+                     "  if (live)\n"
+                     "    for (int64_t step = begin + g.depth; step < end; step += {0} * kDepth) {{\n"
+                     "      #pragma unroll\n      for (int u = 0; u < {0}; ++u) {{\n{1}      }}\n"
+                     "      #pragma unroll\n      for (int u = 0; u < {0}; ++u) {{\n"
+                     "        const int64_t i_{2} = step + u * kDepth;\n        if (i_{2} >= end) break;\n{3}"
+                     "        #pragma unroll\n        for (int v = 0; v < kV; ++v) {{\n{4}        }}\n      }}\n    }}\n",
+                     kUnroll, loads, rn_, along, body);
+    s += fmt::format("  g.reduce(sPartials, {});\n", fmt::join(accs, ", "));
+    s += fmt::format("  if (!g.finish(a.partial_, a.arrivals_, live, {})) return;  // another CTA completes these columns\n",
+                     fmt::join(accs, ", "));
+    s += "  if (g.depth != 0 || !live) return;\n";
+    // The outputs, one value per column.
+    std::map<NodeId, std::string> after = known;
+    for (std::size_t i = 0; i < f_.reductions.size(); ++i) after[f_.reductions[i]] = fmt::format("acc{}[v].value", i);
+    Writer out(nd_, after);
+    std::string epilogue;
+    for (const RowOutput& o : f_.outputs) {
+      const ir::Output& put = nd_.outputs[o.index];
+      const Node& x = nd_.node(put.node);
+      const std::string v = out.value(put.node, epilogue, "    ");
+      epilogue += fmt::format("    napkin::rows::put(a.{} + ({}) + v * a.s_{}_{}, {});  // {}[{}]\n", x.name, column_offset(x.name, put.axes),
+                              x.name, inner, v, x.name, names_of(nd_, put.axes));
+    }
+    if (column_code_reads_inner(epilogue)) epilogue = fmt::format("    const int64_t i_{0} = c_{0} + v;\n", inner) + epilogue;
+    s += "  #pragma unroll\n  for (int v = 0; v < kV; ++v) {\n" + epilogue + "  }\n";
+    return s + "}\n\n";
+  }
+
+  std::string column_entry(const std::string& entry) const {
+    std::string s = fmt::format(
+        "extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n", entry);
+    s += "  napkin::TensorBinder tb(tensors, count);\n  Args a{};\n";
+    s += "  bool aligned = true;  // every vector access aligned: else the instantiation of one column per access\n";
+    const std::string inner = ax(f_.inner);
+    auto bind = [&](NodeId n, const std::vector<AxisId>& axes, bool output, bool vectors) {
+      const Node& x = nd_.node(n);
+      std::string roles;
+      for (AxisId a : axes) roles += role(a);
+      s += fmt::format("  if (const napkin_tensor* t = tb.bind(\"{}\", {}, \"{}\")) {{\n", x.name, abi_dtype(x.dtype), roles);
+      s += fmt::format("    a.{} = static_cast<{}{}*>(t->data);\n", x.name, output ? "" : "const ", memory_type(x.dtype));
+      std::vector<std::string> other;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        s += fmt::format("    a.s_{}_{} = t->strides[{}];\n", x.name, ax(axes[i]), i);
+        if (axes[i] != f_.inner) other.push_back(fmt::format(" && a.s_{}_{} % kVector == 0", x.name, ax(axes[i])));
+      }
+      if (vectors)
+        s += fmt::format("    aligned = aligned && a.s_{0}_{1} == 1 && napkin::rows::aligned(a.{0}, kVector){2};\n", x.name, inner,
+                         fmt::join(other, ""));
+      s += "  }\n";
+    };
+    for (const RowInput& in : f_.inputs) bind(in.node, nd_.node(in.node).axes, false, in.read == RowRead::rows);
+    for (const RowOutput& o : f_.outputs) bind(nd_.outputs[o.index].node, nd_.outputs[o.index].axes, true, false);
+    for (NodeId p : params_)
+      s += fmt::format("  a.{0} = tb.param(\"{0}\", {1});\n", nd_.node(p).name, ir::format_number(nd_.node(p).scalar));
+    s += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
+    std::vector<AxisId> all = f_.row_axes;
+    all.push_back(f_.row_axis);
+    for (AxisId a : all) s += fmt::format("  const int64_t n_{} = tb.size('{}');\n", ax(a), role(a));
+    for (std::size_t i = 1; i < f_.row_axes.size(); ++i)
+      s += fmt::format("  if (n_{0} > (int64_t{{1}} << 31))\n    return napkin::host::fail(\"axis {0} has size \" + std::to_string(n_{0}) + "
+                       "\", expected at most 2^31\", err, err_len);\n", ax(f_.row_axes[i]));
+    std::vector<std::string> terms;
+    for (AxisId a : f_.row_axes) terms.push_back("n_" + ax(a));
+    s += fmt::format("  a.columns_ = {};\n  a.length_ = n_{};\n", fmt::join(terms, " * "), rn_);
+    for (std::size_t i = 1; i < f_.row_axes.size(); ++i) s += fmt::format("  a.div_{0}_ = napkin::rows::FastDiv(n_{0});\n", ax(f_.row_axes[i]));
+    s += fmt::format("  aligned = aligned && n_{} % kVector == 0;\n", inner);
+    s += "  if (a.columns_ == 0) return 0;\n  const cudaStream_t s = static_cast<cudaStream_t>(stream);\n";
+    s += "  const int64_t vectors = aligned ? a.columns_ / kVector : a.columns_;\n";
+    s += "  if ((vectors + kLanes - 1) / kLanes > INT32_MAX) return napkin::host::fail(\"more columns than one launch's grid takes\", err, err_len);\n";
+    s += l_.vector > 1
+             ? "  const cudaError_t e = aligned\n"
+               "      ? napkin::rows::launch_columns<column_kernel<kVector>, napkin::rows::ColumnShape<kLanes, kDepth, kVector>, kAccumulators>((vectors + kLanes - 1) / kLanes, a.length_, a, s)\n"
+               "      : napkin::rows::launch_columns<column_kernel<1>, napkin::rows::ColumnShape<kLanes, kDepth, 1>, kAccumulators>((vectors + kLanes - 1) / kLanes, a.length_, a, s);\n"
+             : "  const cudaError_t e = napkin::rows::launch_columns<column_kernel<1>, napkin::rows::ColumnShape<kLanes, kDepth, 1>, kAccumulators>((vectors + kLanes - 1) / kLanes, a.length_, a, s);\n";
+    s += "  if (e != cudaSuccess) return napkin::host::fail(std::string(\"column kernel: \") + cudaGetErrorString(e), err, err_len);\n";
+    return s + "  return 0;\n}\n\n";
   }
 
   // Role letters for TensorBinder: 'r' for the row axis, '0' + i for the i-th row axis (at most 7:

@@ -12,8 +12,15 @@
 // per row: statistics). A diagram with no reduction is an elementwise kernel; its row axis is the
 // first output's innermost axis and every output has the same axes.
 //
+// A *column kernel* is the same family with r not innermost: every input that has r stores the
+// same axes after it (the *inner* axes, e.g. K[b h k d] reduced over k: inner [d]), and those
+// inputs are read as [outer, r, inner] with vectors along the innermost axis; the columns are
+// every axis but r, numbered in that input's order; every output is over exactly the columns; no
+// reduction reads another (one pass over r, split across CTAs and combined in a fixed order).
+// An input over r alone (a weight per element of r) is read once per step of r.
+//
 // Row kernels fix the row length at compile time (the diagram's size of r, checked at launch);
-// the number of rows, and every size of an elementwise kernel, are the caller's.
+// the number of rows, every size of a column kernel and of an elementwise kernel are the caller's.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +37,9 @@ namespace napkin::emit {
 // How the kernel reads an input.
 enum class RowRead {
   rows,     // has r (innermost) and row axes: a vector per thread and row, e.g. X[t e]
+            // (column kernels: r and the inner axes, a vector of columns per step of r)
   along,    // has r alone: the same in every row, e.g. gamma[e]
-  per_row,  // row axes only: one value per row, e.g. bias[t]
+  per_row,  // row axes only: one value per row, e.g. bias[t] (column kernels: per column)
   scalar,   // no axes: one value
   gather,   // elementwise kernels only: has r, but not innermost: element by element
 };
@@ -39,7 +47,8 @@ enum class RowRead {
 enum class RowWrite {
   vectors,  // r innermost in the written order: vectors, unit stride
   strided,  // r elsewhere (e.g. P[b h q k] of a softmax over q): element by element
-  per_row,  // the row axes alone: one value per row, by the row's first thread
+  per_row,  // the row axes alone: one value per row, by the row's first thread (column kernels:
+            // one value per column)
 };
 
 struct RowInput {
@@ -63,6 +72,8 @@ struct RowForm {
   std::vector<RowInput> inputs;        // every input, in node order
   std::vector<RowOutput> outputs;      // in the diagram's order
   std::int64_t row_length = 0;         // the diagram's size of r
+  bool columns = false;                // a column kernel: r is not innermost (row_axes are the columns)
+  ir::AxisId inner = -1;               // column kernels: the innermost column axis (the vectors' axis)
 };
 
 // The row form of `d`, or the reason it has none, located at the op that breaks it (the
@@ -79,7 +90,9 @@ Result<RowForm> recognise_rows(const ir::Diagram& d, const SourceText& src);
 //     warps, at most 1024 threads;
 //   - in_registers: the rows are read once and kept (else re-read in every pass, from L1/L2);
 //     hoisted: inputs along r alone are loaded once per thread, outside the loop over rows.
-// Elementwise kernels use cta_threads and vector only.
+// Elementwise kernels use cta_threads and vector only. Column kernels: vector (halved until it
+// divides the inner axis), lanes (threads across the columns: enough vectors for the inner axes,
+// at most 32) and depth (threads along r: 256 threads a CTA).
 struct RowLaunch {
   int vector = 1;
   int threads_per_row = 32;
@@ -88,6 +101,7 @@ struct RowLaunch {
   int vectors_per_thread = 1;
   bool in_registers = true;
   bool hoisted = true;
+  int lanes = 0, depth = 0;
   std::string text;  // one line: the schedule, what it became and why
 };
 RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s);

@@ -193,13 +193,12 @@ struct Built {
 std::set<std::string> fixed_axes(const plan::Plan& p) {
   std::set<std::string> fixed;
   for (const plan::Kernel& k : p.kernels) {
-    for (const ir::Node& n : k.diagram.nodes) {
-      const ir::OpClass c = ir::op_class(n.op);
-      if (c == ir::OpClass::reduction || c == ir::OpClass::composite)
-        for (ir::AxisId a : n.over) fixed.insert(k.diagram.axis(a).name);
-      if (n.op == ir::OpKind::constant && k.kind == plan::KernelKind::row_reduction)
-        continue;
-    }
+    if (k.kind == plan::KernelKind::row_reduction)
+      for (const ir::Node& n : k.diagram.nodes) {
+        const ir::OpClass c = ir::op_class(n.op);
+        if (c == ir::OpClass::reduction || c == ir::OpClass::composite)
+          for (ir::AxisId a : n.over) fixed.insert(k.diagram.axis(a).name);
+      }
     if (k.kind == plan::KernelKind::attention)
       for (const ir::Node& n : k.diagram.nodes)
         if (n.op == ir::OpKind::contract && !n.over.empty() && n.operands.size() == 2) {
@@ -302,7 +301,7 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
         source = emit::emit_gemm_kernel(kd, *f, *k.gemm, kp, entry);
         break;
       }
-      case plan::KernelKind::row_reduction: case plan::KernelKind::elementwise: {
+      case plan::KernelKind::row_reduction: case plan::KernelKind::column_reduction: case plan::KernelKind::elementwise: {
         auto f = emit::recognise_rows(kd, src);
         if (!f) return f.error();
         source = emit::emit_row_kernel(kd, *f, k.rows.value_or(plan::RowSchedule{}), kp, entry);

@@ -260,7 +260,7 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
     if (!v) continue;
     std::vector<std::string> over;
     for (AxisId k : rn.over) over.push_back(d.axis(k).name);
-    return Variant{std::move(*v), {fmt::format("sum over {} pushed into {}: {} = {} . {} ({} = sum({} over {})), a row "
+    return Variant{std::move(*v), {fmt::format("sum over {} pushed into {}: {} = {} . {} ({} = sum({} over {})), a "
                                                "reduction instead of the contraction's {:.3g} GFLOP",
                                                fmt::join(over, " "), d.label(bb), d.label(r), d.label(a), name, name,
                                                d.label(bb), fmt::join(over, " "),

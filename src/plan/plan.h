@@ -42,7 +42,7 @@ struct Kernel {
   ir::Diagram diagram;              // the fused subgraph as a diagram (see the file comment)
   std::optional<GemmSchedule> gemm;           // gemm, dual_gemm
   std::vector<search::GemmCandidate> gemm_top;  // the solver's best distinct schedules (--top)
-  std::optional<RowSchedule> rows;            // row_reduction, elementwise
+  std::optional<RowSchedule> rows;            // row_reduction, column_reduction, elementwise
   std::optional<search::Ranked> streamed;     // attention: the configuration solver's schedule
   double predicted_s = 0;
   double flops = 0;                 // useful FLOPs

@@ -152,6 +152,12 @@ bool is_reduction(OpKind k) {
   return c == OpClass::reduction || c == OpClass::composite;
 }
 
+std::string axis_names(const ir::Diagram& d, const std::vector<AxisId>& axes) {
+  std::vector<std::string> names;
+  for (AxisId a : axes) names.push_back(d.axis(a).name);
+  return fmt::format("{}", fmt::join(names, " "));
+}
+
 // A name for an unnamed value crossing a kernel boundary: "t" and its node id, unless taken.
 std::string boundary_name(const ir::Diagram& d, NodeId n) {
   if (!d.node(n).name.empty()) return d.node(n).name;
@@ -223,7 +229,9 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<in
           }
       }
       if (node.op == OpKind::contract && node.operands.size() == 2) gemm_operand_order(d, node, o, b);
-      if (is_reduction(node.op) && node.over.size() == 1) {
+      // A softmax or norm over r writes along r: its row kernel reads r innermost. A sum or max
+      // reads the value as stored (a column kernel where r is not innermost).
+      if (ir::op_class(node.op) == OpClass::composite && node.over.size() == 1) {
         const std::string r = d.axis(node.over[0]).name;
         auto it = std::find(b.order.begin(), b.order.end(), r);
         if (it != b.order.end() && it + 1 != b.order.end()) {
@@ -652,6 +660,41 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
   return solved_gemm(p, m, top, KernelKind::dual_gemm);
 }
 
+// Why a kernel that reduces over r, with `first` an input that stores r not innermost, is no column
+// kernel (emit/row_kernel.h), or "": the inputs with r store the same axes after it as `first` (or
+// r alone), every other axis is one of `first`'s, every output is over exactly the columns (the
+// axes but r), and no reduction reads another (one pass over r).
+std::string column_form_error(const ir::Diagram& kd, const Census& c, AxisId r, NodeId first) {
+  const Node& p = kd.node(first);
+  auto after_r = [&](const Node& x) { return std::vector<AxisId>(std::find(x.axes.begin(), x.axes.end(), r) + 1, x.axes.end()); };
+  std::set<AxisId> cols(p.axes.begin(), p.axes.end());
+  cols.erase(r);
+  const std::string what = fmt::format("a column kernel (reducing {} of {}[{}], not innermost)", kd.axis(r).name, p.name,
+                                       axis_names(kd, p.axes));
+  for (NodeId n : c.inputs) {
+    const Node& x = kd.node(n);
+    if (std::find(x.axes.begin(), x.axes.end(), r) != x.axes.end() && x.axes.size() > 1 && after_r(x) != after_r(p))
+      return fmt::format("input {}[{}] stores other axes after {}: {} reads its inputs along the same inner axes", x.name,
+                         axis_names(kd, x.axes), kd.axis(r).name, what);
+  }
+  std::vector<bool> reduced(kd.nodes.size(), false);
+  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
+    const Node& x = kd.node(n);
+    for (AxisId a : x.axes)
+      if (a != r && !cols.count(a)) return fmt::format("{} is over {}, not an axis of {}: {}", kd.label(n), kd.axis(a).name, p.name, what);
+    if (ir::op_class(x.op) == OpClass::composite)
+      return fmt::format("{} is a {}: {} runs sums and maxes", kd.label(n), ir::op_name(x.op), what);
+    bool reads = false;
+    for (NodeId o : x.operands) reads = reads || reduced[static_cast<std::size_t>(o)];
+    if (reads && is_reduction(x.op)) return fmt::format("{} reads another reduction: {} makes one pass", kd.label(n), what);
+    reduced[static_cast<std::size_t>(n)] = reads || is_reduction(x.op);
+  }
+  for (const ir::Output& o : kd.outputs)
+    if (std::set<AxisId>(o.axes.begin(), o.axes.end()) != cols)
+      return fmt::format("output {} is not over the columns: {} writes one value per column", kd.node(o.node).name, what);
+  return "";
+}
+
 Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine& m) {
   std::optional<AxisId> r;
   for (NodeId n : c.reductions) {
@@ -675,13 +718,17 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
     for (NodeId n : c.inputs) {
       const auto& ax = kd.node(n).axes;
       if (std::find(ax.begin(), ax.end(), *r) != ax.end() && ax.back() != *r) {
-        std::vector<std::string> order;
-        for (AxisId x : ax)
-          if (x != *r) order.push_back(kd.axis(x).name);
-        order.push_back(kd.axis(*r).name);
-        return invalid(fmt::format("input {} is not stored with the reduced axis {} innermost (a row kernel reads rows "
-                                   "contiguously): declare it as {}[{}]",
-                                   kd.node(n).name, kd.axis(*r).name, kd.node(n).name, fmt::join(order, " ")));
+        if (std::string why = column_form_error(kd, c, *r, n); !why.empty()) {
+          std::vector<std::string> order;
+          for (AxisId x : ax)
+            if (x != *r) order.push_back(kd.axis(x).name);
+          order.push_back(kd.axis(*r).name);
+          return invalid(fmt::format("input {} is not stored with the reduced axis {} innermost (a row kernel reads rows "
+                                     "contiguously): declare it as {}[{}] (nor is it a column kernel: {})",
+                                     kd.node(n).name, kd.axis(*r).name, kd.node(n).name, fmt::join(order, " "), why));
+        }
+        p.columns = true;
+        break;
       }
     }
     // The kernel's rows are every axis but the reduced one; a reduction whose operand lacks one of
@@ -699,7 +746,7 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
                                      kd.label(n), kd.axis(x).name));
     }
     p.row_elements = kd.axis(*r).size;
-    if (p.row_elements > 65536)
+    if (p.row_elements > 65536 && !p.columns)
       return invalid(fmt::format("rows of {} elements: a row kernel keeps a row on chip (at most 65536)", p.row_elements));
     p.rows = static_cast<std::int64_t>(widest) / p.row_elements;
   } else {
@@ -722,7 +769,7 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
   Family f;
   const search::RowCandidate rc = search::solve_rows(p, m);
   f.valid = true;
-  f.kind = r ? KernelKind::row_reduction : KernelKind::elementwise;
+  f.kind = !r ? KernelKind::elementwise : p.columns ? KernelKind::column_reduction : KernelKind::row_reduction;
   f.rows = rc.schedule;
   f.estimate = rc.estimate;
   f.considered = 1;

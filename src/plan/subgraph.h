@@ -28,8 +28,10 @@ namespace napkin::plan {
 //                  one streamed kernel, the configuration solver's schedule
 //   row_reduction  reductions over the innermost axis of rows (norm statistics, row sums),
 //                  with elementwise code before and after (a whole layernorm is one)
+//   column_reduction  reductions over an axis that is not innermost (a sum over k of K[b h k d],
+//                  batch statistics), elementwise code before them and per column after
 //   elementwise    elementwise code only
-enum class KernelKind : std::uint8_t { gemm, dual_gemm, attention, row_reduction, elementwise };
+enum class KernelKind : std::uint8_t { gemm, dual_gemm, attention, row_reduction, column_reduction, elementwise };
 std::string_view kernel_kind_name(KernelKind k);
 
 // How a tensor crosses a kernel boundary through global memory: its name in every kernel, its
@@ -44,8 +46,9 @@ struct Boundary {
 // The boundaries of a partition of `d`: for every value that one kernel computes and another
 // reads (or that is an output), how it is stored. `owner` maps each non-leaf node to its kernel.
 // A value read by another kernel's contraction as an operand is stored in that contraction's
-// narrow dtype (the tensor cores take bf16/f16, not f32); a value a row kernel reduces over
-// axis r is stored with r innermost.
+// narrow dtype (the tensor cores take bf16/f16, not f32); a value a softmax or norm (a composite)
+// reduces over axis r is stored with r innermost (sums and maxes read it as stored: a column
+// kernel where r is not innermost).
 std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner);
 
 // The nodes of kernel `kernel` of the partition as a diagram: the values it reads from global

@@ -85,6 +85,7 @@ std::string gemm_schedule_text(const GemmSchedule& s) {
 }
 
 std::string row_schedule_text(const RowSchedule& s) {
+  if (s.columns) return "columns, split along the reduced axis";
   return fmt::format("rows/CTA {} threads/row {}", s.rows_per_cta, s.threads_per_row);
 }
 
@@ -398,6 +399,7 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   if (p.row_elements <= 1024) c.schedule = {8, 32};
   else c.schedule = {1, static_cast<int>(std::clamp<std::int64_t>(ceil_div(p.row_elements, 32 * 8) * 8 * 4, 128, 1024))};
   c.schedule.threads_per_row = std::min(c.schedule.threads_per_row, 1024);
+  if (p.columns) c.schedule = {1, 256, true};
   const double hbm_bps = hbm_bytes_per_s(m);
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
   const double mem_s = (p.bytes + p.strided_bytes) / hbm_bps;
@@ -410,8 +412,8 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   c.estimate.hbm_bytes = p.bytes + p.strided_bytes;
   c.estimate.compulsory_bytes = p.bytes;
   c.estimate.bound = main_s == mem_s ? "HBM bandwidth" : "ALU";
-  c.estimate.detail = fmt::format("{} rows of {}: HBM {:.4g} us for {:.4g} MB{}, ALU {:.4g} us", p.rows, p.row_elements,
-                                  mem_s * 1e6, p.bytes / 1e6,
+  c.estimate.detail = fmt::format("{} {} of {}: HBM {:.4g} us for {:.4g} MB{}, ALU {:.4g} us", p.rows,
+                                  p.columns ? "columns" : "rows", p.row_elements, mem_s * 1e6, p.bytes / 1e6,
                                   p.strided_bytes > 0 ? fmt::format(" and {:.4g} MB of sectors read or written across "
                                                                     "the storage order", p.strided_bytes / 1e6)
                                                       : std::string(),

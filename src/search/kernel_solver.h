@@ -54,13 +54,15 @@ struct GemmSchedule {
 // " stream-K")
 std::string gemm_schedule_text(const GemmSchedule& s);
 
-// A row or elementwise kernel's schedule: rows per CTA and threads per row.
+// A row or elementwise kernel's schedule: rows per CTA and threads per row. A column kernel's:
+// `columns`, its CTA shape the emitter's (emit/row_kernel.h).
 struct RowSchedule {
   std::int64_t rows_per_cta = 1;
   int threads_per_row = 128;
+  bool columns = false;
   bool operator==(const RowSchedule&) const = default;
 };
-std::string row_schedule_text(const RowSchedule& s);  // "rows/CTA 4 threads/row 32"
+std::string row_schedule_text(const RowSchedule& s);  // "rows/CTA 4 threads/row 32", "columns, split along the reduced axis"
 
 // What a GEMM kernel computes, for the solver: C[L, M, N] = sum_K A[L, M, K] B[L, K, N], plus
 // epilogue inputs read once per output element (bias, a gate, a residual).
@@ -120,6 +122,7 @@ struct RowProblem {
   double strided_bytes = 0;  // more traffic: elements read or written across their storage order
   double sfu_ops = 0, fma_ops = 0;
   int reductions = 0;  // block-wide reductions per row
+  bool columns = false;  // a column kernel: `rows` columns reduced over `row_elements`
 };
 struct RowCandidate {
   RowSchedule schedule;

@@ -42,9 +42,6 @@
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include <map>
-#include <mutex>
-#include <utility>
 
 namespace napkin::gemm {
 
@@ -333,39 +330,6 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   if (thread == 0) tma_store_wait<0>();  // shared memory outlives the last store's reads
 }
 
-// The split workspace of launches on `stream` (current device): at least `floats` partial sums
-// and `counters` arrivals, the counters zero; grown on the stream when a launch needs more.
-inline cudaError_t prologue_workspace(cudaStream_t stream, size_t floats, size_t counters, float** partial, int** arrivals) {
-  static std::mutex lock;
-  struct Slot {
-    void* data = nullptr;
-    size_t floats = 0, counters = 0;
-  };
-  static std::map<std::pair<int, cudaStream_t>, Slot> slots;
-  int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  std::lock_guard<std::mutex> guard(lock);
-  Slot& s = slots[{device, stream}];
-  if (s.floats < floats || s.counters < counters) {
-    if (s.data != nullptr) cudaFreeAsync(s.data, stream);
-    s.floats = std::max(floats, s.floats);
-    s.counters = std::max(counters, s.counters);
-    const size_t bytes = s.floats * sizeof(float) + s.counters * sizeof(int);
-    if (cudaError_t e = cudaMallocAsync(&s.data, bytes, stream); e != cudaSuccess) {
-      s = Slot{};
-      return e;
-    }
-    // The counters start at zero (each tile's last split zeroes its own again); the partial sums
-    // are written before they are read.
-    if (cudaError_t e = cudaMemsetAsync(static_cast<float*>(s.data) + s.floats, 0, s.counters * sizeof(int), stream);
-        e != cudaSuccess)
-      return e;
-  }
-  *partial = static_cast<float*>(s.data);
-  *arrivals = reinterpret_cast<int*>(static_cast<float*>(s.data) + s.floats);
-  return cudaSuccess;
-}
-
 // Resident CTAs of `kernel` a SM (its threads and shared memory), asked once per device.
 template <class Kernel>
 int prologue_residency(Kernel kernel, int threads, int smem_bytes, int device) {
@@ -396,8 +360,8 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {
-    if (cudaError_t e = prologue_workspace(stream, static_cast<size_t>(tiles) * p.splits * K::kTileM * K::kTileN,
-                                           static_cast<size_t>(tiles), &p.partial, &p.arrivals);
+    if (cudaError_t e = napkin::host::split_workspace(stream, static_cast<size_t>(tiles) * p.splits * K::kTileM * K::kTileN,
+                                                    static_cast<size_t>(tiles), &p.partial, &p.arrivals);
         e != cudaSuccess)
       return std::string("the prologue GEMM's split workspace: ") + cudaGetErrorString(e);
   }

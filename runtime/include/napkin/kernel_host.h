@@ -13,12 +13,49 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "napkin/kernel_abi.h"
 
 namespace napkin::host {
+
+// The split workspace of launches on `stream` (current device), for kernels whose CTAs split a
+// reduction and combine their partial sums in a fixed order: at least `words` 32-bit partials and
+// `counters` arrival counters, the counters zero (the last CTA to arrive at one zeroes it again);
+// grown on the stream when a launch needs more. The partials are written before they are read.
+template <class Word>
+inline cudaError_t split_workspace(cudaStream_t stream, size_t words, size_t counters, Word** partial, int** arrivals) {
+  static_assert(sizeof(Word) == 4, "32-bit partials");
+  static std::mutex lock;
+  struct Slot {
+    void* data = nullptr;
+    size_t words = 0, counters = 0;
+  };
+  static std::map<std::pair<int, cudaStream_t>, Slot> slots;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> guard(lock);
+  Slot& s = slots[{device, stream}];
+  if (s.words < words || s.counters < counters) {
+    if (s.data != nullptr) cudaFreeAsync(s.data, stream);
+    s.words = std::max(words, s.words);
+    s.counters = std::max(counters, s.counters);
+    if (cudaError_t e = cudaMallocAsync(&s.data, (s.words + s.counters) * 4, stream); e != cudaSuccess) {
+      s = Slot{};
+      return e;
+    }
+    if (cudaError_t e = cudaMemsetAsync(static_cast<char*>(s.data) + s.words * 4, 0, s.counters * sizeof(int), stream);
+        e != cudaSuccess)
+      return e;
+  }
+  *partial = static_cast<Word*>(s.data);
+  *arrivals = reinterpret_cast<int*>(static_cast<char*>(s.data) + s.words * 4);
+  return cudaSuccess;
+}
 
 // Plan intermediates and block summaries come from the current device's default memory pool.
 // Its default release threshold (0) hands freed memory back at every synchronisation, so the

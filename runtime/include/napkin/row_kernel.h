@@ -261,6 +261,119 @@ struct RowThread {
   }
 };
 
+// ---- The column kernel's thread layout -----------------------------------------------------------
+
+// A column kernel reduces over an axis r that is not innermost: its tensors are [outer, r, inner]
+// and its columns are [outer, inner], numbered with the inner axes fastest. kLanes threads of a
+// CTA take consecutive vectors of kVector columns (coalesced along the inner axes), kDepth
+// threads walk r for each, and the grid's y dimension splits r:
+//
+//   CTA (x, y): columns [x kLanes kVector, (x + 1) kLanes kVector), r in split y
+//   thread (lane, depth): its vector of columns, r = begin + depth, begin + depth + kDepth, ...
+//
+// Each thread accumulates kVector columns in element order; ColumnThread::reduce combines the
+// depths in order, ColumnThread::finish the splits in order (the last CTA of a column tile to
+// arrive sums the others' partials): every result is the same from run to run.
+template <int kLanes_, int kDepth_, int kVector_>
+struct ColumnShape {
+  static constexpr int kLanes = kLanes_;
+  static constexpr int kDepth = kDepth_;
+  static constexpr int kVector = kVector_;
+  static constexpr int kCtaThreads = kLanes * kDepth;
+  static constexpr int kColumns = kLanes * kVector;  // per CTA
+  static_assert(kCtaThreads % 32 == 0 && kCtaThreads <= 1024, "whole warps, at most 1024 threads");
+};
+
+template <class Shape>
+struct ColumnThread {
+  int lane;   // which vector of the CTA's columns
+  int depth;  // which of the kDepth threads along r
+  __device__ __forceinline__ ColumnThread()
+      : lane(static_cast<int>(threadIdx.x) % Shape::kLanes), depth(static_cast<int>(threadIdx.x) / Shape::kLanes) {}
+
+  // Combines each accumulator array (kVector columns) over the depths, in depth order; the
+  // totals are in the depth-0 threads. `partials`: sizeof...(acc) * kCtaThreads * kVector words
+  // of shared memory.
+  template <class... A>
+  __device__ __forceinline__ void reduce(uint32_t* partials, A&... acc) const {
+    int slot = 0;
+    (publish(partials, slot++, acc), ...);
+    __syncthreads();
+    slot = 0;
+    if (depth == 0) (gather(partials, slot++, acc), ...);
+  }
+
+  // Across the grid's splits of r: every split stores its depth-0 totals to `partial`
+  // ([split][accumulator][column]), and the last CTA of the column tile to arrive sums them in
+  // split order. True in the CTA that holds the final values (in its depth-0 threads): every CTA
+  // when there is one split. `arrivals` (one per column tile, zero between launches) is zeroed
+  // again by that CTA.
+  template <class... A>
+  __device__ __forceinline__ bool finish(uint32_t* partial, int* arrivals, bool live, A&... acc) const {
+    if (gridDim.y == 1) return true;
+    __shared__ int last;
+    const int64_t column = (int64_t(blockIdx.x) * Shape::kLanes + lane) * Shape::kVector;
+    const int64_t stride = int64_t(gridDim.x) * Shape::kColumns;  // the words of one accumulator of one split
+    constexpr int kAccs = sizeof...(A);
+    if (depth == 0 && live) {
+      int slot = 0;
+      (store(partial + (int64_t(blockIdx.y) * kAccs + slot++) * stride + column, acc), ...);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(arrivals + blockIdx.x, 1) == static_cast<int>(gridDim.y) - 1;
+    __syncthreads();
+    if (!last) return false;
+    __threadfence();
+    if (depth == 0 && live) {
+      int slot = 0;
+      (total(partial, kAccs, slot++, stride, column, acc), ...);
+    }
+    if (threadIdx.x == 0) arrivals[blockIdx.x] = 0;
+    return true;
+  }
+
+ private:
+  template <class Op, class T>
+  __device__ __forceinline__ void publish(uint32_t* partials, int slot, const Acc<Op, T> (&acc)[Shape::kVector]) const {
+#pragma unroll
+    for (int v = 0; v < Shape::kVector; ++v)
+      partials[(slot * Shape::kDepth + depth) * Shape::kColumns + lane * Shape::kVector + v] = to_bits(acc[v].value);
+  }
+  template <class Op, class T>
+  __device__ __forceinline__ void gather(const uint32_t* partials, int slot, Acc<Op, T> (&acc)[Shape::kVector]) const {
+#pragma unroll
+    for (int v = 0; v < Shape::kVector; ++v) {
+      T t = Op::identity(T{});
+      for (int d = 0; d < Shape::kDepth; ++d) {
+        T part;
+        from_bits(partials[(slot * Shape::kDepth + d) * Shape::kColumns + lane * Shape::kVector + v], part);
+        t = Op{}(t, part);
+      }
+      acc[v].value = t;
+    }
+  }
+  template <class Op, class T>
+  __device__ __forceinline__ static void store(uint32_t* dst, const Acc<Op, T> (&acc)[Shape::kVector]) {
+#pragma unroll
+    for (int v = 0; v < Shape::kVector; ++v) __stcg(dst + v, to_bits(acc[v].value));
+  }
+  template <class Op, class T>
+  __device__ __forceinline__ static void total(const uint32_t* partial, int accs, int slot, int64_t stride, int64_t column,
+                                               Acc<Op, T> (&acc)[Shape::kVector]) {
+#pragma unroll
+    for (int v = 0; v < Shape::kVector; ++v) {
+      T t = Op::identity(T{});
+      for (int s = 0; s < static_cast<int>(gridDim.y); ++s) {
+        T part;
+        from_bits(__ldcg(partial + (int64_t(s) * accs + slot) * stride + column + v), part);
+        t = Op{}(t, part);
+      }
+      acc[v].value = t;
+    }
+  }
+};
+
 // ---- Host side ----------------------------------------------------------------------------------
 
 // n / d and n % d by a multiply-high for 0 <= n < 2^31 (Granlund and Montgomery, "Division by
@@ -313,6 +426,38 @@ inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
   const int64_t resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
   const int64_t grid = ctas < 1 ? 1 : (ctas < resident ? ctas : resident);
   kKernel<<<static_cast<unsigned>(grid), kCtaThreads, 0, stream>>>(args);
+  return cudaGetLastError();
+}
+
+// Launches the column kernel kKernel(args) on `stream` over `ctas` column tiles (at most 2^31 - 1),
+// r split so that the grid fills the GPU's resident CTAs at least once, each thread still taking
+// at least kMinSteps elements of r. Sets args.splits_ and args.per_split_ (elements of r per
+// split), and args.partial_ and args.arrivals_ (the split workspace) where it splits.
+template <auto kKernel, class Shape, int kAccumulators, class Args>
+inline cudaError_t launch_columns(int64_t ctas, int64_t length, Args& args, cudaStream_t stream) {
+  constexpr int64_t kMinSteps = 8;
+  static const int per_sm = [] {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, Shape::kCtaThreads, 0) != cudaSuccess || n < 1) n = 1;
+    return n;
+  }();
+  int device = 0, sms = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  ctas = ctas < 1 ? 1 : ctas;
+  const int64_t resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
+  const int64_t most = std::max<int64_t>(1, length / (Shape::kDepth * kMinSteps));
+  int64_t splits = std::min<int64_t>({(resident + ctas - 1) / ctas, most, 65535});
+  splits = std::max<int64_t>(1, splits);
+  args.per_split_ = (length + splits - 1) / splits;
+  splits = length > 0 ? (length + args.per_split_ - 1) / args.per_split_ : 1;
+  if (splits > 1) {
+    const size_t words = static_cast<size_t>(splits) * kAccumulators * static_cast<size_t>(ctas) * Shape::kColumns;
+    if (cudaError_t e = napkin::host::split_workspace(stream, words, static_cast<size_t>(ctas), &args.partial_, &args.arrivals_);
+        e != cudaSuccess)
+      return e;
+  }
+  kKernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(splits)), Shape::kCtaThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 

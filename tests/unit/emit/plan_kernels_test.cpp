@@ -47,7 +47,8 @@ std::vector<std::string> emit_plan(const Loaded& l) {
       auto f = emit::recognise_gemm(k.diagram, l.src);
       EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
       if (f.ok()) out.push_back(emit::emit_gemm_kernel(k.diagram, *f, *k.gemm, prov, entry));
-    } else if (k.kind == plan::KernelKind::row_reduction || k.kind == plan::KernelKind::elementwise) {
+    } else if (k.kind == plan::KernelKind::row_reduction || k.kind == plan::KernelKind::column_reduction ||
+               k.kind == plan::KernelKind::elementwise) {
       auto f = emit::recognise_rows(k.diagram, l.src);
       EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
       if (f.ok()) out.push_back(emit::emit_row_kernel(k.diagram, *f, *k.rows, prov, entry));
@@ -60,7 +61,7 @@ std::vector<std::string> emit_plan(const Loaded& l) {
 
 TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   for (const char* stem : {"matmul", "gelu_mlp", "layernorm", "rmsnorm_matmul", "linear_attention", "softmax_over_q",
-                           "matmul_rmsnorm", "batched_matmul", "swiglu_mlp"}) {
+                           "matmul_rmsnorm", "batched_matmul", "swiglu_mlp", "normalised_linear_attention"}) {
     SCOPED_TRACE(stem);
     const Loaded l = load(std::string("examples/") + stem + ".napkin",
                           testing::read_text(testing::source_dir() / "examples" / (std::string(stem) + ".napkin")));

@@ -103,6 +103,21 @@ C = (A * B + bias * s) * c as f16
 out C
 )";
 
+// A column kernel: two sums over t of X[t c] (t not innermost), one weighted by w[t], and code
+// per column after them (a variance, a scale gamma[c], a param).
+const char* kColumnStatistics = R"(axes t=8192 c=1024
+in X[t c] bf16
+in w[t] f32
+in gamma[c] f32
+param eps = 1e-5
+M = sum(X * w over t)
+S = sum(X * X over t)
+V = S / 8192 - M * M
+R = gamma * exp(-0.5 * log(V + eps)) as bf16
+out M
+out R
+)";
+
 TEST(RowKernel, GoldenUnits) {
   struct Case {
     const char* stem;
@@ -114,6 +129,7 @@ TEST(RowKernel, GoldenUnits) {
       {"rmsnorm_statistics", kRmsStatistics, {1, 512}}, {"softmax", kSoftmax, {1, 256}},
       {"masked_softmax", kMaskedSoftmax, {8, 32}},  {"silu_mul", kSiluMul, {8, 32}},
       {"broadcast", kBroadcast, {8, 32}},           {"long_softmax", kLongSoftmax, {1, 1024}},
+      {"column_statistics", kColumnStatistics, {1, 256, true}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.stem);
@@ -210,8 +226,14 @@ TEST(RowKernel, RefusesWhatIsNotARowKernelWithTheOpAndWhy) {
       {"two reduced axes", "axes t=64 e=128\nin X[t e] f32\nA = sum(X over e)\nB = max(X - A over t)\nout B\n",
        "'B' reduces over t where 'A' reduces over e: a row kernel reduces along one axis", 4},
       {"a reduction over two axes at once", "axes t=64 e=128\nin X[t e] f32\nA = sum(X over t e)\nout A\n", "reduces over 2 axes", 3},
-      {"the row axis not innermost", "axes t=64 e=128\nin X[e t] bf16\nY = softmax(X over e) as bf16\nout Y\n",
-       "input 'X' stores its axes [e t]: the reduced axis e must be innermost", 2},
+      {"the row axis not innermost, an output along it", "axes t=64 e=128\nin X[e t] bf16\nY = softmax(X over e) as bf16\nout Y\n",
+       "output 'Y' is over [t e]: a column kernel writes one value per column [t]", 4},
+      {"columns read along other inner axes", "axes t=64 e=128\nin X[e t] f32\nin Z[t e] f32\nA = sum(X + Z over e)\nout A\n",
+       "input 'Z' stores [t e] and 'X' [e t]: a column kernel reads the inputs that have e along the same inner axes", 3},
+      {"columns over an axis the first input lacks", "axes t=64 e=128 b=4\nin X[e t] f32\nin Z[b t] f32\nA = sum(X over e) + Z\nout A\n",
+       "is over b, which input 'X' [e t] does not have", 3},
+      {"a column reduction of another", "axes t=64 e=128\nin X[e t] f32\nA = sum(X over e)\nB = max(X - A over e)\nout B\n",
+       "'B' reads another reduction over e: a column kernel makes one pass over e", 4},
       {"an output over part of the row axes", "axes b=2 t=64 e=128\nin X[b t e] f32\nin Z[t e] f32\nA = X - sum(X over e)\nB = sum(Z over e)\nout A\nout B\n",
        "output 'B' is over [t]: a row kernel writes over the row axes [b t]", 7},
       {"an fp8 input", "axes t=64 e=128\nin X[t e] fp8e4m3\nY = sum(X over e)\nout Y\n", "input 'X' is fp8e4m3", 2},
@@ -248,6 +270,37 @@ TEST(RowKernel, TheEntryChecksWhatTheKernelAssumes) {
   EXPECT_NE(sm.find("a.scale = tb.param(\"scale\", 0.125);"), std::string::npos);
 }
 
+// A column kernel's entry: sizes are the caller's (none compiled in), vectors along the inner
+// axis only where it is unit-stride and aligned, and the split workspace through launch_columns.
+TEST(RowKernel, AColumnKernelSplitsTheReducedAxisAndChecksItsVectors) {
+  const Loaded l = parse("cs.napkin", kColumnStatistics);
+  auto f = emit::recognise_rows(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_TRUE(f->columns);
+  EXPECT_EQ(l.diagram.axis(f->row_axis).name, "t");
+  EXPECT_EQ(f->normalised.axis(f->inner).name, "c");
+  ASSERT_EQ(f->inputs.size(), 3u);
+  EXPECT_EQ(f->inputs[0].read, emit::RowRead::rows);
+  EXPECT_EQ(f->inputs[1].read, emit::RowRead::along);
+  EXPECT_EQ(f->inputs[2].read, emit::RowRead::per_row);
+  const emit::RowLaunch launch = emit::row_launch(*f, {1, 256, true});
+  EXPECT_EQ(launch.vector, 8);
+  EXPECT_EQ(launch.lanes, 32);  // 128 vectors of c: a warp across them
+  EXPECT_EQ(launch.cta_threads, 256);
+  const std::string unit = emit_for(l, {1, 256, true});
+  EXPECT_EQ(unit.find("kRowLength"), std::string::npos);
+  EXPECT_NE(unit.find("aligned = aligned && a.s_X_c == 1 && napkin::rows::aligned(a.X, kVector) && a.s_X_t % kVector == 0;"),
+            std::string::npos) << unit;
+  EXPECT_NE(unit.find("launch_columns<column_kernel<1>"), std::string::npos);
+  EXPECT_NE(unit.find("g.finish(a.partial_, a.arrivals_, live, acc0, acc1)"), std::string::npos);
+  // Inner axes of 3 columns: one column a vector.
+  const Loaded odd = parse("odd.napkin", "axes t=4096 c=3\nin X[t c] bf16\nY = sum(X over t)\nout Y\n");
+  auto fo = emit::recognise_rows(odd.diagram, odd.src);
+  ASSERT_TRUE(fo.ok());
+  EXPECT_EQ(emit::row_launch(*fo, {1, 256, true}).vector, 1);
+  EXPECT_EQ(emit::row_launch(*fo, {1, 256, true}).lanes, 4);
+}
+
 TEST(RowKernel, IsDeterministic) {
   const Loaded l = parse("sm.napkin", kMaskedSoftmax);
   EXPECT_EQ(emit_for(l, {8, 32}), emit_for(l, {8, 32}));
@@ -263,10 +316,13 @@ TEST(RowKernel, AcceptsEveryRowAndElementwiseKernelOfTheExamplesPlans) {
     auto d = plan::derive_plan(l.diagram, *machine);
     ASSERT_TRUE(d.ok()) << d.error().message;
     for (const plan::Kernel& k : d->chosen.kernels) {
-      if (k.kind != plan::KernelKind::row_reduction && k.kind != plan::KernelKind::elementwise) continue;
+      if (k.kind != plan::KernelKind::row_reduction && k.kind != plan::KernelKind::column_reduction &&
+          k.kind != plan::KernelKind::elementwise)
+        continue;
       auto f = emit::recognise_rows(k.diagram, l.src);
       ASSERT_TRUE(f.ok()) << k.name << ": " << f.error().format();
-      EXPECT_EQ(f->reduces, k.kind == plan::KernelKind::row_reduction) << k.name;
+      EXPECT_EQ(f->reduces, k.kind != plan::KernelKind::elementwise) << k.name;
+      EXPECT_EQ(f->columns, k.kind == plan::KernelKind::column_reduction) << k.name;
       const std::string unit = emit::emit_row_kernel(k.diagram, *f, k.rows.value_or(plan::RowSchedule{}), {"test", "", "x", ""}, "entry");
       EXPECT_EQ(std::count(unit.begin(), unit.end(), '{'), std::count(unit.begin(), unit.end(), '}')) << k.name;
       ++kernels;

@@ -172,6 +172,26 @@ out O
     EXPECT_EQ(m.find("q k"), std::string::npos) << m;
     EXPECT_EQ(m.find("FK["), std::string::npos) << m;
   }
+  // FK's sum over k reads K[b h k d] once, down its columns (no copy of K with k innermost).
+  const std::vector<K> ks = kinds(r.chosen);
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), K::column_reduction), 1);
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), K::elementwise), 1);  // FQ, for the output GEMM
+}
+
+// Statistics over the leading axis of X[t c] (batch-norm's): one column kernel reading X once,
+// however large t; per-column code after the sums runs in the same kernel.
+TEST(Plan, StatisticsOverALeadingAxisAreOneColumnKernel) {
+  const auto r = derive(parse(R"(axes t=262144 c=1024
+in X[t c] bf16
+M = sum(X over t) / 262144
+S = sum(X * X over t) / 262144
+V = S - M * M
+out M
+out V
+)"));
+  EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::column_reduction});
+  EXPECT_TRUE(r.chosen.materialised.empty() || r.chosen.materialised[0].find("nothing") != std::string::npos);
+  EXPECT_NEAR(r.chosen.kernels[0].hbm_bytes, 262144.0 * 1024 * 2 + 2 * 1024 * 4, 1.0);
 }
 
 // A feature map read by a GEMM and by a reduction: each computes it from X as it loads (the
