@@ -21,6 +21,11 @@ for tokens in (2048, 8192):
     CASES.append((f"gelu_mlp_{tokens}", "examples/gelu_mlp.napkin", [f"t={tokens}"], "plan"))
 CASES.append(("matmul_chain_4096", "examples/matmul_chain.napkin", [], "plan"))
 CASES.append(("linear_attention", "examples/linear_attention.napkin", [], "plan"))
+CASES.append(("normalised_linear_attention", "examples/normalised_linear_attention.napkin", [], "plan"))
+for columns in (512, 4096):
+    # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
+    # a column kernel.
+    CASES.append((f"column_variance_c{columns}", "tests/diagrams/column_variance.napkin", [f"c={columns}"], "plan"))
 
 if __name__ == "__main__":
     for name, path, sets, family in CASES:

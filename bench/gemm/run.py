@@ -81,6 +81,22 @@ def torch_impl(case, torch, F):
             FQ, FK = torch.exp(Q), torch.exp(K)
             return FQ @ (FK.transpose(-1, -2) @ V) if f32 else (FQ @ FK.transpose(-1, -2)) @ V
         return f
+    if case.startswith("normalised_linear_attention"):
+        def f(t, f32):
+            # As a PyTorch user writes it: the state K^T V and the normaliser's sum of phi(K) per
+            # head, never the q x k scores.
+            Q, K, V = (t[n].float() if f32 else t[n] for n in ("Q", "K", "V"))
+            FQ, FK = torch.where(Q > 0, Q + 1, torch.exp(Q)), torch.where(K > 0, K + 1, torch.exp(K))
+            state = FK.transpose(-1, -2) @ V
+            Z = FQ @ FK.sum(-2).unsqueeze(-1)
+            return (FQ @ state) / Z
+        return f
+    if case.startswith("column_variance"):
+        def f(t, f32):
+            if f32:
+                return t["X"].float().var(0, unbiased=False)
+            return torch.var_mean(t["X"], dim=0, correction=0)[0]
+        return f
     raise KeyError(case)
 
 

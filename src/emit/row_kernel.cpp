@@ -947,7 +947,7 @@ class Emitter {
                      "        #pragma unroll\n        for (int v = 0; v < kV; ++v) {{\n{4}        }}\n      }}\n    }}\n",
                      kUnroll, loads, rn_, along, body);
     s += fmt::format("  g.reduce(sPartials, {});\n", fmt::join(accs, ", "));
-    s += fmt::format("  if (!g.finish(a.partial_, a.arrivals_, live, {})) return;  // another CTA completes these columns\n",
+    s += fmt::format("  if (!g.finish(sPartials, a.partial_, a.arrivals_, live, {})) return;  // another CTA completes these columns\n",
                      fmt::join(accs, ", "));
     s += "  if (g.depth != 0 || !live) return;\n";
     // The outputs, one value per column.

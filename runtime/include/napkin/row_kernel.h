@@ -304,12 +304,13 @@ struct ColumnThread {
   }
 
   // Across the grid's splits of r: every split stores its depth-0 totals to `partial`
-  // ([split][accumulator][column]), and the last CTA of the column tile to arrive sums them in
-  // split order. True in the CTA that holds the final values (in its depth-0 threads): every CTA
-  // when there is one split. `arrivals` (one per column tile, zero between launches) is zeroed
-  // again by that CTA.
+  // ([split][accumulator][column]), and the last CTA of the column tile to arrive combines them:
+  // thread (lane, depth) sums splits depth, depth + kDepth, ... in order, then reduce() combines
+  // the depths in order. True in the CTA that holds the final values (in its depth-0 threads):
+  // every CTA when there is one split. `arrivals` (one per column tile, zero between launches) is
+  // zeroed again by that CTA. `partials` as for reduce().
   template <class... A>
-  __device__ __forceinline__ bool finish(uint32_t* partial, int* arrivals, bool live, A&... acc) const {
+  __device__ __forceinline__ bool finish(uint32_t* partials, uint32_t* partial, int* arrivals, bool live, A&... acc) const {
     if (gridDim.y == 1) return true;
     __shared__ int last;
     const int64_t column = (int64_t(blockIdx.x) * Shape::kLanes + lane) * Shape::kVector;
@@ -320,16 +321,15 @@ struct ColumnThread {
       (store(partial + (int64_t(blockIdx.y) * kAccs + slot++) * stride + column, acc), ...);
     }
     __threadfence();
-    __syncthreads();
+    __syncthreads();  // (also: every thread's reduce() has read `partials`)
     if (threadIdx.x == 0) last = atomicAdd(arrivals + blockIdx.x, 1) == static_cast<int>(gridDim.y) - 1;
     __syncthreads();
     if (!last) return false;
     __threadfence();
-    if (depth == 0 && live) {
-      int slot = 0;
-      (total(partial, kAccs, slot++, stride, column, acc), ...);
-    }
+    int slot = 0;
+    (sum_splits(partial, kAccs, slot++, stride, column, live, acc), ...);
     if (threadIdx.x == 0) arrivals[blockIdx.x] = 0;
+    reduce(partials, acc...);
     return true;
   }
 
@@ -358,18 +358,30 @@ struct ColumnThread {
 #pragma unroll
     for (int v = 0; v < Shape::kVector; ++v) __stcg(dst + v, to_bits(acc[v].value));
   }
+  // This thread's share of the splits (depth, depth + kDepth, ...), summed in order; 16-byte
+  // loads where a vector of columns allows.
   template <class Op, class T>
-  __device__ __forceinline__ static void total(const uint32_t* partial, int accs, int slot, int64_t stride, int64_t column,
-                                               Acc<Op, T> (&acc)[Shape::kVector]) {
+  __device__ __forceinline__ void sum_splits(const uint32_t* partial, int accs, int slot, int64_t stride, int64_t column, bool live,
+                                             Acc<Op, T> (&acc)[Shape::kVector]) const {
 #pragma unroll
-    for (int v = 0; v < Shape::kVector; ++v) {
-      T t = Op::identity(T{});
-      for (int s = 0; s < static_cast<int>(gridDim.y); ++s) {
-        T part;
-        from_bits(__ldcg(partial + (int64_t(s) * accs + slot) * stride + column + v), part);
-        t = Op{}(t, part);
+    for (int v = 0; v < Shape::kVector; ++v) acc[v].value = Op::identity(T{});
+    if (!live) return;
+    for (int s = depth; s < static_cast<int>(gridDim.y); s += Shape::kDepth) {
+      const uint32_t* src = partial + (int64_t(s) * accs + slot) * stride + column;
+      uint32_t bits[Shape::kVector];
+      if constexpr (Shape::kVector % 4 == 0) {
+#pragma unroll
+        for (int w = 0; w < Shape::kVector / 4; ++w) reinterpret_cast<uint4*>(bits)[w] = __ldcg(reinterpret_cast<const uint4*>(src) + w);
+      } else {
+#pragma unroll
+        for (int v = 0; v < Shape::kVector; ++v) bits[v] = __ldcg(src + v);
       }
-      acc[v].value = t;
+#pragma unroll
+      for (int v = 0; v < Shape::kVector; ++v) {
+        T part;
+        from_bits(bits[v], part);
+        acc[v].value = Op{}(acc[v].value, part);
+      }
     }
   }
 };
@@ -430,8 +442,9 @@ inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
 }
 
 // Launches the column kernel kKernel(args) on `stream` over `ctas` column tiles (at most 2^31 - 1),
-// r split so that the grid fills the GPU's resident CTAs at least once, each thread still taking
-// at least kMinSteps elements of r. Sets args.splits_ and args.per_split_ (elements of r per
+// r split so that the grid is at most one wave of the GPU's resident CTAs (a second wave of a few
+// CTAs would double the time of the last ones), each thread still taking at least kMinSteps
+// elements of r. Sets args.splits_ and args.per_split_ (elements of r per
 // split), and args.partial_ and args.arrivals_ (the split workspace) where it splits.
 template <auto kKernel, class Shape, int kAccumulators, class Args>
 inline cudaError_t launch_columns(int64_t ctas, int64_t length, Args& args, cudaStream_t stream) {
@@ -447,7 +460,7 @@ inline cudaError_t launch_columns(int64_t ctas, int64_t length, Args& args, cuda
   ctas = ctas < 1 ? 1 : ctas;
   const int64_t resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
   const int64_t most = std::max<int64_t>(1, length / (Shape::kDepth * kMinSteps));
-  int64_t splits = std::min<int64_t>({(resident + ctas - 1) / ctas, most, 65535});
+  int64_t splits = std::min<int64_t>({resident / ctas, most, 65535});
   splits = std::max<int64_t>(1, splits);
   args.per_split_ = (length + splits - 1) / splits;
   splits = length > 0 ? (length + args.per_split_ - 1) / args.per_split_ : 1;

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
       }
     }
   g.reduce(sPartials, acc0);
-  if (!g.finish(a.partial_, a.arrivals_, live, acc0)) return;  // another CTA completes these columns
+  if (!g.finish(sPartials, a.partial_, a.arrivals_, live, acc0)) return;  // another CTA completes these columns
   if (g.depth != 0 || !live) return;
   #pragma unroll
   for (int v = 0; v < kV; ++v) {

@@ -292,7 +292,7 @@ TEST(RowKernel, AColumnKernelSplitsTheReducedAxisAndChecksItsVectors) {
   EXPECT_NE(unit.find("aligned = aligned && a.s_X_c == 1 && napkin::rows::aligned(a.X, kVector) && a.s_X_t % kVector == 0;"),
             std::string::npos) << unit;
   EXPECT_NE(unit.find("launch_columns<column_kernel<1>"), std::string::npos);
-  EXPECT_NE(unit.find("g.finish(a.partial_, a.arrivals_, live, acc0, acc1)"), std::string::npos);
+  EXPECT_NE(unit.find("g.finish(sPartials, a.partial_, a.arrivals_, live, acc0, acc1)"), std::string::npos);
   // Inner axes of 3 columns: one column a vector.
   const Loaded odd = parse("odd.napkin", "axes t=4096 c=3\nin X[t c] bf16\nY = sum(X over t)\nout Y\n");
   auto fo = emit::recognise_rows(odd.diagram, odd.src);
