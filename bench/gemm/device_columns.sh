@@ -35,7 +35,7 @@ for tool in memcheck racecheck synccheck; do
   echo "$tool $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_$tool.log)"
 done | tee $OUT/san.txt
 # Per kernel at full size: the plan's launches in run.py's first call (validation), before torch's.
-timeout 200 ncu --section SpeedOfLight -k regex:"elementwise_kernel|prologue_gemm|column_kernel|row_kernel|GemmUniversal|device_kernel" --launch-count 5 python3 bench/gemm/run.py --kernels build/plans --cases normalised_linear_attention --reps 1 > $OUT/ncu_nla.txt 2>&1
+timeout 200 ncu --section SpeedOfLight --kernel-name-base function -k regex:"^(elementwise_kernel|prologue_gemm_kernel|column_kernel|row_kernel|device_kernel)$" --launch-count 7 python3 bench/gemm/run.py --kernels build/plans --cases normalised_linear_attention --reps 1 > $OUT/ncu_nla.txt 2>&1
 grep -E '^  [a-zA-Z_].*\(|Duration|DRAM Throughput' $OUT/ncu_nla.txt | awk '/\(/ {printf "\n%s ", substr($0,3,70)} !/\(/ {printf "%s %s ", $1, $NF}' | tee $OUT/ncu.txt; echo
 py_cases=$(echo $cases | tr ' ' '\n' | grep -v -E '^column_statistics$|^column_variance$' | paste -sd,)
 timeout 400 python3 bench/gemm/run.py --kernels build/plans --cases $py_cases --compile --reps 50 --out $OUT/gemm.jsonl 2>&1 | tail -8 | tee $OUT/bench.txt

@@ -104,7 +104,7 @@ out C
 )";
 
 // A column kernel: two sums over t of X[t c] (t not innermost), one weighted by w[t], and code
-// per column after them (a variance, a scale gamma[c], a param).
+// per column after them (an inverse root mean square, a scale gamma[c], a param).
 const char* kColumnStatistics = R"(axes t=8192 c=1024
 in X[t c] bf16
 in w[t] f32
@@ -112,8 +112,7 @@ in gamma[c] f32
 param eps = 1e-5
 M = sum(X * w over t)
 S = sum(X * X over t)
-V = S / 8192 - M * M
-R = gamma * exp(-0.5 * log(V + eps)) as bf16
+R = gamma * exp(-0.5 * log(S / 8192 + eps)) as bf16
 out M
 out R
 )";
