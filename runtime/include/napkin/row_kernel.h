@@ -272,8 +272,8 @@ struct RowThread {
 //   thread (lane, depth): its vector of columns, r = begin + depth, begin + depth + kDepth, ...
 //
 // Each thread accumulates kVector columns in element order; ColumnThread::reduce combines the
-// depths by a fixed tree, ColumnThread::finish the splits in a fixed order (the last CTA of a
-// column tile to arrive sums the others' partials): every result is the same from run to run.
+// depths in order, ColumnThread::finish the splits in order (the last CTA of a column tile to
+// arrive sums the others' partials): every result is the same from run to run.
 template <int kLanes_, int kDepth_, int kVector_>
 struct ColumnShape {
   static constexpr int kLanes = kLanes_;
@@ -282,7 +282,6 @@ struct ColumnShape {
   static constexpr int kCtaThreads = kLanes * kDepth;
   static constexpr int kColumns = kLanes * kVector;  // per CTA
   static_assert(kCtaThreads % 32 == 0 && kCtaThreads <= 1024, "whole warps, at most 1024 threads");
-  static_assert((kDepth & (kDepth - 1)) == 0, "a power of two along r (the tree over depths)");
 };
 
 template <class Shape>
@@ -292,23 +291,14 @@ struct ColumnThread {
   __device__ __forceinline__ ColumnThread()
       : lane(static_cast<int>(threadIdx.x) % Shape::kLanes), depth(static_cast<int>(threadIdx.x) / Shape::kLanes) {}
 
-  // Combines each accumulator array (kVector columns) over the depths by a fixed tree in shared
-  // memory (log2 kDepth steps, every thread busy); the totals are in the depth-0 threads.
-  // `partials`: sizeof...(acc) * kCtaThreads * kVector words of shared memory; the caller
-  // separates two uses by a barrier.
+  // Combines each accumulator array (kVector columns) over the depths, in depth order; the
+  // totals are in the depth-0 threads. `partials`: sizeof...(acc) * kCtaThreads * kVector words
+  // of shared memory.
   template <class... A>
   __device__ __forceinline__ void reduce(uint32_t* partials, A&... acc) const {
     int slot = 0;
     (publish(partials, slot++, acc), ...);
     __syncthreads();
-#pragma unroll
-    for (int half = Shape::kDepth / 2; half > 0; half /= 2) {
-      if (depth < half) {
-        slot = 0;
-        (fold(partials, slot++, half, acc), ...);
-      }
-      __syncthreads();
-    }
     slot = 0;
     if (depth == 0) (gather(partials, slot++, acc), ...);
   }
@@ -316,7 +306,7 @@ struct ColumnThread {
   // Across the grid's splits of r: every split stores its depth-0 totals to `partial`
   // ([split][accumulator][column]), and the last CTA of the column tile to arrive combines them:
   // thread (lane, depth) sums splits depth, depth + kDepth, ... in order, then reduce() combines
-  // the depths. True in the CTA that holds the final values (in its depth-0 threads):
+  // the depths in order. True in the CTA that holds the final values (in its depth-0 threads):
   // every CTA when there is one split. `arrivals` (one per column tile, zero between launches) is
   // zeroed again by that CTA. `partials` as for reduce().
   template <class... A>
@@ -350,23 +340,18 @@ struct ColumnThread {
     for (int v = 0; v < Shape::kVector; ++v)
       partials[(slot * Shape::kDepth + depth) * Shape::kColumns + lane * Shape::kVector + v] = to_bits(acc[v].value);
   }
-  // partials[depth] = partials[depth] op partials[depth + half], for this thread's columns.
-  template <class Op, class T>
-  __device__ __forceinline__ void fold(uint32_t* partials, int slot, int half, const Acc<Op, T> (&)[Shape::kVector]) const {
-    uint32_t* mine = partials + (slot * Shape::kDepth + depth) * Shape::kColumns + lane * Shape::kVector;
-    const uint32_t* other = mine + half * Shape::kColumns;
-#pragma unroll
-    for (int v = 0; v < Shape::kVector; ++v) {
-      T a, b;
-      from_bits(mine[v], a);
-      from_bits(other[v], b);
-      mine[v] = to_bits(Op{}(a, b));
-    }
-  }
   template <class Op, class T>
   __device__ __forceinline__ void gather(const uint32_t* partials, int slot, Acc<Op, T> (&acc)[Shape::kVector]) const {
 #pragma unroll
-    for (int v = 0; v < Shape::kVector; ++v) from_bits(partials[slot * Shape::kDepth * Shape::kColumns + lane * Shape::kVector + v], acc[v].value);
+    for (int v = 0; v < Shape::kVector; ++v) {
+      T t = Op::identity(T{});
+      for (int d = 0; d < Shape::kDepth; ++d) {
+        T part;
+        from_bits(partials[(slot * Shape::kDepth + d) * Shape::kColumns + lane * Shape::kVector + v], part);
+        t = Op{}(t, part);
+      }
+      acc[v].value = t;
+    }
   }
   template <class Op, class T>
   __device__ __forceinline__ static void store(uint32_t* dst, const Acc<Op, T> (&acc)[Shape::kVector]) {
