@@ -202,11 +202,6 @@ class Recogniser {
     if (auto r = classify_axes(f); !r.ok()) return r;
     if (auto r = walk_epilogue(f); !r.ok()) return r;
     if (auto r = check_layouts(f); !r.ok()) return r;
-    if ((f.prologue_a >= 0 || f.prologue_b >= 0) && (!f.leaves.empty() || !f.params.empty())) {
-      const NodeId x = f.leaves.empty() ? f.params.front() : f.leaves.front().node;
-      return refuse(d_.node(x).loc, fmt::format("the epilogue reads '{}': with an operand computed as it loads, the epilogue "
-                                                "reads the accumulator and constants only", d_.node(x).name));
-    }
     const Node& Y = d_.node(f.output);
     if (Y.dtype != DType::bf16 && Y.dtype != DType::f16 && Y.dtype != DType::f32)
       return refuse(out_loc_, fmt::format("output '{}' is {}: a GEMM writes bf16, f16 or f32 (end the epilogue with `as bf16`)",
@@ -625,9 +620,36 @@ std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId inp
                      d.label(operand), d.node(input).name, name, t, t, body, t, result);
 }
 
+// The prologue GEMM's epilogue (napkin/gemm_prologue.h): the diagram's code on one accumulator
+// value at its output coordinates (m, n, l), its leaves read at them through their strides along
+// the GEMM's modes (0 along a mode a leaf lacks: a bias, a row scale, a scalar), in f32.
+std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
+  std::map<NodeId, std::string> known{{f.contraction, "acc"}};
+  std::string args = "// What the epilogue reads besides the accumulator: each leaf, with its strides along M, N and L.\n";
+  args += f.params.empty() ? "struct EpilogueArguments {\n" : "struct EpilogueArguments : Params {\n";
+  std::string loads;
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    const std::string v = fmt::format("x{}", i + 1);
+    args += fmt::format("  const {}* {} = nullptr;\n  int64_t {}_m = 0, {}_n = 0, {}_l = 0;  // {}{}\n", cutlass_type(x.dtype), v, v, v, v,
+                        x.name, axes_text(d, x.axes));
+    loads += fmt::format("    const float {0} = static_cast<float>(a.{0}[m * a.{0}_m + n * a.{0}_n + l * a.{0}_l]);\n", v);
+    known[f.leaves[i].node] = v;
+  }
+  args += "};\n\n";
+  expression::Writer w(d, known);
+  std::string body;
+  const std::string result = w.value(f.output, body, "    ");
+  return args + "// The diagram's epilogue on one accumulator value at output coordinates (m, n, l), in f32.\n"
+                "template <class T>\nstruct Epilogue {\n  using Arguments = EpilogueArguments;\n"
+                "  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a) const {\n" +
+         (loads.empty() ? std::string("    (void)m, (void)n, (void)l, (void)a;\n") : loads) + body +
+         fmt::format("    return {};\n  }}\n}};\n\n", result);
+}
+
 // The prologue GEMM's translation unit (napkin/gemm_prologue.h): the operands' code as the
-// mainloop's transforms, the epilogue over the accumulator alone, and an entry that checks the
-// operands and the output as TMA needs them.
+// mainloop's transforms, the epilogue over the accumulator and its leaves, and an entry that
+// checks the operands and the output as TMA needs them.
 std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
                                       const KernelProvenance& prov, const std::string& entry_name) {
   const Node& A = d.node(f.a);
@@ -637,25 +659,40 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
                      cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
   out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
-  out += epilogue_functor(d, f, {{f.contraction, "acc[i]"}}, "cutlass::Array<float, N> const& acc");
+  out += params_struct(d, f) + prologue_epilogue_functor(d, f);
   out += fmt::format("using Kernel = napkin::gemm::PrologueKernel<Config, {}, {}, Epilogue>;\n\n}}  // namespace\n\n",
                      f.prologue_a >= 0 ? "PrologueA" : "cute::identity", f.prologue_b >= 0 ? "PrologueB" : "cute::identity");
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    out += bind_line(f, fmt::format("X{}", i + 1), x, x.axes);
+  }
+  out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
          mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
+  std::string epilogue = f.params.empty() ? "  Kernel::Output::Arguments epilogue{};\n" : "  Kernel::Output::Arguments epilogue{params};\n";
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    const std::string t = fmt::format("X{}", i + 1), v = fmt::format("x{}", i + 1);
+    out += mode_lines(f, v, t.c_str(), x, x.axes, "mnl");
+    epilogue += fmt::format("  epilogue.{0} = static_cast<const {1}*>({2}->data);\n"
+                            "  epilogue.{0}_m = {0}m.stride, epilogue.{0}_n = {0}n.stride, epilogue.{0}_l = {0}l.stride;\n",
+                            v, cutlass_type(x.dtype), t);
+  }
   out += "  // TMA reads the operands and writes the output (clipped at its edges).\n";
   out += operand_checks(f, A, B, Y, false);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
+  out += epilogue;
   out += "  const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
          "                         static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),\n"
          "                         static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),\n"
          "                         int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),\n"
-         "                         0, 0, 0, nullptr, nullptr};  // tiles, splits and workspace: run_prologue's\n";
+         "                         0, 0, 0, nullptr, nullptr, epilogue};  // tiles, splits and workspace: run_prologue's\n";
   out += "  const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));\n"
          "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
   return out;

@@ -3,7 +3,11 @@
 // the tensors in memory, applied as each tile is loaded (src/emit/gemm_kernel.h writes the
 // functions from the diagram):
 //
-//   D[m n l] = Epilogue( sum_k PrologueA(A[m k l]) PrologueB(B[n k l]) )    in f32, stored as ElementD
+//   D[m n l] = Epilogue( sum_k PrologueA(A[m k l]) PrologueB(B[n k l]), m, n, l )    in f32, stored as ElementD
+//
+// The epilogue is a functor from one accumulator value and its output coordinates (clamped to
+// the tensor: values past its edge are computed at the edge and never stored) to the output, given
+// its Arguments (the epilogue inputs it reads: a bias, a row scale, a normaliser; params).
 //
 // A plan fuses an operand's elementwise producer here instead of materialising it, where the
 // GEMM is memory-bound anyway (one of M, N or K small: linear attention's feature maps feeding
@@ -129,6 +133,7 @@ struct PrologueKernel {
     int splits;            // K ranges per output tile (0: prologue_splits)
     float* partial;        // splits > 1: [tile][split][tile_m][tile_n] f32 partial sums
     int* arrivals;         // splits > 1: per output tile, zero between launches
+    typename Output::Arguments epilogue;  // what the epilogue reads besides the accumulator
   };
   // The kernel's parameters: the above and the TMA descriptors.
   struct LaunchParams {
@@ -235,6 +240,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   Tensor tCrB = thr_mma.make_fragment_B(tCsB);
   Tensor acc = partition_fragment_C(mma, take<0, 2>(tile));
   Tensor tCsD = thr_mma.partition_C(sD);  // this thread's accumulators' places in the output tile
+  Tensor tCcD = thr_mma.partition_C(make_identity_tensor(take<0, 2>(tile)));  // and their (m, n) in the tile
   constexpr bool kTransformA = !std::is_same_v<typename K::PrologueA, cute::identity>;
   constexpr bool kTransformB = !std::is_same_v<typename K::PrologueB, cute::identity>;
   const bool releaser = thread % 32 == 0;
@@ -304,10 +310,13 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     static_assert(decltype(size(acc))::value % 2 == 0, "WGMMA's accumulators come in pairs");
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
-      cutlass::Array<float, 2> x;
-      x[0] = acc(i);
-      x[1] = acc(i + 1);
-      const cutlass::Array<float, 2> y = epilogue(x);
+      cutlass::Array<float, 2> y;
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int m = min(u.m_tile * K::kTileM + int(get<0>(tCcD(i + j))), p.m - 1);
+        const int n = min(u.n_tile * K::kTileN + int(get<1>(tCcD(i + j))), p.n - 1);
+        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue);
+      }
       if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
         cutlass::Array<ElementD, 2> pair;
         pair[0] = ElementD(y[0]);

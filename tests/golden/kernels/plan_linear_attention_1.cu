@@ -20,18 +20,18 @@ struct PrologueA {
   }
 };
 
-// The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.
+// What the epilogue reads besides the accumulator: each leaf, with its strides along M, N and L.
+struct EpilogueArguments {
+};
+
+// The diagram's epilogue on one accumulator value at output coordinates (m, n, l), in f32.
 template <class T>
 struct Epilogue {
-  template <int N>
-  CUTLASS_DEVICE cutlass::Array<float, N> operator()(cutlass::Array<float, N> const& acc) const {
-    cutlass::Array<float, N> out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < N; ++i) {
-      const float v4 = napkin::rows::round_bf16(acc[i]);  // O
-      out[i] = v4;
-    }
-    return out;
+  using Arguments = EpilogueArguments;
+  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a) const {
+    (void)m, (void)n, (void)l, (void)a;
+    const float v4 = napkin::rows::round_bf16(acc);  // O
+    return v4;
   }
 };
 
@@ -60,11 +60,12 @@ extern "C" int32_t napkin_plan_kernel_1(const napkin_tensor* tensors, int32_t co
   s.tma(B, "FKV", bn, "N", {bk, bl}, true);
   s.tma(D, "O", dn, "N", {dm, dl}, false);
   if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);
+  Kernel::Output::Arguments epilogue{};
   const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),
                          static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),
                          static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),
                          int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),
-                         0, 0, 0, nullptr, nullptr};  // tiles, splits and workspace: run_prologue's
+                         0, 0, 0, nullptr, nullptr, epilogue};  // tiles, splits and workspace: run_prologue's
   const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

@@ -159,8 +159,9 @@ O = N / Z as bf16
 out O
 )"));
   // The sum pushed into FK, the product reassociated, and each feature map recomputed by both of
-  // its consumers; FK is then computed in the state GEMM's prologue and the normaliser's
-  // reduction, never materialised (FQ is, for the output GEMM whose epilogue reads Z).
+  // its consumers: FK in the state GEMM's prologue and the column sum, FQ in the normaliser's
+  // row reduction and the output GEMM's prologue (whose epilogue divides by Z); neither is
+  // materialised.
   auto has = [&](const std::string& what) {
     return std::any_of(r.chosen.moves.begin(), r.chosen.moves.end(), [&](const std::string& m) { return m.find(what) != std::string::npos; });
   };
@@ -171,11 +172,12 @@ out O
   for (const auto& m : r.chosen.materialised) {
     EXPECT_EQ(m.find("q k"), std::string::npos) << m;
     EXPECT_EQ(m.find("FK["), std::string::npos) << m;
+    EXPECT_EQ(m.find("FQ["), std::string::npos) << m;
   }
   // FK's sum over k reads K[b h k d] once, down its columns (no copy of K with k innermost).
-  const std::vector<K> ks = kinds(r.chosen);
-  EXPECT_EQ(std::count(ks.begin(), ks.end(), K::column_reduction), 1);
-  EXPECT_EQ(std::count(ks.begin(), ks.end(), K::elementwise), 1);  // FQ, for the output GEMM
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::column_reduction, K::row_reduction, K::gemm}));
+  ASSERT_EQ(r.chosen.kernels.size(), 4u);
+  EXPECT_TRUE(r.chosen.kernels[3].gemm && r.chosen.kernels[3].gemm->prologue);
 }
 
 // Statistics over the leading axis of X[t c] (batch-norm's): one column kernel reading X once,
