@@ -11,7 +11,8 @@
 repository) on a .napkin path or on diagram text, and loads the library it writes. Each tensor
 must have the dims the diagram declares, in that order, with any strides whose innermost (head
 dim) is 1; sizes may differ from the diagram's except the head dims the kernel was built for.
-The output is allocated in the axis order of the diagram's `out` line. Errors name the tensor
+The output is allocated in the axis order of the diagram's `out` line; a diagram with several
+`out` lines returns a tuple of them in that order (`out=` takes a tuple). Errors name the tensor
 and what was expected.
 """
 import ctypes
@@ -63,18 +64,19 @@ class Kernel:
                                                    ctypes.c_char_p, ctypes.c_int32]
         self.manifest = json.loads(self._lib.napkin_kernel_manifest().decode())
         self.inputs = self.manifest["inputs"]
-        self.output = self.manifest["outputs"][0]
+        self.outputs = self.manifest["outputs"]
+        self.output = self.outputs[0]
         self.params = {p["name"]: p["value"] for p in self.manifest.get("params", [])}
         self.name = pathlib.Path(self.manifest["diagram"]["file"]).stem
-        # Prepared once: per tensor (inputs, then the output) its name, axes, torch dtype and code.
-        specs = self.inputs + [self.output]
+        # Prepared once: per tensor (inputs, then the outputs) its name, axes, torch dtype and code.
+        specs = self.inputs + self.outputs
         self._input_names = [s["name"] for s in self.inputs]
         self._input_set = frozenset(self._input_names)
         self._names = [s["name"].encode() for s in specs]
         self._axes = [[a["name"] for a in s["axes"]] for s in specs]
         self._codes = [_DTYPE_CODES[s["dtype"]] for s in specs]
         self._torch_dtypes = None  # on the first call (importing torch is the caller's choice)
-        self._out_axes = [a["name"] for a in self.output["axes"]]
+        self._out_axes = [[a["name"] for a in o["axes"]] for o in self.outputs]
         self._param_names = [n.encode() for n in self.params]
         self._array_type = _Tensor * (len(specs) + len(self.params))
         self._err = ctypes.create_string_buffer(1024)
@@ -82,7 +84,8 @@ class Kernel:
 
     def __repr__(self):
         names = ", ".join(i["name"] for i in self.inputs)
-        return f"napkin_kernels.Kernel({self.name}({names}) -> {self.output['name']}: {self.manifest['fusion']})"
+        outs = ", ".join(o["name"] for o in self.outputs)
+        return f"napkin_kernels.Kernel({self.name}({names}) -> {outs}: {self.manifest['fusion']})"
 
     def _check(self, spec, t):
         import torch
@@ -107,7 +110,7 @@ class Kernel:
         numbers, else the diagram's values."""
         import torch
         if self._torch_dtypes is None:
-            self._torch_dtypes = [_torch_dtype(s["dtype"]) for s in self.inputs + [self.output]]
+            self._torch_dtypes = [_torch_dtype(s["dtype"]) for s in self.inputs + self.outputs]
         params = {n: float(tensors.pop(n)) for n in list(tensors) if n in self.params} if self.params else {}
         n_in = len(self.inputs)
         if args:
@@ -133,15 +136,23 @@ class Kernel:
                 self._check(self.inputs[i], t)
             for a, n in zip(self._axes[i], t.shape):
                 sizes.setdefault(a, n)
-        o_shape = [sizes[a] for a in self._out_axes]
+        several = len(self.outputs) > 1
         if out is None:
-            out = torch.empty(o_shape, dtype=self._torch_dtypes[n_in], device=values[0].device)
+            outs = [torch.empty([sizes[a] for a in axes], dtype=self._torch_dtypes[n_in + j], device=values[0].device)
+                    for j, axes in enumerate(self._out_axes)]
         else:
-            if not self._ok(n_in, out, torch):
-                self._check(self.output, out)
-            if list(out.shape) != o_shape:
-                raise ValueError(f"{self.name}: out must have shape {tuple(o_shape)}, got {tuple(out.shape)}")
-        values.append(out)
+            outs = list(out) if several else [out]
+            if len(outs) != len(self.outputs):
+                raise ValueError(f"{self.name}: out must hold {len(self.outputs)} tensors "
+                                 f"({', '.join(o['name'] for o in self.outputs)}), got {len(outs)}")
+            for j, t in enumerate(outs):
+                if not self._ok(n_in + j, t, torch):
+                    self._check(self.outputs[j], t)
+                o_shape = [sizes[a] for a in self._out_axes[j]]
+                if list(t.shape) != o_shape:
+                    raise ValueError(f"{self.name}: out '{self.outputs[j]['name']}' must have shape {tuple(o_shape)}, "
+                                     f"got {tuple(t.shape)}")
+        values.extend(outs)
         arr = self._array_type()
         for i, t in enumerate(values):
             e = arr[i]
@@ -156,7 +167,7 @@ class Kernel:
             e = arr[len(values) + len(scalars) - 1]
             e.name, e.data, e.dtype, e.rank = self._param_names[j], ctypes.addressof(scalars[-1]), _DTYPE_CODES["f64"], 0
         count = len(values) + len(scalars)
-        device = out.device.index
+        device = outs[0].device.index
         if device is not None and device != torch.cuda.current_device():
             with torch.cuda.device(device):
                 status = self._launch(arr, count, torch.cuda.current_stream().cuda_stream, self._err, len(self._err))
@@ -164,7 +175,7 @@ class Kernel:
             status = self._launch(arr, count, torch.cuda.current_stream().cuda_stream, self._err, len(self._err))
         if status != 0:
             raise ValueError(f"{self.name}: {self._err.value.decode()}")
-        return out
+        return tuple(outs) if several else outs[0]
 
     def op(self, name=None):
         """This kernel as a PyTorch operator, torch.ops.napkin.<name> (torch.library.custom_op):
@@ -179,7 +190,8 @@ class Kernel:
         n_in = len(self._input_names)
         params = list(self.params)
         schema = "(" + ", ".join([f"Tensor {n}" for n in self._input_names] +
-                                 [f"float {n}={float(v)!r}" for n, v in self.params.items()]) + ") -> Tensor"
+                                 [f"float {n}={float(v)!r}" for n, v in self.params.items()]) + ") -> "
+        schema += "Tensor" if len(self.outputs) == 1 else "(" + ", ".join(["Tensor"] * len(self.outputs)) + ")"
 
         def impl(*args):
             named = dict(zip(self._input_names, args[:n_in]))
@@ -191,7 +203,9 @@ class Kernel:
             for axes, t in zip(self._axes, args[:n_in]):
                 for a, n in zip(axes, t.shape):
                     sizes.setdefault(a, n)
-            return args[0].new_empty([sizes[a] for a in self._out_axes], dtype=_torch_dtype(self.output["dtype"]))
+            outs = [args[0].new_empty([sizes[a] for a in axes], dtype=_torch_dtype(o["dtype"]))
+                    for axes, o in zip(self._out_axes, self.outputs)]
+            return outs[0] if len(outs) == 1 else tuple(outs)
 
         op = torch.library.custom_op(qual, impl, mutates_args=(), device_types="cuda", schema=schema)
         op.register_fake(fake)

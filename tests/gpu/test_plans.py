@@ -67,3 +67,31 @@ def test_dual_gemm_takes_its_b_operands_from_anywhere(tmp_path):
         Y = k(X=X, Wg=Wg, Wu=Wu, Wd=Wd)
         err, err_eager = (Y.float() - ref).abs().max().item(), (eager.float() - ref).abs().max().item()
         assert err <= 2 * err_eager + 1e-3 * ref.abs().max().item(), (err, err_eager, Wg.stride(), Wu.stride())
+
+
+def test_several_outputs_from_python(tmp_path):
+    """column_statistics writes M and R (one column kernel): from Python the call returns both, in
+    the diagram's order, at sizes the build did not see (t = 5003, c = 40: splits of t across
+    CTAs, a vector tail), matching float64 PyTorch; `out=` takes a tuple and names what it needs."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("column_statistics", tmp_path).parent)
+    assert [o["name"] for o in k.outputs] == ["M", "R"]
+    g = torch.Generator(device="cuda").manual_seed(3)
+    t, c = 5003, 40
+    X = torch.randn(t, c, device="cuda", generator=g).bfloat16()
+    w = torch.randn(t, device="cuda", generator=g)
+    gamma = 1 + 0.1 * torch.randn(c, device="cuda", generator=g)
+    M, R = k(X=X, w=w, gamma=gamma)
+    Xd = X.double()
+    want_m = (Xd * w.double()[:, None]).sum(0)
+    want_r = gamma.double() * torch.rsqrt((Xd * Xd).sum(0) / 8192 + 1e-5)
+    assert torch.allclose(M.double(), want_m, rtol=1e-4, atol=1e-3)
+    assert torch.allclose(R.double(), want_r, rtol=2e-2, atol=1e-3)
+    outs = (torch.full_like(M, float("nan")), torch.full_like(R, float("nan")))
+    got = k(X, w, gamma, out=outs)
+    assert got[0].data_ptr() == outs[0].data_ptr() and torch.equal(got[0], M) and torch.equal(got[1], R)
+    with pytest.raises(ValueError, match="out must hold 2 tensors"):
+        k(X, w, gamma, out=outs[0])
