@@ -876,7 +876,8 @@ class Emitter {
   }
 
   std::string column_kernel() {
-    constexpr int kUnroll = 4;  // steps of r whose loads a thread has in flight at once
+    constexpr int kUnroll = 8;  // steps of r whose loads a thread has in flight at once (8: 6 % faster than 4 on
+                                // the variance of X[32768 512], the same elsewhere; bench/NOTES.md)
     std::string s = "template <int kV>\n__global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {\n";
     s += "  using Shape = napkin::rows::ColumnShape<kLanes, kDepth, kV>;\n";
     s += "  const napkin::rows::ColumnThread<Shape> g;  // this thread's vector of columns and place along r\n";

@@ -448,7 +448,7 @@ inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
 // split), and args.partial_ and args.arrivals_ (the split workspace) where it splits.
 template <auto kKernel, class Shape, int kAccumulators, class Args>
 inline cudaError_t launch_columns(int64_t ctas, int64_t length, Args& args, cudaStream_t stream) {
-  constexpr int64_t kMinSteps = 4;  // one step of the generated loop: 4 loads in flight a thread
+  constexpr int64_t kMinSteps = 4;  // half a step of the generated loop (8 loads in flight a thread)
   static const int per_sm = [] {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, Shape::kCtaThreads, 0) != cudaSuccess || n < 1) n = 1;

@@ -38,17 +38,17 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
   const int64_t i_b = row;
   napkin::rows::Acc<napkin::rows::Sum> acc0[kV];  // sum over k: 'FK_sum'
   const __nv_bfloat16* const gK = a.K + (i_b * a.s_K_b + i_h * a.s_K_h + c_d * a.s_K_d);  // K[b h k d] at this thread's columns
-  napkin::rows::Vector<__nv_bfloat16, kV> rK[4];
+  napkin::rows::Vector<__nv_bfloat16, kV> rK[8];
   const int64_t begin = int64_t(blockIdx.y) * a.per_split_;
   const int64_t end = begin + a.per_split_ < a.length_ ? begin + a.per_split_ : a.length_;
   if (live)
-    for (int64_t step = begin + g.depth; step < end; step += 4 * kDepth) {
+    for (int64_t step = begin + g.depth; step < end; step += 8 * kDepth) {
       #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         if (step + u * kDepth < end) rK[u].load(gK + (step + u * kDepth) * a.s_K_k);
       }
       #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         const int64_t i_k = step + u * kDepth;
         if (i_k >= end) break;
         #pragma unroll

@@ -42,17 +42,17 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
   napkin::rows::Acc<napkin::rows::Sum> acc0[kV];  // sum over t: 'M'
   napkin::rows::Acc<napkin::rows::Sum> acc1[kV];  // sum over t: 'S'
   const __nv_bfloat16* const gX = a.X + (c_c * a.s_X_c);  // X[t c] at this thread's columns
-  napkin::rows::Vector<__nv_bfloat16, kV> rX[4];
+  napkin::rows::Vector<__nv_bfloat16, kV> rX[8];
   const int64_t begin = int64_t(blockIdx.y) * a.per_split_;
   const int64_t end = begin + a.per_split_ < a.length_ ? begin + a.per_split_ : a.length_;
   if (live)
-    for (int64_t step = begin + g.depth; step < end; step += 4 * kDepth) {
+    for (int64_t step = begin + g.depth; step < end; step += 8 * kDepth) {
       #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         if (step + u * kDepth < end) rX[u].load(gX + (step + u * kDepth) * a.s_X_t);
       }
       #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 8; ++u) {
         const int64_t i_t = step + u * kDepth;
         if (i_t >= end) break;
       const auto rw = napkin::rows::get(a.w + i_t * a.s_w_t);  // w[t]
