@@ -836,6 +836,15 @@ class Emitter {
     return s + "  }\n}\n\n";
   }
 
+  // The entry's checks that each axis split by FastDiv has at most 2^31 elements (`n_<axis>`).
+  std::string fast_div_limits(const std::vector<AxisId>& axes) const {
+    std::string s;
+    for (AxisId a : axes)
+      s += fmt::format("  if (n_{0} > (int64_t{{1}} << 31))\n    return napkin::host::fail(\"axis {0} has size \" + std::to_string(n_{0}) + "
+                       "\", expected at most 2^31\", err, err_len);\n", ax(a));
+    return s;
+  }
+
   // ---- column kernels ----
   // The name of a column axis's index in the kernel: the innermost's is the thread's first
   // column there (c_), its element v's i_ = c_ + v.
@@ -998,9 +1007,7 @@ class Emitter {
     std::vector<AxisId> all = f_.row_axes;
     all.push_back(f_.row_axis);
     for (AxisId a : all) s += fmt::format("  const int64_t n_{} = tb.size('{}');\n", ax(a), role(a));
-    for (std::size_t i = 1; i < f_.row_axes.size(); ++i)
-      s += fmt::format("  if (n_{0} > (int64_t{{1}} << 31))\n    return napkin::host::fail(\"axis {0} has size \" + std::to_string(n_{0}) + "
-                       "\", expected at most 2^31\", err, err_len);\n", ax(f_.row_axes[i]));
+    s += fast_div_limits(std::vector<AxisId>(f_.row_axes.begin() + (f_.row_axes.empty() ? 0 : 1), f_.row_axes.end()));
     std::vector<std::string> terms;
     for (AxisId a : f_.row_axes) terms.push_back("n_" + ax(a));
     s += fmt::format("  a.columns_ = {};\n  a.length_ = n_{};\n", fmt::join(terms, " * "), rn_);
@@ -1075,9 +1082,7 @@ class Emitter {
                        "(the row length, fixed when this kernel was built)\", err, err_len);\n", rn_, f_.row_length);
     std::vector<AxisId> divided(f_.row_axes.size() > 1 ? f_.row_axes.begin() + 1 : f_.row_axes.end(), f_.row_axes.end());
     if (!f_.reduces) divided.push_back(f_.row_axis);
-    for (AxisId a : divided)
-      s += fmt::format("  if (n_{0} > (int64_t{{1}} << 31))\n    return napkin::host::fail(\"axis {0} has size \" + std::to_string(n_{0}) + "
-                       "\", expected at most 2^31\", err, err_len);\n", ax(a));
+    s += fast_div_limits(divided);
     std::vector<std::string> rows_terms;
     for (AxisId a : f_.row_axes) rows_terms.push_back("n_" + ax(a));
     s += fmt::format("  a.rows_ = {};\n", rows_terms.empty() ? std::string("1") : fmt::format("{}", fmt::join(rows_terms, " * ")));

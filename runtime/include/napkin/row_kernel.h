@@ -22,6 +22,9 @@
 // Elementwise kernel: a grid-stride loop over vectors of the output's innermost axis (the host
 // flattens tensors that are dense in the output's order into one row).
 //
+// Column kernel: a reduction over an axis that is not innermost, read as stored (ColumnShape,
+// ColumnThread, launch_columns below).
+//
 // Host side: FastDiv (row index -> axis indices without a 64-bit division) and launch (a grid
 // no larger than what is resident on the GPU at once; the kernels stride over their work).
 #pragma once
