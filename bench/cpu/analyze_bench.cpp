@@ -6,10 +6,15 @@
 //   derive_example/N:   `napkin derive` of every example as a user runs it on the H100 (the
 //                       plan search, every kernel's solver, the printed report; issue 18's
 //                       bar: < 1 s each)
+//   derive_wide/N:      a diagram of N independent feature maps, each with a sum and a scaled
+//                       copy as outputs (6N nodes): the plan search past its fusion bound, whose
+//                       work per candidate kernel must not grow with the diagram (N = 2000: 26 s
+//                       before, 2 s after, bench/NOTES.md 2026-11-27)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +90,29 @@ void derive_example(benchmark::State& state) {
   }
 }
 BENCHMARK(derive_example)->DenseRange(0, static_cast<int>(example_files().size()) - 1)->Unit(benchmark::kMillisecond);
+
+void derive_wide(benchmark::State& state) {
+  const auto groups = static_cast<int>(state.range(0));
+  const std::string file = (std::filesystem::temp_directory_path() / ("napkin_wide_" + std::to_string(groups) + ".napkin")).string();
+  {
+    std::ofstream out(file);
+    out << "axes t=1024 d=64\n";
+    for (int i = 0; i < groups; ++i)
+      out << "in X" << i << "[t d] bf16\nF" << i << " = exp(X" << i << ")\ns" << i << " = sum(F" << i << " over d)\nY" << i << " = F" << i
+          << " * 2.0\nout s" << i << "\nout Y" << i << "\n";
+  }
+  napkin::driver::DeriveOptions options;
+  options.machine = "h100-sxm5";
+  for (auto _ : state) {
+    auto r = napkin::driver::derive({file, {}}, options);
+    if (r.exit_code != 0) {
+      state.SkipWithError(r.err.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(derive_wide)->Arg(300)->Arg(2000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 

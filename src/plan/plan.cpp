@@ -45,10 +45,11 @@ constexpr std::size_t kMaxFused = 128;
 // A partition of a diagram's non-leaf, non-input nodes into kernels, with each kernel's family.
 class Partition {
  public:
-  Partition(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& o) : d_(d), m_(m), o_(o) {
+  Partition(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& o)
+      : d_(d), m_(m), o_(o), index_(std::make_shared<const DiagramIndex>(d)) {
     // Nodes no output depends on (left behind by a move) belong to no kernel.
     const std::vector<bool> live = live_nodes(d);
-    const std::vector<bool> index_expr = index_expressions(d);
+    const std::vector<bool>& index_expr = index_->index_expr;
     owner_.assign(d.nodes.size(), -1);
     for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
       if (live[static_cast<std::size_t>(n)] && !index_expr[static_cast<std::size_t>(n)] && d.node(n).op != OpKind::input)
@@ -75,7 +76,13 @@ class Partition {
     const int target = ids.front();
     for (int& o : owner)
       if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = target;
-    const auto bounds = boundaries(d_, owner);
+    std::vector<NodeId> touched_values;  // what the kernel computes and what it reads
+    for (std::size_t n = 0; n < owner.size(); ++n) {
+      if (owner[n] != target) continue;
+      touched_values.push_back(static_cast<NodeId>(n));
+      for (NodeId o : d_.node(static_cast<NodeId>(n)).operands) touched_values.push_back(o);
+    }
+    const auto bounds = boundaries(d_, owner, touched_values, index_->users);
     std::string key;
     for (std::size_t n = 0; n < owner.size(); ++n) {
       if (owner[n] != target) continue;
@@ -89,7 +96,7 @@ class Partition {
     auto it = cache_->find(key);
     if (it != cache_->end()) return it->second;
     Family f;
-    auto kd = kernel_diagram(d_, owner, target, bounds);
+    auto kd = kernel_diagram(d_, owner, target, bounds, index_.get());
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
     return cache_->emplace(key, std::move(f)).first->second;
@@ -223,6 +230,7 @@ class Partition {
   }
 
   const std::vector<int>& owner() const { return owner_; }
+  const DiagramIndex& index() const { return *index_; }
   static constexpr double kInvalid = 1e300;
 
  private:
@@ -231,6 +239,7 @@ class Partition {
   const PlanOptions& o_;
   std::vector<int> owner_;
   std::shared_ptr<std::map<std::string, Family>> cache_ = std::make_shared<std::map<std::string, Family>>();
+  std::shared_ptr<const DiagramIndex> index_;  // the diagram's index expressions and users, shared by copies
 };
 
 std::string kernel_name(const Kernel& k) {
@@ -259,7 +268,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
   std::sort(order.begin(), order.end());
   for (auto [last, k] : order) {
     Kernel kernel;
-    auto kd = kernel_diagram(d, part.owner(), k, bounds);
+    auto kd = kernel_diagram(d, part.owner(), k, bounds, &part.index());
     if (!kd) {
       p.infeasible = "a kernel's subgraph is not a diagram: " + kd.error().message;
       continue;

@@ -200,65 +200,104 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
 
 }  // namespace
 
-std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
-  std::map<NodeId, Boundary> out;
-  auto add = [&](NodeId n) -> Boundary& {
-    auto [it, fresh] = out.try_emplace(n);
-    if (fresh) {
-      const Node& node = d.node(n);
-      it->second.name = boundary_name(d, n);
-      it->second.dtype = node.dtype;
-      for (AxisId a : node.axes) it->second.order.push_back(d.axis(a).name);
-    }
-    return it->second;
-  };
-  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
-    const Node& node = d.node(n);
-    if (owner[static_cast<std::size_t>(n)] < 0) continue;  // an input, a leaf, or dead
-    for (NodeId o : node.operands) {
-      if (owner[static_cast<std::size_t>(o)] < 0 && d.node(o).op != OpKind::input) continue;  // copied, not read
-      const bool crosses = d.node(o).op == OpKind::input || owner[static_cast<std::size_t>(o)] != owner[static_cast<std::size_t>(n)];
-      if (!crosses || d.node(o).op == OpKind::input) continue;
-      Boundary& b = add(o);
-      if (node.op == OpKind::contract && !is_narrow_float(b.dtype)) {
-        // The tensor cores read the other operand's narrow dtype.
-        for (NodeId other : node.operands)
-          if (other != o && is_narrow_float(d.node(other).dtype)) {
-            b.note = fmt::format("rounded from {} to {} for the tensor cores", dtype_name(b.dtype), dtype_name(d.node(other).dtype));
-            b.dtype = d.node(other).dtype;
-          }
+namespace {
+
+// How consumer `node` (in another kernel) wants the value `o` it reads stored.
+void read_across(const ir::Diagram& d, const Node& node, NodeId o, Boundary& b) {
+  if (node.op == OpKind::contract && !is_narrow_float(b.dtype)) {
+    // The tensor cores read the other operand's narrow dtype.
+    for (NodeId other : node.operands)
+      if (other != o && is_narrow_float(d.node(other).dtype)) {
+        b.note = fmt::format("rounded from {} to {} for the tensor cores", dtype_name(b.dtype), dtype_name(d.node(other).dtype));
+        b.dtype = d.node(other).dtype;
       }
-      if (node.op == OpKind::contract && node.operands.size() == 2) gemm_operand_order(d, node, o, b);
-      // A softmax or norm over r writes along r: its row kernel reads r innermost. A sum or max
-      // reads the value as stored (a column kernel where r is not innermost).
-      if (ir::op_class(node.op) == OpClass::composite && node.over.size() == 1) {
-        const std::string r = d.axis(node.over[0]).name;
-        auto it = std::find(b.order.begin(), b.order.end(), r);
-        if (it != b.order.end() && it + 1 != b.order.end()) {
-          b.order.erase(it);
-          b.order.push_back(r);
-          b.note = fmt::format("stored with {} innermost for the row kernel that reduces it", r);
-        }
-      }
+  }
+  if (node.op == OpKind::contract && node.operands.size() == 2) gemm_operand_order(d, node, o, b);
+  // A softmax or norm over r writes along r: its row kernel reads r innermost. A sum or max
+  // reads the value as stored (a column kernel where r is not innermost).
+  if (ir::op_class(node.op) == OpClass::composite && node.over.size() == 1) {
+    const std::string r = d.axis(node.over[0]).name;
+    auto it = std::find(b.order.begin(), b.order.end(), r);
+    if (it != b.order.end() && it + 1 != b.order.end()) {
+      b.order.erase(it);
+      b.order.push_back(r);
+      b.note = fmt::format("stored with {} innermost for the row kernel that reduces it", r);
     }
   }
+}
+
+Boundary& boundary_entry(const ir::Diagram& d, std::map<NodeId, Boundary>& out, NodeId n) {
+  auto [it, fresh] = out.try_emplace(n);
+  if (fresh) {
+    const Node& node = d.node(n);
+    it->second.name = boundary_name(d, n);
+    it->second.dtype = node.dtype;
+    for (AxisId a : node.axes) it->second.order.push_back(d.axis(a).name);
+  }
+  return it->second;
+}
+
+void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, const std::vector<bool>* only) {
   for (const ir::Output& o : d.outputs) {
-    if (d.node(o.node).op == OpKind::input) continue;
-    Boundary& b = add(o.node);
+    if (d.node(o.node).op == OpKind::input || (only && !(*only)[static_cast<std::size_t>(o.node)])) continue;
+    Boundary& b = boundary_entry(d, out, o.node);
     b.order.clear();
     for (AxisId a : o.axes) b.order.push_back(d.axis(a).name);
     b.dtype = d.node(o.node).dtype;
   }
+}
+
+}  // namespace
+
+std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
+  std::map<NodeId, Boundary> out;
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    const Node& node = d.node(n);
+    if (owner[static_cast<std::size_t>(n)] < 0) continue;  // an input, a leaf, or dead
+    for (NodeId o : node.operands) {
+      if (owner[static_cast<std::size_t>(o)] < 0) continue;  // an input, or copied, not read
+      if (owner[static_cast<std::size_t>(o)] == owner[static_cast<std::size_t>(n)]) continue;
+      read_across(d, node, o, boundary_entry(d, out, o));
+    }
+  }
+  output_boundaries(d, out, nullptr);
   return out;
 }
 
+std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const std::vector<NodeId>& values,
+                                      const std::vector<std::vector<NodeId>>& users) {
+  std::map<NodeId, Boundary> out;
+  std::vector<bool> wanted(d.nodes.size(), false);
+  for (NodeId o : values) wanted[static_cast<std::size_t>(o)] = true;
+  for (NodeId o = 0; o < static_cast<NodeId>(d.nodes.size()); ++o) {
+    if (!wanted[static_cast<std::size_t>(o)] || owner[static_cast<std::size_t>(o)] < 0) continue;
+    for (NodeId n : users[static_cast<std::size_t>(o)]) {  // ascending, as the whole-diagram form visits them
+      if (owner[static_cast<std::size_t>(n)] < 0 || owner[static_cast<std::size_t>(n)] == owner[static_cast<std::size_t>(o)]) continue;
+      for (NodeId x : d.node(n).operands)
+        if (x == o) read_across(d, d.node(n), o, boundary_entry(d, out, o));
+    }
+  }
+  output_boundaries(d, out, &wanted);
+  return out;
+}
+
+DiagramIndex::DiagramIndex(const ir::Diagram& d) : index_expr(index_expressions(d)), users(d.nodes.size()) {
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
+    for (NodeId o : d.node(n).operands) {
+      auto& u = users[static_cast<std::size_t>(o)];
+      if (u.empty() || u.back() != n) u.push_back(n);
+    }
+}
+
 Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
-                                   const std::map<NodeId, Boundary>& bounds) {
+                                   const std::map<NodeId, Boundary>& bounds, const DiagramIndex* index) {
+  std::optional<DiagramIndex> own;
+  if (index == nullptr) index = &own.emplace(d);
   const auto n_nodes = static_cast<NodeId>(d.nodes.size());
-  std::vector<bool> member(d.nodes.size(), false), used_leaf(d.nodes.size(), false), read(d.nodes.size(), false);
+  std::vector<char> member(d.nodes.size(), 0), used_leaf(d.nodes.size(), 0), read(d.nodes.size(), 0);  // bytes: this runs per candidate kernel
   for (NodeId n = 0; n < n_nodes; ++n) member[static_cast<std::size_t>(n)] = owner[static_cast<std::size_t>(n)] == kernel;
   std::set<AxisId> axes_used;
-  const std::vector<bool> index_expr = index_expressions(d);
+  const std::vector<bool>& index_expr = index->index_expr;
   // Index expressions (masks over axis indices and constants) are copied into every kernel
   // that uses them, with what they are made of.
   std::function<void(NodeId)> copy_leaf = [&](NodeId o) {
@@ -333,7 +372,7 @@ Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>&
   std::set<NodeId> outs;
   for (NodeId n = 0; n < n_nodes; ++n) {
     if (!member[static_cast<std::size_t>(n)]) continue;
-    for (NodeId u : d.users(n))
+    for (NodeId u : index->users[static_cast<std::size_t>(n)])
       if (!member[static_cast<std::size_t>(u)] && owner[static_cast<std::size_t>(u)] >= 0) outs.insert(n);
   }
   for (const ir::Output& o : d.outputs)
