@@ -53,7 +53,11 @@ Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, c
       if (!markdown) body.erase(0, body.find('\n') + 1);  // (the command's own first line above)
       s += body;
     } else {
-      s += fmt::format("{}one pass over its rows, in registers:\n", c);
+      const char* how = k.kind == plan::KernelKind::column_reduction
+                            ? "down its columns: the reduced axis split across CTAs, the partial sums combined in a fixed order"
+                        : k.kind == plan::KernelKind::elementwise ? "one pass over its elements"
+                                                                  : "one pass over its rows, in registers";
+      s += fmt::format("{}{}:\n", c, how);
       s += markdown ? "```\n" + ir::print_diagram(k.diagram) + "```\n" : ir::print_diagram(k.diagram);
     }
   }
