@@ -18,8 +18,8 @@
 //   f, g        elementwise code of one input each, applied to each loaded stage in shared
 //               memory before WGMMA reads it (napkin/gemm_prologue.h), and rounded to the
 //               operand dtype; constants only, finite at 0, and at most one of them nonzero at 0
-//               (loads past the edge are zero-filled); the epilogue then reads the accumulator
-//               and constants only
+//               (loads past the edge are zero-filled); the epilogue reads the accumulator, the
+//               leaves above (each at its output coordinates, through its strides) and params
 //
 // The dual GEMM:  Y = epilogue( contract(A, B0 over K), contract(A, B1 over K), params )
 //   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);
