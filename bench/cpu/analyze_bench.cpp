@@ -75,9 +75,8 @@ std::vector<std::string> example_files() {
   return files;
 }
 
-void derive_example(benchmark::State& state) {
-  const std::string file = example_files().at(static_cast<std::size_t>(state.range(0)));
-  state.SetLabel(std::filesystem::path(file).stem().string());
+// `napkin derive FILE --machine h100-sxm5`, timed.
+void run_derive(benchmark::State& state, const std::string& file) {
   napkin::driver::DeriveOptions options;
   options.machine = "h100-sxm5";
   for (auto _ : state) {
@@ -88,6 +87,12 @@ void derive_example(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(r);
   }
+}
+
+void derive_example(benchmark::State& state) {
+  const std::string file = example_files().at(static_cast<std::size_t>(state.range(0)));
+  state.SetLabel(std::filesystem::path(file).stem().string());
+  run_derive(state, file);
 }
 BENCHMARK(derive_example)->DenseRange(0, static_cast<int>(example_files().size()) - 1)->Unit(benchmark::kMillisecond);
 
@@ -101,16 +106,7 @@ void derive_wide(benchmark::State& state) {
       out << "in X" << i << "[t d] bf16\nF" << i << " = exp(X" << i << ")\ns" << i << " = sum(F" << i << " over d)\nY" << i << " = F" << i
           << " * 2.0\nout s" << i << "\nout Y" << i << "\n";
   }
-  napkin::driver::DeriveOptions options;
-  options.machine = "h100-sxm5";
-  for (auto _ : state) {
-    auto r = napkin::driver::derive({file, {}}, options);
-    if (r.exit_code != 0) {
-      state.SkipWithError(r.err.c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(r);
-  }
+  run_derive(state, file);
 }
 BENCHMARK(derive_wide)->Arg(300)->Arg(2000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
