@@ -227,7 +227,11 @@ class Recogniser {
     if (note.empty()) note = "the attention kernel fuses: scores = f(Q K^T, indices, params, inputs), an optional "
                              "mask select(pred, scores, -inf), softmax over the keys (or none), P V, and elementwise "
                              "code after it (docs/kernels.md)";
-    if (loc.line == 0) return plain_error(d_.source_name + ": " + message + "\n  " + note);
+    if (loc.line == 0) {  // no line to show: the file, the message, the note under it
+      Diagnostic d = plain_error(d_.source_name + ": " + message);
+      d.note = std::move(note);
+      return d;
+    }
     return make_error(src_, loc, std::move(message), std::move(note));
   }
   Result<AttentionForm> refuse(SourceLoc loc, std::string message, std::string note = {}) const {

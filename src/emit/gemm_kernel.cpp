@@ -219,7 +219,11 @@ class Recogniser {
       note = "the GEMM kernel fuses: Y = epilogue(contract(A, B over K)), A and B bf16 or f16 inputs, the epilogue "
              "elementwise code over the accumulator, constants, params, scalars, row and column vectors and tensors "
              "over Y's axes (docs/kernels.md, GEMM kernels)";
-    if (loc.line == 0) return plain_error((src_.name.empty() ? d_.source_name : src_.name) + ": " + message + "\n  " + note);
+    if (loc.line == 0) {  // no line to show: the file, the message, the note under it
+      Diagnostic d = plain_error((src_.name.empty() ? d_.source_name : src_.name) + ": " + message);
+      d.note = std::move(note);
+      return d;
+    }
     return make_error(src_, loc, std::move(message), std::move(note));
   }
   Result<GemmForm> refuse(SourceLoc loc, std::string message, std::string note = {}) const {

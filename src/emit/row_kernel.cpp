@@ -128,7 +128,11 @@ class Recogniser {
   SourceLoc where(NodeId n) const { return d_.node(f_.origin.at(static_cast<std::size_t>(n))).loc; }
   Diagnostic error(SourceLoc loc, std::string message, std::string note) const {
     if (note.empty()) note = kFamilyNote;
-    if (loc.line == 0) return plain_error(d_.source_name + ": " + message + "\n  " + note);
+    if (loc.line == 0) {  // no line to show: the file, the message, the note under it
+      Diagnostic d = plain_error(d_.source_name + ": " + message);
+      d.note = std::move(note);
+      return d;
+    }
     return make_error(src_, loc, std::move(message), std::move(note));
   }
   Diagnostic refuse(NodeId n, std::string message, std::string note = {}) const {

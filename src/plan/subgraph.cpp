@@ -609,6 +609,21 @@ search::GemmProblem gemm_problem(const ir::Diagram& kd, const GemmClasses& g, DT
   return p;
 }
 
+// Why the GEMM's output, stored in `order`, cannot be written as its (M, N, L) modes (each class
+// of axes one run of adjacent dims, as the emitter flattens them), or "".
+std::string output_modes_error(const ir::Diagram& kd, const GemmClasses& g, const std::string& name, const std::vector<AxisId>& order) {
+  for (const std::set<AxisId>* cls : {&g.l, &g.m, &g.n}) {
+    if (one_run(order, [&](AxisId x) { return cls->count(x) > 0; })) continue;
+    std::vector<std::string> fixed;  // batch axes, then M, then N
+    for (const std::set<AxisId>* c : {&g.l, &g.m, &g.n})
+      for (AxisId x : order)
+        if (c->count(x)) fixed.push_back(kd.axis(x).name);
+    return fmt::format("the output {} [{}] splits a class of axes (each of L, M and N one run of adjacent dims): a GEMM writes "
+                       "it as [{}]", name, axis_names(kd, order), fmt::join(fixed, " "));
+  }
+  return "";
+}
+
 Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
   const NodeId ct = c.contracts[0];
   if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
@@ -617,6 +632,7 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
   const GemmClasses g = gemm_classes(kd, ct, m, /*prologues=*/true);
   if (!g.why.empty()) return invalid(g.why);
+  if (std::string why = output_modes_error(kd, g, kd.node(out).name, kd.outputs[0].axes); !why.empty()) return invalid(why);
   const std::set<AxisId>&mset = g.m, &nset = g.n, &lset = g.l;
   // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
   // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's
@@ -688,6 +704,7 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
                                b1.name));
   const GemmClasses g0 = gemm_classes(kd, c.contracts[0], m);
   if (!g0.why.empty()) return invalid(g0.why);
+  if (std::string why = output_modes_error(kd, g0, kd.node(out).name, kd.outputs[0].axes); !why.empty()) return invalid(why);
   for (NodeId n : c.inputs)
     if (n != c0.operands[0] && n != c0.operands[1] && n != c1.operands[1])
       return invalid(fmt::format("epilogue input {}: the dual GEMM's epilogue reads its two products, constants and params only",

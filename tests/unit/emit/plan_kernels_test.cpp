@@ -112,6 +112,20 @@ TEST(PlanKernels, AFeatureMapRunsAsThePrologueOfItsGemm) {
   }
 }
 
+// A GEMM whose output another GEMM reads with a class of its axes split (attention's output
+// [b h q d] read by a projection over (h d) as [b q h d]): the plan's GEMM family refuses to write
+// L = {b, h} apart, as the emitter does, so the plan transposes instead (found by building the
+// test diagrams at random sizes: the plan derived, the emitter refused).
+TEST(PlanKernels, AGemmOutputThatSplitsAClassOfAxesIsNotPlanned) {
+  const std::string text = testing::read_text(testing::source_dir() / "tests" / "diagrams" / "attention_projection.napkin");
+  Loaded l{{"tests/diagrams/attention_projection.napkin", text}, {}};
+  auto r = ir::parse_diagram(l.src, {{"b", 1, "b"}, {"h", 100, "h"}, {"q", 64, "q"}, {"d", 1, "d"}, {"c", 8, "c"}});
+  ASSERT_TRUE(r.ok()) << r.error().format();
+  l.diagram = r->diagram;
+  const auto units = emit_plan(l);  // every GEMM and row kernel accepted by its emitter
+  EXPECT_GE(units.size(), 4u);
+}
+
 // The plan's GEMM family and the GEMM emitter take the same epilogue leaves: every GEMM kernel a
 // plan chooses is one the emitter writes, over leaves of every shape and dtype (one mechanism).
 TEST(PlanKernels, EveryGemmThePlanChoosesHasAnEmitterWhateverItsLeaves) {
