@@ -509,6 +509,16 @@ std::string bind_line(const GemmForm& f, const std::string& var, const Node& x, 
   return fmt::format("  const napkin_tensor* {} = tb.bind(\"{}\", {}, \"{}\");\n", var, x.name, abi_dtype(x.dtype), roles(f, order));
 }
 
+// The entry's lines binding the epilogue's leaves as X1, X2, ...
+std::string leaf_bindings(const ir::Diagram& d, const GemmForm& f) {
+  std::string out;
+  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
+    const Node& x = d.node(f.leaves[i].node);
+    out += bind_line(f, fmt::format("X{}", i + 1), x, x.axes);
+  }
+  return out;
+}
+
 // The entry's line flattening tensor `t`'s dims of class `cls` into the GEMM mode `var` (an
 // absent mode where it has none of them).
 std::string mode_line(const std::string& var, const char* t, const std::string& name, const std::vector<AxisId>& order,
@@ -670,10 +680,7 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
-  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
-    const Node& x = d.node(f.leaves[i].node);
-    out += bind_line(f, fmt::format("X{}", i + 1), x, x.axes);
-  }
+  out += leaf_bindings(d, f);
   out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
@@ -752,10 +759,7 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
-  for (std::size_t i = 0; i < f.leaves.size(); ++i) {
-    const Node& x = d.node(f.leaves[i].node);
-    out += bind_line(f, fmt::format("X{}", i + 1), x, x.axes);
-  }
+  out += leaf_bindings(d, f);
   out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";

@@ -569,17 +569,10 @@ class Emitter {
       s += "  napkin::rows::FastDiv per_row_;  // vectors per row\n";
     }
     for (std::size_t i = 1; i < f_.row_axes.size(); ++i) s += fmt::format("  napkin::rows::FastDiv div_{}_;  // its size\n", ax(f_.row_axes[i]));
-    auto tensor = [&](NodeId n, const std::vector<AxisId>& axes, bool output, bool row_stride) {
-      const Node& x = nd_.node(n);
-      std::string line = fmt::format("  {}{}* {};", output ? "" : "const ", memory_type(x.dtype), x.name);
-      for (AxisId a : axes)
-        if (a != f_.row_axis || row_stride) line += fmt::format(" int64_t s_{}_{};", x.name, ax(a));
-      return line + fmt::format("  // {}[{}]\n", x.name, names_of(nd_, axes));
-    };
-    for (const RowInput& in : f_.inputs) s += tensor(in.node, nd_.node(in.node).axes, false, in.read == RowRead::gather);
+    for (const RowInput& in : f_.inputs) s += tensor_field(in.node, nd_.node(in.node).axes, false, in.read == RowRead::gather);
     for (const RowOutput& o : f_.outputs) {
       const ir::Output& out = nd_.outputs[o.index];
-      s += tensor(out.node, out.axes, true, o.write == RowWrite::strided);
+      s += tensor_field(out.node, out.axes, true, o.write == RowWrite::strided);
     }
     for (NodeId p : params_) s += fmt::format("  double {};  // param\n", nd_.node(p).name);
     return s + "};\n\n";
@@ -677,6 +670,29 @@ class Emitter {
            chunk + fmt::format("{0}#pragma unroll\n{0}for (int v = 0; v < kV; ++v) {{\n", in) + body + in + "}\n" + after + indent + "}\n";
   }
 
+  // The field of tensor `n` (stored in `axes`) in Args: its pointer and its strides (along r too
+  // where `row_stride`).
+  std::string tensor_field(NodeId n, const std::vector<AxisId>& axes, bool output, bool row_stride) const {
+    const Node& x = nd_.node(n);
+    std::string line = fmt::format("  {}{}* {};", output ? "" : "const ", memory_type(x.dtype), x.name);
+    for (AxisId a : axes)
+      if (a != f_.row_axis || row_stride) line += fmt::format(" int64_t s_{}_{};", x.name, ax(a));
+    return line + fmt::format("  // {}[{}]\n", x.name, names_of(nd_, axes));
+  }
+  // Reduction i's accumulator `acc<i><extent>` (a sum or a max, in f32 or i32), declared.
+  std::string accumulator(std::size_t i, const std::string& extent) const {
+    const Node& x = nd_.node(f_.reductions[i]);
+    return fmt::format("napkin::rows::Acc<napkin::rows::{}{}> acc{}{};  // {} over {}: {}", x.op == OpKind::reduce_max ? "Max" : "Sum",
+                       ctype_of(x) == CType::integer ? ", int" : "", i, extent, ir::op_name(x.op), rn_, origin_label(f_.reductions[i]));
+  }
+  // The statement adding an element ({} for its value) to reduction i's accumulator `acc`.
+  std::string accumulate(std::size_t i, const std::string& acc) const {
+    const Node& x = nd_.node(f_.reductions[i]);
+    const CType t = ctype_of(x);
+    const bool cast = ctype_of(nd_.node(x.operands[0])) != t;
+    return fmt::format("{}.add({});", acc, cast ? fmt::format("static_cast<{}>({{}})", ctype_name(t)) : "{}");
+  }
+
   std::string row_kernel() {
     std::string s = "template <int kV>\n__global__ void __launch_bounds__(kCtaThreads) row_kernel(const Args a) {\n";
     s += "  using Shape = napkin::rows::RowShape<kRowLength, kThreadsPerRow, kRowsPerCta, kV>;\n";
@@ -741,14 +757,8 @@ class Emitter {
       s += fmt::format("    // Pass {} over the row\n", p + 1);
       for (std::size_t i = 0; i < f_.reductions.size(); ++i) {
         if (f_.pass[i] != p) continue;
-        const NodeId r = f_.reductions[i];
-        const Node& x = nd_.node(r);
-        const bool is_max = x.op == OpKind::reduce_max;
-        const CType t = ctype_of(x);
-        s += fmt::format("    napkin::rows::Acc<napkin::rows::{}{}> acc{};  // {} over {}: {}\n", is_max ? "Max" : "Sum",
-                         t == CType::integer ? ", int" : "", i, ir::op_name(x.op), rn_, origin_label(r));
-        const bool cast = ctype_of(nd_.node(x.operands[0])) != t;
-        sinks.push_back({x.operands[0], fmt::format("acc{}.add({});", i, cast ? fmt::format("static_cast<{}>({{}})", ctype_name(t)) : "{}")});
+        s += "    " + accumulator(i, "") + "\n";
+        sinks.push_back({nd_.node(f_.reductions[i]).operands[0], accumulate(i, "acc" + std::to_string(i))});
         accs.push_back(fmt::format("acc{}", i));
       }
       s += element_loop(sinks, {}, "    ");
@@ -875,14 +885,8 @@ class Emitter {
     s += fmt::format("  int64_t columns_;  // columns: [{}]\n", names_of(nd_, f_.row_axes));
     s += fmt::format("  int64_t length_;  // elements along {}\n  int64_t per_split_;  // elements of {} a split (launch_columns)\n", rn_, rn_);
     for (std::size_t i = 1; i < f_.row_axes.size(); ++i) s += fmt::format("  napkin::rows::FastDiv div_{}_;  // its size\n", ax(f_.row_axes[i]));
-    auto tensor = [&](NodeId n, const std::vector<AxisId>& axes, bool output) {
-      const Node& x = nd_.node(n);
-      std::string line = fmt::format("  {}{}* {};", output ? "" : "const ", memory_type(x.dtype), x.name);
-      for (AxisId a : axes) line += fmt::format(" int64_t s_{}_{};", x.name, ax(a));
-      return line + fmt::format("  // {}[{}]\n", x.name, names_of(nd_, axes));
-    };
-    for (const RowInput& in : f_.inputs) s += tensor(in.node, nd_.node(in.node).axes, false);
-    for (const RowOutput& o : f_.outputs) s += tensor(nd_.outputs[o.index].node, nd_.outputs[o.index].axes, true);
+    for (const RowInput& in : f_.inputs) s += tensor_field(in.node, nd_.node(in.node).axes, false, true);
+    for (const RowOutput& o : f_.outputs) s += tensor_field(nd_.outputs[o.index].node, nd_.outputs[o.index].axes, true, true);
     for (NodeId p : params_) s += fmt::format("  double {};  // param\n", nd_.node(p).name);
     s += "  uint32_t* partial_;  // the split workspace: [split][accumulator][column]\n  int* arrivals_;  // per column tile\n";
     return s + "};\n\n";
@@ -917,13 +921,8 @@ class Emitter {
     std::vector<std::string> accs;
     std::vector<std::pair<NodeId, std::string>> sinks;
     for (std::size_t i = 0; i < f_.reductions.size(); ++i) {
-      const NodeId r = f_.reductions[i];
-      const Node& x = nd_.node(r);
-      const CType t = ctype_of(x);
-      s += fmt::format("  napkin::rows::Acc<napkin::rows::{}{}> acc{}[kV];  // {} over {}: {}\n", x.op == OpKind::reduce_max ? "Max" : "Sum",
-                       t == CType::integer ? ", int" : "", i, ir::op_name(x.op), rn_, origin_label(r));
-      const bool cast = ctype_of(nd_.node(x.operands[0])) != t;
-      sinks.push_back({x.operands[0], fmt::format("acc{}[v].add({});", i, cast ? fmt::format("static_cast<{}>({{}})", ctype_name(t)) : "{}")});
+      s += "  " + accumulator(i, "[kV]") + "\n";
+      sinks.push_back({nd_.node(f_.reductions[i]).operands[0], accumulate(i, fmt::format("acc{}[v]", i))});
       accs.push_back(fmt::format("acc{}", i));
     }
     std::string loads, along;

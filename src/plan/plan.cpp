@@ -82,7 +82,7 @@ class Partition {
       touched_values.push_back(static_cast<NodeId>(n));
       for (NodeId o : d_.node(static_cast<NodeId>(n)).operands) touched_values.push_back(o);
     }
-    const auto bounds = boundaries(d_, owner, touched_values, index_->users);
+    const auto bounds = boundaries(d_, owner, *index_, &touched_values);
     std::string key;
     for (std::size_t n = 0; n < owner.size(); ++n) {
       if (owner[n] != target) continue;
@@ -96,7 +96,7 @@ class Partition {
     auto it = cache_->find(key);
     if (it != cache_->end()) return it->second;
     Family f;
-    auto kd = kernel_diagram(d_, owner, target, bounds, index_.get());
+    auto kd = kernel_diagram(d_, owner, target, bounds, *index_);
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
     return cache_->emplace(key, std::move(f)).first->second;
@@ -255,7 +255,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
   Plan p;
   p.name = std::move(name);
   p.moves = std::move(moves);
-  const auto bounds = boundaries(d, part.owner());
+  const auto bounds = boundaries(d, part.owner(), part.index());
   // Execution order: kernels by their first node; node ids are topological and a kernel's
   // inputs come from kernels with earlier nodes (the partition is acyclic).
   std::vector<std::pair<NodeId, int>> order;
@@ -268,7 +268,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
   std::sort(order.begin(), order.end());
   for (auto [last, k] : order) {
     Kernel kernel;
-    auto kd = kernel_diagram(d, part.owner(), k, bounds, &part.index());
+    auto kd = kernel_diagram(d, part.owner(), k, bounds, part.index());
     if (!kd) {
       p.infeasible = "a kernel's subgraph is not a diagram: " + kd.error().message;
       continue;

@@ -198,10 +198,6 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   b.order = std::move(fixed);
 }
 
-}  // namespace
-
-namespace {
-
 // How consumer `node` (in another kernel) wants the value `o` it reads stored.
 void read_across(const ir::Diagram& d, const Node& node, NodeId o, Boundary& b) {
   if (node.op == OpKind::contract && !is_narrow_float(b.dtype)) {
@@ -237,9 +233,9 @@ Boundary& boundary_entry(const ir::Diagram& d, std::map<NodeId, Boundary>& out, 
   return it->second;
 }
 
-void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, const std::vector<bool>* only) {
+void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, const std::vector<bool>& wanted) {
   for (const ir::Output& o : d.outputs) {
-    if (d.node(o.node).op == OpKind::input || (only && !(*only)[static_cast<std::size_t>(o.node)])) continue;
+    if (d.node(o.node).op == OpKind::input || !wanted[static_cast<std::size_t>(o.node)]) continue;
     Boundary& b = boundary_entry(d, out, o.node);
     b.order.clear();
     for (AxisId a : o.axes) b.order.push_back(d.axis(a).name);
@@ -249,35 +245,22 @@ void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, co
 
 }  // namespace
 
-std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner) {
+std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const DiagramIndex& index,
+                                      const std::vector<NodeId>* values) {
   std::map<NodeId, Boundary> out;
-  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
-    const Node& node = d.node(n);
-    if (owner[static_cast<std::size_t>(n)] < 0) continue;  // an input, a leaf, or dead
-    for (NodeId o : node.operands) {
-      if (owner[static_cast<std::size_t>(o)] < 0) continue;  // an input, or copied, not read
-      if (owner[static_cast<std::size_t>(o)] == owner[static_cast<std::size_t>(n)]) continue;
-      read_across(d, node, o, boundary_entry(d, out, o));
-    }
-  }
-  output_boundaries(d, out, nullptr);
-  return out;
-}
-
-std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const std::vector<NodeId>& values,
-                                      const std::vector<std::vector<NodeId>>& users) {
-  std::map<NodeId, Boundary> out;
-  std::vector<bool> wanted(d.nodes.size(), false);
-  for (NodeId o : values) wanted[static_cast<std::size_t>(o)] = true;
+  std::vector<bool> wanted(d.nodes.size(), values == nullptr);
+  if (values != nullptr)
+    for (NodeId o : *values) wanted[static_cast<std::size_t>(o)] = true;
   for (NodeId o = 0; o < static_cast<NodeId>(d.nodes.size()); ++o) {
+    // An input, a leaf or a dead value: copied or not read.
     if (!wanted[static_cast<std::size_t>(o)] || owner[static_cast<std::size_t>(o)] < 0) continue;
-    for (NodeId n : users[static_cast<std::size_t>(o)]) {  // ascending, as the whole-diagram form visits them
+    for (NodeId n : index.users[static_cast<std::size_t>(o)]) {
       if (owner[static_cast<std::size_t>(n)] < 0 || owner[static_cast<std::size_t>(n)] == owner[static_cast<std::size_t>(o)]) continue;
       for (NodeId x : d.node(n).operands)
         if (x == o) read_across(d, d.node(n), o, boundary_entry(d, out, o));
     }
   }
-  output_boundaries(d, out, &wanted);
+  output_boundaries(d, out, wanted);
   return out;
 }
 
@@ -290,14 +273,12 @@ DiagramIndex::DiagramIndex(const ir::Diagram& d) : index_expr(index_expressions(
 }
 
 Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
-                                   const std::map<NodeId, Boundary>& bounds, const DiagramIndex* index) {
-  std::optional<DiagramIndex> own;
-  if (index == nullptr) index = &own.emplace(d);
+                                   const std::map<NodeId, Boundary>& bounds, const DiagramIndex& index) {
   const auto n_nodes = static_cast<NodeId>(d.nodes.size());
   std::vector<char> member(d.nodes.size(), 0), used_leaf(d.nodes.size(), 0), read(d.nodes.size(), 0);  // bytes: this runs per candidate kernel
   for (NodeId n = 0; n < n_nodes; ++n) member[static_cast<std::size_t>(n)] = owner[static_cast<std::size_t>(n)] == kernel;
   std::set<AxisId> axes_used;
-  const std::vector<bool>& index_expr = index->index_expr;
+  const std::vector<bool>& index_expr = index.index_expr;
   // Index expressions (masks over axis indices and constants) are copied into every kernel
   // that uses them, with what they are made of.
   std::function<void(NodeId)> copy_leaf = [&](NodeId o) {
@@ -372,7 +353,7 @@ Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>&
   std::set<NodeId> outs;
   for (NodeId n = 0; n < n_nodes; ++n) {
     if (!member[static_cast<std::size_t>(n)]) continue;
-    for (NodeId u : index->users[static_cast<std::size_t>(n)])
+    for (NodeId u : index.users[static_cast<std::size_t>(n)])
       if (!member[static_cast<std::size_t>(u)] && owner[static_cast<std::size_t>(u)] >= 0) outs.insert(n);
   }
   for (const ir::Output& o : d.outputs)

@@ -44,32 +44,31 @@ struct Boundary {
   std::string note;  // why the dtype or order differs from the value's own, or empty
 };
 
-// The boundaries of a partition of `d`: for every value that one kernel computes and another
-// reads (or that is an output), how it is stored. `owner` maps each non-leaf node to its kernel.
-// A value read by another kernel's contraction as an operand is stored in that contraction's
-// narrow dtype (the tensor cores take bf16/f16, not f32); a value a softmax or norm (a composite)
-// reduces over axis r is stored with r innermost (sums and maxes read it as stored: a column
-// kernel where r is not innermost).
-std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner);
-// The same for `values` alone (what one kernel reads and writes), from each node's users in
-// ascending order (`users[n]`, computed once for the diagram): the search asks this per candidate
-// kernel, where the whole diagram's boundaries would cost its size each time.
-std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const std::vector<ir::NodeId>& values,
-                                          const std::vector<std::vector<ir::NodeId>>& users);
-
-// The nodes of kernel `kernel` of the partition as a diagram: the values it reads from global
-// memory are its inputs, the values it writes its outputs (named as the boundaries name them),
-// the scalar leaves it uses (constants, params, axis indices) copied in. Axes it does not use are
-// left out.
-// `index`: what the search computes once for the diagram (else computed here): its index
-// expressions and each node's users in ascending order.
+// What the plan search computes once for a diagram and reads for every candidate kernel (so that
+// a candidate's cost does not grow with the diagram): its index expressions and each node's users
+// in ascending order.
 struct DiagramIndex {
   std::vector<bool> index_expr;
   std::vector<std::vector<ir::NodeId>> users;
   explicit DiagramIndex(const ir::Diagram& d);
 };
+
+// The boundaries of a partition of `d`: for every value that one kernel computes and another
+// reads (or that is an output), how it is stored. `owner` maps each non-leaf node to its kernel.
+// A value read by another kernel's contraction as an operand is stored in that contraction's
+// narrow dtype (the tensor cores take bf16/f16, not f32); a value a softmax or norm (a composite)
+// reduces over axis r is stored with r innermost (sums and maxes read it as stored: a column
+// kernel where r is not innermost). `values`: only those (what one candidate kernel reads and
+// writes); null: all of them.
+std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const DiagramIndex& index,
+                                          const std::vector<ir::NodeId>* values = nullptr);
+
+// The nodes of kernel `kernel` of the partition as a diagram: the values it reads from global
+// memory are its inputs, the values it writes its outputs (named as the boundaries name them),
+// the scalar leaves it uses (constants, params, axis indices) copied in. Axes it does not use are
+// left out.
 Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
-                                   const std::map<ir::NodeId, Boundary>& bounds, const DiagramIndex* index = nullptr);
+                                   const std::map<ir::NodeId, Boundary>& bounds, const DiagramIndex& index);
 
 // Node `node` of another diagram rebuilt in `b` over `ops` (its operands there), its axes mapped
 // by `axis`; names are the caller's to give.

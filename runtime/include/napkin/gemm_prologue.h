@@ -46,7 +46,6 @@
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 
-
 namespace napkin::gemm {
 
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the

@@ -425,11 +425,10 @@ inline bool aligned(const T* p, int vector) {
   return reinterpret_cast<uintptr_t>(p) % (static_cast<uintptr_t>(vector) * sizeof(T)) == 0;
 }
 
-// Launches kKernel(args) on `stream`: kCtaThreads threads per CTA and `ctas` CTAs, or as many as
-// are resident on the GPU at once when that is fewer (the kernels stride over their work: rows
-// past the grid go round again). The occupancy is asked once per kernel, the SM count per call.
-template <auto kKernel, int kCtaThreads, class Args>
-inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
+// CTAs of kKernel (kCtaThreads threads, no dynamic shared memory) resident on the current GPU at
+// once: its occupancy, asked once per kernel, times the SM count, asked per call.
+template <auto kKernel, int kCtaThreads>
+inline cudaError_t resident_ctas(int64_t* resident) {
   static const int per_sm = [] {
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kCtaThreads, 0) != cudaSuccess || n < 1) n = 1;
@@ -438,7 +437,17 @@ inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
   int device = 0, sms = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
   if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
-  const int64_t resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
+  *resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
+  return cudaSuccess;
+}
+
+// Launches kKernel(args) on `stream`: kCtaThreads threads per CTA and `ctas` CTAs, or as many as
+// are resident on the GPU at once when that is fewer (the kernels stride over their work: rows
+// past the grid go round again).
+template <auto kKernel, int kCtaThreads, class Args>
+inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
+  int64_t resident = 1;
+  if (cudaError_t e = resident_ctas<kKernel, kCtaThreads>(&resident); e != cudaSuccess) return e;
   const int64_t grid = ctas < 1 ? 1 : (ctas < resident ? ctas : resident);
   kKernel<<<static_cast<unsigned>(grid), kCtaThreads, 0, stream>>>(args);
   return cudaGetLastError();
@@ -447,21 +456,14 @@ inline cudaError_t launch(int64_t ctas, const Args& args, cudaStream_t stream) {
 // Launches the column kernel kKernel(args) on `stream` over `ctas` column tiles (at most 2^31 - 1),
 // r split so that the grid is at most one wave of the GPU's resident CTAs (a second wave of a few
 // CTAs would double the time of the last ones), each thread still taking at least kMinSteps
-// elements of r. Sets args.splits_ and args.per_split_ (elements of r per
-// split), and args.partial_ and args.arrivals_ (the split workspace) where it splits.
+// elements of r. Sets args.per_split_ (elements of r per split; the grid's y is the split count),
+// and args.partial_ and args.arrivals_ (the split workspace) where it splits.
 template <auto kKernel, class Shape, int kAccumulators, class Args>
 inline cudaError_t launch_columns(int64_t ctas, int64_t length, Args& args, cudaStream_t stream) {
   constexpr int64_t kMinSteps = 4;  // half a step of the generated loop (8 loads in flight a thread)
-  static const int per_sm = [] {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, Shape::kCtaThreads, 0) != cudaSuccess || n < 1) n = 1;
-    return n;
-  }();
-  int device = 0, sms = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) return e;
+  int64_t resident = 1;
+  if (cudaError_t e = resident_ctas<kKernel, Shape::kCtaThreads>(&resident); e != cudaSuccess) return e;
   ctas = ctas < 1 ? 1 : ctas;
-  const int64_t resident = static_cast<int64_t>(per_sm) * (sms > 0 ? sms : 1);
   const int64_t most = std::max<int64_t>(1, length / (Shape::kDepth * kMinSteps));
   int64_t splits = std::min<int64_t>({resident / ctas, most, 65535});
   splits = std::max<int64_t>(1, splits);
