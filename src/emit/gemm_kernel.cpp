@@ -129,6 +129,28 @@ class Recogniser {
     for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
       if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
     if (contractions.empty()) return refuse({}, "no contraction: a GEMM kernel has one");
+    // Row sums of A beside the GEMM (the prologue GEMM's mainloop computes them): the GEMM is
+    // then the one contraction of the form.
+    std::set<NodeId> sum_code;  // the row sums and their summands' code
+    if (const plan::RowSums rs = plan::row_sums(d_); rs.why.empty() && !rs.sums.empty()) {
+      contractions = {rs.contraction};
+      std::set<NodeId> leaves;
+      for (const plan::RowSum& r : rs.sums) {
+        GemmRowSum g{r.node, r.factors, {}};
+        for (const ir::Output& o : d_.outputs)
+          if (o.node == r.node) g.out_axes = o.axes;
+        f.row_sums.push_back(std::move(g));
+        leaves.insert(r.leaves.begin(), r.leaves.end());
+        std::vector<NodeId> stack{r.node};
+        while (!stack.empty()) {
+          const NodeId n = stack.back();
+          stack.pop_back();
+          if (n == d_.node(rs.contraction).operands[0] || d_.node(n).op == OpKind::input || !sum_code.insert(n).second) continue;
+          for (NodeId o : d_.node(n).operands) stack.push_back(o);
+        }
+      }
+      f.sum_leaves.assign(leaves.begin(), leaves.end());
+    }
     if (contractions.size() > 2)
       return refuse(d_.node(contractions[2]).loc,
                     fmt::format("a third contraction ({} of them): a GEMM kernel has one, a dual GEMM two", contractions.size()));
@@ -189,19 +211,37 @@ class Recogniser {
     }
     for (NodeId o : {f.a, f.b, f.b1})
       for (NodeId user : o < 0 ? std::vector<NodeId>{} : d_.users(o))
-        if (user != f.contraction && user != f.contraction1 && !code.count(user))
+        if (user != f.contraction && user != f.contraction1 && !code.count(user) && !(o == f.a && sum_code.count(user)))
           return refuse(d_.node(user).loc, fmt::format("'{}' is read by {} besides the contraction: the kernel reads a GEMM "
                                                        "operand only in its mainloop",
                                                        d_.node(o).name, d_.label(user)));
-    if (d_.outputs.size() != 1)
-      return refuse(d_.outputs.size() > 1 ? d_.outputs[1].loc : SourceLoc{},
-                    fmt::format("{} outputs: a GEMM kernel writes one", d_.outputs.size()));
-    f.output = d_.outputs[0].node;
-    f.out_axes = d_.outputs[0].axes;
-    out_loc_ = d_.outputs[0].loc;
+    std::vector<const ir::Output*> products;  // the outputs that are not row sums
+    for (const ir::Output& o : d_.outputs)
+      if (std::none_of(f.row_sums.begin(), f.row_sums.end(), [&](const GemmRowSum& r) { return r.node == o.node; }))
+        products.push_back(&o);
+    if (products.size() != 1)
+      return refuse(products.size() > 1 ? products[1]->loc : SourceLoc{},
+                    fmt::format("{} outputs: a GEMM kernel writes one (and its row sums)", products.size()));
+    f.output = products[0]->node;
+    f.out_axes = products[0]->axes;
+    out_loc_ = products[0]->loc;
     if (auto r = classify_axes(f); !r.ok()) return r;
     if (auto r = walk_epilogue(f); !r.ok()) return r;
     if (auto r = check_layouts(f); !r.ok()) return r;
+    for (const GemmRowSum& r : f.row_sums) {
+      const Node& x = d_.node(r.node);
+      if (r.out_axes.empty()) continue;
+      if (x.dtype != DType::f32 && x.dtype != DType::bf16 && x.dtype != DType::f16)
+        return refuse(x.loc, fmt::format("row sum '{}' is {}: the kernel stores f32, bf16 or f16", x.name, dtype_name(x.dtype)));
+      if (auto e = layout_error(fmt::format("row sum '{}'", x.name), r.out_axes, {kM, kL}, ""); !e.empty()) return refuse(x.loc, e);
+    }
+    for (NodeId n : f.sum_leaves) {
+      const Node& x = d_.node(n);
+      if (cutlass_type(x.dtype) == nullptr)
+        return refuse(x.loc, fmt::format("'{}' is {}: a row sum reads bf16, f16, f32 or f64 inputs", x.name, dtype_name(x.dtype)));
+      if (x.axes.empty()) continue;
+      if (auto e = layout_error(fmt::format("row sum input '{}'", x.name), x.axes, {kK, kL}, ""); !e.empty()) return refuse(x.loc, e);
+    }
     const Node& Y = d_.node(f.output);
     if (Y.dtype != DType::bf16 && Y.dtype != DType::f16 && Y.dtype != DType::f32)
       return refuse(out_loc_, fmt::format("output '{}' is {}: a GEMM writes bf16, f16 or f32 (end the epilogue with `as bf16`)",
@@ -275,6 +315,7 @@ class Recogniser {
       const NodeId n = stack.back();
       stack.pop_back();
       if (!cone_.insert(n).second || n == f.contraction || n == f.contraction1) continue;
+      if (std::any_of(f.row_sums.begin(), f.row_sums.end(), [&](const GemmRowSum& r) { return r.node == n; })) continue;
       const Node& x = d_.node(n);
       switch (ir::op_class(x.op)) {
         case OpClass::leaf:
@@ -312,7 +353,18 @@ class Recogniser {
     std::sort(f.leaves.begin(), f.leaves.end(), [](const GemmLeaf& x, const GemmLeaf& y) { return x.node < y.node; });
     std::map<NodeId, std::string> products{{f.contraction, "acc"}};
     if (f.contraction1 >= 0) products = {{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
+    for (const GemmRowSum& r : f.row_sums) products[r.node] = d_.node(r.node).name.empty() ? "rowsum" : d_.node(r.node).name;
     f.epilogue_text = EpilogueText(d_, products, cone_).text(f.output);
+    for (const GemmRowSum& r : f.row_sums) {
+      std::set<NodeId> code;
+      for (NodeId n = 0; n <= r.node; ++n) code.insert(n);
+      std::vector<std::string> factors;
+      for (NodeId x : r.factors) factors.push_back(EpilogueText(d_, {{f.prologue_a >= 0 ? f.prologue_a : f.a, "A"}}, code).text(x));
+      std::vector<std::string> over;
+      for (AxisId a : f.k) over.push_back(d_.axis(a).name);
+      f.row_sums_text += fmt::format("{}{} = sum({} over {})", f.row_sums_text.empty() ? "" : ", ", d_.node(r.node).name,
+                                     fmt::join(factors, " * "), fmt::join(over, " "));
+    }
     for (NodeId p : {f.prologue_a, f.prologue_b})
       if (p >= 0) {
         std::set<NodeId> code;
@@ -449,7 +501,8 @@ std::string describe_gemm(const GemmForm& f) {
                        f.epilogue_text, f.params.empty() ? "" : fmt::format("; {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s"));
   std::string inputs = f.leaves.empty() ? "no aux input" : fmt::format("{} aux input{}", f.leaves.size(), f.leaves.size() == 1 ? "" : "s");
   if (!f.params.empty()) inputs += fmt::format(", {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s");
-  const std::string prologue = f.prologue_text.empty() ? "" : fmt::format("; prologue: {}", f.prologue_text);
+  std::string prologue = f.prologue_text.empty() ? "" : fmt::format("; prologue: {}", f.prologue_text);
+  if (!f.row_sums_text.empty()) prologue += fmt::format("; row sums: {}", f.row_sums_text);
   return fmt::format("gemm {}x{} -> {}{}; epilogue: {}; {}", f.a_text, f.b_text, f.out_text, prologue, f.epilogue_text, inputs);
 }
 
@@ -639,6 +692,7 @@ std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId inp
 // the GEMM's modes (0 along a mode a leaf lacks: a bias, a row scale, a scalar), in f32.
 std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   std::map<NodeId, std::string> known{{f.contraction, "acc"}};
+  for (std::size_t j = 0; j < f.row_sums.size(); ++j) known[f.row_sums[j].node] = fmt::format("rows[{}]", j);
   std::string args = "// What the epilogue reads besides the accumulator: each leaf, with its strides along M, N and L.\n";
   args += f.params.empty() ? "struct EpilogueArguments {\n" : "struct EpilogueArguments : Params {\n";
   std::string loads;
@@ -654,11 +708,52 @@ std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   expression::Writer w(d, known);
   std::string body;
   const std::string result = w.value(f.output, body, "    ");
-  return args + "// The diagram's epilogue on one accumulator value at output coordinates (m, n, l), in f32.\n"
+  return args + "// The diagram's epilogue on one accumulator value at output coordinates (m, n, l) and its row's\n"
+                "// row sums (rows), in f32.\n"
                 "template <class T>\nstruct Epilogue {\n  using Arguments = EpilogueArguments;\n"
-                "  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a) const {\n" +
-         (loads.empty() ? std::string("    (void)m, (void)n, (void)l, (void)a;\n") : loads) + body +
+                "  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a, const float* rows) const {\n" +
+         (loads.empty() ? std::string("    (void)m, (void)n, (void)l, (void)a;\n") : loads) + (f.row_sums.empty() ? "    (void)rows;\n" : "") + body +
          fmt::format("    return {};\n  }}\n}};\n\n", result);
+}
+
+// The row sums of A' (napkin/gemm_prologue.h's RowSums): each summand in f32 from the element `a`
+// at (k, l), its inputs read through their strides along K and L, and the stores of those that are
+// outputs of the kernel. "" without row sums.
+std::string row_sums_functor(const ir::Diagram& d, const GemmForm& f) {
+  if (f.row_sums.empty()) return "";
+  std::map<NodeId, std::string> known{{f.prologue_a >= 0 ? f.prologue_a : f.a, "a"}};
+  std::string args = "  struct Arguments {\n", loads;
+  for (std::size_t i = 0; i < f.sum_leaves.size(); ++i) {
+    const Node& x = d.node(f.sum_leaves[i]);
+    const std::string v = fmt::format("w{}", i + 1);
+    args += fmt::format("    const {}* {} = nullptr;\n    int64_t {}_k = 0, {}_l = 0;  // {}{}\n", cutlass_type(x.dtype), v, v, v, x.name,
+                        axes_text(d, x.axes));
+    loads += fmt::format("    const float {0} = static_cast<float>(g.{0}[k * g.{0}_k + l * g.{0}_l]);\n", v);
+    known[f.sum_leaves[i]] = v;
+  }
+  expression::Writer w(d, known);
+  std::string body, adds, stores;
+  for (std::size_t j = 0; j < f.row_sums.size(); ++j) {
+    const GemmRowSum& r = f.row_sums[j];
+    std::vector<std::string> factors;
+    for (NodeId x : r.factors) factors.push_back(w.value(x, body, "    "));
+    adds += fmt::format("    sums[{}] += {};  // {}\n", j, fmt::join(factors, " * "), d.label(r.node));
+    if (r.out_axes.empty()) continue;
+    const Node& x = d.node(r.node);
+    const std::string v = fmt::format("r{}", j + 1);
+    args += fmt::format("    {}* {} = nullptr;\n    int64_t {}_m = 0, {}_l = 0;  // {}{}\n", cutlass_type(x.dtype), v, v, v, x.name,
+                        axes_text(d, r.out_axes));
+    stores += fmt::format("    g.{0}[m * g.{0}_m + l * g.{0}_l] = {1}(sums[{2}]);\n", v, cutlass_type(x.dtype), j);
+  }
+  return fmt::format(
+      "// The row sums of A as the WGMMAs read it (a): each summand in f32 at (k, l), the inputs it reads\n"
+      "// through their strides along K and L; store() writes those that are outputs of the kernel.\n"
+      "struct RowSums {{\n  static constexpr int kCount = {};\n{}  }};\n"
+      "  template <class Sums>\n"
+      "  CUTLASS_DEVICE void add(Sums& sums, float a, int64_t k, int64_t l, Arguments const& g) const {{\n{}{}{}{}  }}\n"
+      "  CUTLASS_DEVICE void store(const float* sums, int64_t m, int64_t l, Arguments const& g) const {{\n{}{}  }}\n}};\n\n",
+      f.row_sums.size(), args, loads.empty() ? "    (void)k, (void)l, (void)g;\n" : "", loads, body, adds,
+      stores.empty() ? "    (void)sums, (void)m, (void)l, (void)g;\n" : "", stores);
 }
 
 // The prologue GEMM's translation unit (napkin/gemm_prologue.h): the operands' code as the
@@ -673,19 +768,41 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
                      cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
   out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
-  out += params_struct(d, f) + prologue_epilogue_functor(d, f);
-  out += fmt::format("using Kernel = napkin::gemm::PrologueKernel<Config, {}, {}, Epilogue>;\n\n}}  // namespace\n\n",
-                     f.prologue_a >= 0 ? "PrologueA" : "cute::identity", f.prologue_b >= 0 ? "PrologueB" : "cute::identity");
+  out += params_struct(d, f) + prologue_epilogue_functor(d, f) + row_sums_functor(d, f);
+  out += fmt::format("using Kernel = napkin::gemm::PrologueKernel<Config, {}, {}, Epilogue{}>;\n\n}}  // namespace\n\n",
+                     f.prologue_a >= 0 ? "PrologueA" : "cute::identity", f.prologue_b >= 0 ? "PrologueB" : "cute::identity",
+                     f.row_sums.empty() ? "" : ", RowSums");
   out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes) + bind_line(f, "D", Y, f.out_axes);
   out += leaf_bindings(d, f);
+  for (std::size_t i = 0; i < f.sum_leaves.size(); ++i)
+    out += bind_line(f, fmt::format("W{}", i + 1), d.node(f.sum_leaves[i]), d.node(f.sum_leaves[i]).axes);
+  for (std::size_t j = 0; j < f.row_sums.size(); ++j)
+    if (!f.row_sums[j].out_axes.empty()) out += bind_line(f, fmt::format("R{}", j + 1), d.node(f.row_sums[j].node), f.row_sums[j].out_axes);
   out += params_binding(d, f);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") +
          mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
+  std::string sums = f.row_sums.empty() ? "" : "  Kernel::RowSums::Arguments sums{};\n";
+  for (std::size_t i = 0; i < f.sum_leaves.size(); ++i) {
+    const Node& x = d.node(f.sum_leaves[i]);
+    const std::string t = fmt::format("W{}", i + 1), v = fmt::format("w{}", i + 1);
+    out += mode_lines(f, v, t.c_str(), x, x.axes, "kl");
+    sums += fmt::format("  sums.{0} = static_cast<const {1}*>({2}->data);\n  sums.{0}_k = {0}k.stride, sums.{0}_l = {0}l.stride;\n", v,
+                        cutlass_type(x.dtype), t);
+  }
+  for (std::size_t j = 0; j < f.row_sums.size(); ++j) {
+    const GemmRowSum& r = f.row_sums[j];
+    if (r.out_axes.empty()) continue;
+    const Node& x = d.node(r.node);
+    const std::string t = fmt::format("R{}", j + 1), v = fmt::format("r{}", j + 1);
+    out += mode_lines(f, v, t.c_str(), x, r.out_axes, "ml");
+    sums += fmt::format("  sums.{0} = static_cast<{1}*>({2}->data);\n  sums.{0}_m = {0}m.stride, sums.{0}_l = {0}l.stride;\n", v,
+                        cutlass_type(x.dtype), t);
+  }
   std::string epilogue = f.params.empty() ? "  Kernel::Output::Arguments epilogue{};\n" : "  Kernel::Output::Arguments epilogue{params};\n";
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {
     const Node& x = d.node(f.leaves[i].node);
@@ -698,12 +815,14 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   out += "  // TMA reads the operands and writes the output (clipped at its edges).\n";
   out += operand_checks(f, A, B, Y, false);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
-  out += epilogue;
-  out += "  const Kernel::Params p{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
-         "                         static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),\n"
-         "                         static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),\n"
-         "                         int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),\n"
-         "                         0, 0, 0, nullptr, nullptr, epilogue};  // tiles, splits and workspace: run_prologue's\n";
+  out += epilogue + sums;
+  out += fmt::format(
+      "  const Kernel::Params p{{static_cast<const Config::Element*>(A->data), napkin::gemm::make_stride<Config::StrideA>(am, ak, al),\n"
+      "                         static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),\n"
+      "                         static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),\n"
+      "                         int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),\n"
+      "                         0, 0, 0, nullptr, nullptr, epilogue{}}};  // tiles, splits and workspace: run_prologue's\n",
+      f.row_sums.empty() ? "" : ", sums");
   out += "  const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));\n"
          "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
   return out;
@@ -714,7 +833,7 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
                              const std::string& entry_name) {
   if (f.contraction1 >= 0) return emit_dual_gemm_kernel(d, f, s, prov, entry_name);
-  if (f.prologue_a >= 0 || f.prologue_b >= 0) return emit_prologue_gemm_kernel(d, f, s, prov, entry_name);
+  if (f.prologue_a >= 0 || f.prologue_b >= 0 || !f.row_sums.empty()) return emit_prologue_gemm_kernel(d, f, s, prov, entry_name);
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);

@@ -20,6 +20,10 @@
 //               operand dtype; constants only, finite at 0, and at most one of them nonzero at 0
 //               (loads past the edge are zero-filled); the epilogue reads the accumulator, the
 //               leaves above (each at its output coordinates, through its strides) and params
+//   row sums    R[m l] = sum over K of elementwise code of f(A) and leaves over K and L (a
+//               weight w[k]): sum(f(A) over K) or contract(f(A), w over K), computed from the
+//               same loads (plan::RowSum); the epilogue reads them as row values, and a row sum
+//               that is an output of the kernel is written (f32, bf16 or f16)
 //
 // The dual GEMM:  Y = epilogue( contract(A, B0 over K), contract(A, B1 over K), params )
 //   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);
@@ -57,6 +61,15 @@ struct GemmLeaf {
   bool operator==(const GemmLeaf&) const = default;
 };
 
+// A row sum of A' computed in the prologue GEMM's mainloop (plan::RowSum): read by the epilogue
+// as the row's value, and written where it is an output of the kernel.
+struct GemmRowSum {
+  ir::NodeId node = -1;
+  std::vector<ir::NodeId> factors;   // multiplied to give the summand
+  std::vector<ir::AxisId> out_axes;  // the order it is written in; empty where it is not an output
+  bool operator==(const GemmRowSum&) const = default;
+};
+
 struct GemmForm {
   ir::NodeId a = -1, b = -1;             // the operands (inputs)
   ir::NodeId contraction = -1;           // contract(A, B over K)
@@ -68,6 +81,8 @@ struct GemmForm {
   // input alone. -1: the operand is the input itself.
   ir::NodeId prologue_a = -1, prologue_b = -1;
   ir::NodeId output = -1;                // the output node (the epilogue's top)
+  std::vector<GemmRowSum> row_sums;      // in node order (the prologue GEMM only)
+  std::vector<ir::NodeId> sum_leaves;    // the inputs the row sums' summands read, in node order
   // Axis classes, each in its flattening order (outermost first): M, K and L as A stores
   // them, N as B does.
   std::vector<ir::AxisId> m, n, k, l;
@@ -83,6 +98,7 @@ struct GemmForm {
   // (the accumulator), the leaves' and params' names and constants.
   std::string a_text, b_text, out_text, epilogue_text;
   std::string prologue_text;             // "A = exp(Q)", or "" without a prologue
+  std::string row_sums_text;             // "Z = sum(A * z over d)", or "" without row sums
 };
 
 // The GEMM form of `d`, or the reason it has none, located at the op that breaks it (`src` is

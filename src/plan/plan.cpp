@@ -203,6 +203,18 @@ class Partition {
         if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) continue;
         out.emplace_back(before - after, std::move(hull));
       }
+    // A producer with all of its consumers (siblings that share a value: a GEMM and a row sum of
+    // its operand), where they are more than one.
+    for (const auto& [p, cs] : e) {
+      if (cs.size() < 2) continue;
+      std::vector<int> hull{p};
+      hull.insert(hull.end(), cs.begin(), cs.end());
+      double before = 0;
+      for (int k : hull) before += time({k});
+      const double after = time(hull);
+      if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) continue;
+      out.emplace_back(before - after, std::move(hull));
+    }
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     return out;
   }
@@ -348,14 +360,20 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
   const bool recompute = unfused.kernels().size() <= kMaxFused;
   for (Variant& v : applicable_moves(d, recompute)) variants.push_back(std::move(v));
   if (variants.size() > 1) {
-    Variant all{d, {}};
-    for (int round = 0; round < 8; ++round) {
-      auto more = applicable_moves(all.diagram, recompute);
-      if (more.empty()) break;
-      for (auto& mv : more[0].moves) all.moves.push_back(mv);
-      all.diagram = std::move(more[0].diagram);
+    // The chain with recomputes and the chain of algebraic moves alone (a value two kernels would
+    // each recompute may instead feed one kernel that fuses both consumers).
+    for (bool with_recomputes : {recompute, false}) {
+      Variant all{d, {}};
+      for (int round = 0; round < 8; ++round) {
+        auto more = applicable_moves(all.diagram, with_recomputes);
+        if (more.empty()) break;
+        for (auto& mv : more[0].moves) all.moves.push_back(mv);
+        all.diagram = std::move(more[0].diagram);
+      }
+      if (all.moves.size() > 1 && !std::any_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.diagram == all.diagram; }))
+        variants.push_back(std::move(all));
+      if (!recompute) break;
     }
-    if (all.moves.size() > 1) variants.push_back(std::move(all));
   }
   // 2. Fusion per variant; the fastest feasible plan wins.
   Derivation out;

@@ -145,6 +145,96 @@ std::string prologue_pair_error(const Prologue& a, const Prologue& b) {
   return "";
 }
 
+RowSums row_sums(const ir::Diagram& kd) {
+  RowSums out;
+  std::vector<NodeId> contracts, reductions;
+  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
+    const OpClass c = ir::op_class(kd.node(n).op);
+    if (c == OpClass::contraction) contracts.push_back(n);
+    else if (c == OpClass::reduction || c == OpClass::composite) reductions.push_back(n);
+  }
+  if (contracts.empty()) {
+    out.why = "no contraction";
+    return out;
+  }
+  auto set_of = [](const std::vector<AxisId>& v) { return std::set<AxisId>(v.begin(), v.end()); };
+  // Why `r` is no row sum of the GEMM `ct` (classes m, k, l; its A operand `a`), or "" with `sum` filled.
+  auto as_row_sum = [&](NodeId r, NodeId a, const std::set<AxisId>& mset, const std::set<AxisId>& kset,
+                        const std::set<AxisId>& lset, RowSum& sum) -> std::string {
+    const Node& x = kd.node(r);
+    std::set<AxisId> ml = mset;
+    ml.insert(lset.begin(), lset.end());
+    const bool sum_op = x.op == OpKind::reduce_sum, dot = x.op == OpKind::contract && x.operands.size() == 2;
+    if (!sum_op && !dot) return fmt::format("{} is a {} beside the GEMM: only sums ride with its mainloop", kd.label(r), ir::op_name(x.op));
+    if (set_of(x.over) != kset || set_of(x.axes) != ml)
+      return fmt::format("{} is not a sum over exactly the GEMM's K axes to its M and L axes", kd.label(r));
+    sum.node = r;
+    sum.factors = x.operands;
+    sum.fma = static_cast<double>(x.operands.size());  // the product and the sum
+    std::set<AxisId> kl = kset;
+    kl.insert(lset.begin(), lset.end());
+    bool reads_a = false;
+    std::set<NodeId> seen, leaves;
+    std::vector<NodeId> stack(x.operands.begin(), x.operands.end());
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n == a) {
+        reads_a = true;
+        continue;
+      }
+      const Node& y = kd.node(n);
+      if (y.op == OpKind::constant) {
+        if (!y.name.empty()) return fmt::format("{} reads param '{}': a row sum's code is compiled in (constants only)", kd.label(r), y.name);
+        continue;
+      }
+      if (y.op == OpKind::input) {
+        if (!std::all_of(y.axes.begin(), y.axes.end(), [&](AxisId ax) { return kl.count(ax) > 0; }) || !is_float(y.dtype))
+          return fmt::format("{} reads {}, not a float tensor over K and L axes alone", kd.label(r), y.name);
+        leaves.insert(n);
+        continue;
+      }
+      if (!ir::is_elementwise(y.op)) return fmt::format("{} reads {}: a row sum's summand is elementwise code", kd.label(r), kd.label(n));
+      sum.fma += 1;
+      if (y.op == OpKind::exp || y.op == OpKind::exp2 || y.op == OpKind::log || y.op == OpKind::tanh || y.op == OpKind::softcap) sum.sfu += 1;
+      for (NodeId o : y.operands) stack.push_back(o);
+    }
+    if (!reads_a) return fmt::format("{} does not read the GEMM's operand {}", kd.label(r), kd.label(a));
+    sum.leaves.assign(leaves.begin(), leaves.end());
+    return "";
+  };
+  std::string first_why;
+  for (NodeId ct : contracts) {
+    const Node& c = kd.node(ct);
+    if (c.operands.size() != 2) continue;
+    const std::set<AxisId> sa = set_of(kd.node(c.operands[0]).axes), sb = set_of(kd.node(c.operands[1]).axes), so = set_of(c.axes);
+    std::set<AxisId> mset, nset, kset, lset;
+    for (AxisId x : sa) (sb.count(x) ? (so.count(x) ? lset : kset) : mset).insert(x);
+    for (AxisId x : sb)
+      if (!sa.count(x)) nset.insert(x);
+    if (mset.empty() || nset.empty() || kset.empty()) continue;  // not a GEMM: perhaps a row sum
+    RowSums cand;
+    cand.contraction = ct;
+    std::vector<NodeId> others = reductions;
+    for (NodeId n : contracts)
+      if (n != ct) others.push_back(n);
+    std::sort(others.begin(), others.end());
+    for (NodeId r : others) {
+      RowSum sum;
+      if (std::string why = as_row_sum(r, c.operands[0], mset, kset, lset, sum); !why.empty()) {
+        cand.why = why;
+        break;
+      }
+      cand.sums.push_back(std::move(sum));
+    }
+    if (cand.why.empty()) return cand;
+    if (first_why.empty()) first_why = cand.why;
+  }
+  out.why = first_why.empty() ? "no contraction of two operands with axes of their own (M and N)" : first_why;
+  return out;
+}
+
 namespace {
 
 bool is_reduction(OpKind k) {
@@ -605,21 +695,45 @@ std::string output_modes_error(const ir::Diagram& kd, const GemmClasses& g, cons
   return "";
 }
 
-Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top) {
-  const NodeId ct = c.contracts[0];
+// `rs`: the GEMM's row sums (the prologue mainloop computes them), or null.
+Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top, const RowSums* rs = nullptr) {
+  const NodeId ct = rs ? rs->contraction : c.contracts[0];
   if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
-  if (kd.outputs.size() != 1) return invalid("a GEMM kernel writes one output");
-  const NodeId out = kd.outputs[0].node;
+  std::set<NodeId> sum_nodes, sum_leaves;
+  for (const RowSum& r : rs ? rs->sums : std::vector<RowSum>{}) {
+    sum_nodes.insert(r.node);
+    sum_leaves.insert(r.leaves.begin(), r.leaves.end());
+  }
+  // The GEMM's output, and the row sums written as outputs of their own.
+  const ir::Output* main_out = nullptr;
+  for (const ir::Output& o : kd.outputs) {
+    if (sum_nodes.count(o.node)) continue;
+    if (main_out) return invalid("a GEMM kernel writes one output (and its row sums)");
+    main_out = &o;
+  }
+  if (!main_out) return invalid("a GEMM kernel writes its product (its row sums alone are a row or column kernel)");
+  const NodeId out = main_out->node;
   if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
   const GemmClasses g = gemm_classes(kd, ct, m, /*prologues=*/true);
   if (!g.why.empty()) return invalid(g.why);
-  if (std::string why = output_modes_error(kd, g, kd.node(out).name, kd.outputs[0].axes); !why.empty()) return invalid(why);
+  if (std::string why = output_modes_error(kd, g, kd.node(out).name, main_out->axes); !why.empty()) return invalid(why);
+  for (const ir::Output& o : kd.outputs)
+    if (sum_nodes.count(o.node)) {
+      if (!is_float(kd.node(o.node).dtype) || dtype_bytes(kd.node(o.node).dtype) < 2)
+        return invalid(fmt::format("row sum {} is {}: the kernel stores f32, bf16 or f16", kd.label(o.node), dtype_name(kd.node(o.node).dtype)));
+      if (std::string why = output_modes_error(kd, g, kd.node(o.node).name, o.axes); !why.empty()) return invalid(why);
+    }
   const std::set<AxisId>&mset = g.m, &nset = g.n, &lset = g.l;
   // Epilogue inputs, as emit/gemm_kernel's leaves take them: a scalar, a vector along all of M
   // or all of N (innermost there, for unit-stride reads), or a tensor over all of the output's
   // axes (an aux load by TMA); each with all of the batch axes or none, in a float dtype.
+  for (NodeId n : sum_leaves)
+    for (const std::set<AxisId>* cls : {&g.k, &g.l})
+      if (!one_run(kd.node(n).axes, [&](AxisId x) { return cls->count(x) > 0; }))
+        return invalid(fmt::format("row sum input {} [{}] splits a class of axes (each of K and L one run of adjacent dims)",
+                                   kd.node(n).name, axis_names(kd, kd.node(n).axes)));
   for (NodeId n : c.inputs) {
-    if (n == g.a.source || n == g.b.source) continue;
+    if (n == g.a.source || n == g.b.source || sum_leaves.count(n)) continue;
     const Node& leaf = kd.node(n);
     if (!is_float(leaf.dtype))
       return invalid(fmt::format("epilogue input {} is {}: the epilogue reads float inputs", leaf.name, dtype_name(leaf.dtype)));
@@ -639,13 +753,16 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
                                leaf.name));
   }
   search::GemmProblem p = gemm_problem(kd, g, kd.node(g.a.source).dtype, out);
-  p.prologue = !g.a.nodes.empty() || !g.b.nodes.empty();
+  p.prologue = !g.a.nodes.empty() || !g.b.nodes.empty() || !sum_nodes.empty();
   p.prologue_sfu_a = g.a.sfu, p.prologue_fma_a = g.a.fma, p.prologue_sfu_b = g.b.sfu, p.prologue_fma_b = g.b.fma;
+  for (const RowSum& r : rs ? rs->sums : std::vector<RowSum>{}) p.prologue_sfu_a += r.sfu, p.prologue_fma_a += r.fma;
   const double out_elems = static_cast<double>(kd.elements(kd.node(out).axes));
-  double epi = 0;
+  double epi = 0;  // bytes besides the product a output element: epilogue inputs, row sums' leaves and outputs
   for (NodeId n : c.inputs)
     if (n != g.a.source && n != g.b.source)
       epi += static_cast<double>(kd.elements(kd.node(n).axes)) * dtype_bytes(kd.node(n).dtype);
+  for (const ir::Output& o : kd.outputs)
+    if (sum_nodes.count(o.node)) epi += static_cast<double>(kd.elements(kd.node(o.node).axes)) * dtype_bytes(kd.node(o.node).dtype);
   p.epilogue_bytes_per_element = epi / out_elems;
   return solved_gemm(p, m, top, KernelKind::gemm);
 }
@@ -885,6 +1002,7 @@ Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const s
 Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top) {
   const Census c = census(kd);
   if (c.contracts.empty()) return classify_rows(kd, c, m);
+  if (const RowSums rs = row_sums(kd); rs.why.empty() && !rs.sums.empty()) return classify_gemm(kd, c, m, top, &rs);
   if (c.contracts.size() == 1) {
     if (!c.reductions.empty())
       return invalid(fmt::format("{} and a contraction in one kernel: no family reduces a GEMM's output "

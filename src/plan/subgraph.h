@@ -101,6 +101,26 @@ Prologue operand_prologue(const ir::Diagram& kd, ir::NodeId operand);
 // would add f(0) g(0)), or "".
 std::string prologue_pair_error(const Prologue& a, const Prologue& b);
 
+// A row sum of a GEMM's A operand, computed in the prologue GEMM's mainloop from the stages it
+// loads (napkin/gemm_prologue.h): a node over exactly the M and L axes that sums, over exactly the
+// K axes, elementwise code of the operand A' (the contraction's first operand, as the WGMMAs read
+// it) and of leaves over K and L alone (a weight w[k]): sum(f(A') over K) or contract(f(A'), w
+// over K). Linear attention's normaliser sum(phi(K) over k) beside phi(K)^T V, or phi(Q) . z
+// beside phi(Q) S, are row sums; the GEMM's epilogue may read them as row values.
+struct RowSum {
+  ir::NodeId node = -1;
+  std::vector<ir::NodeId> factors;  // multiplied to give the summand: the sum's operand, or the contraction's two
+  std::vector<ir::NodeId> leaves;   // the inputs the summand reads, in node order
+  double sfu = 0, fma = 0;          // arithmetic per element of A (the product and the sum included)
+};
+struct RowSums {
+  ir::NodeId contraction = -1;  // the GEMM's
+  std::vector<RowSum> sums;     // in node order
+  std::string why;              // when the kernel's contractions and reductions are not one GEMM and row sums of its A
+};
+// The GEMM and row sums of a kernel diagram with at least one contraction, or why it is not one.
+RowSums row_sums(const ir::Diagram& kd);
+
 // The family of a kernel diagram and its estimate, or why no family runs it.
 struct Family {
   bool valid = false;

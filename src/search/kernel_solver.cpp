@@ -102,7 +102,12 @@ namespace {
 //   HBM      = compulsory traffic at a fitted fraction of the bandwidth, over the SMs the CTAs
 //              occupy; re-reads from L2
 //   split    = each split stores tile_m x tile_n f32 sums to L2, read back once
-//   time     = max(compute, prologue ALU, HBM, L2) + fixed launch cost
+//   pipeline = one consumer warpgroup runs each K tile's transform, named barrier and WGMMAs in
+//              turn (serial: the tile's WGMMA time on its share of the tensor cores plus the
+//              transform's time on one warpgroup), and holds two stages (the one it reads, the
+//              one whose WGMMAs may still run), so S stages keep S - 2 loads in flight: a K tile
+//              takes max(serial, (TMA latency + serial) / min(S - 1, the unit's K tiles))
+//   time     = max(compute, prologue ALU, HBM, L2, pipeline) + fixed launch cost
 // A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store) and the
 // ring's barriers.
 double prologue_cta_smem(const GemmProblem& p, const GemmSchedule& s) {
@@ -170,15 +175,36 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double hbm_s = compulsory / (hbm_bytes_per_s(m) * kSustained * busy_sms / sms);
   const double l2 = (transformed_a + transformed_b) * in_bytes + (splits > 1 ? 2.0 * c_elems * 4 * splits : 0);
   const double l2_s = l2 / m.bytes_per_s(arch::kSmem);
-  const double main_s = std::max({compute_s, alu_s, hbm_s, l2_s});
+  // The pipeline, fitted on the H100 (bench/NOTES.md, 2026-11-27 fifth: scaled_projection's
+  // 8192 x 4096 x 4096 prologue GEMM on 128 x 128 tiles, 1.39 / 0.77 / 0.73 / 0.68 us a K tile at
+  // 2 / 3 / 4 / 6 stages): a TMA load's latency 0.75 us; a transform costs its warpgroup 200
+  // cycles a stage (wait, fence, barrier, issue) and 10 a transformed element per thread, plus
+  // its arithmetic at one warp per scheduler.
+  constexpr double kTmaLatencyS = 0.75e-6, kStageCycles = 200, kElementCycles = 10;
+  const double ctas_per_sm = std::min(resident, std::ceil(ctas / sms));
+  const double mma_tile_s = 2.0 * static_cast<double>(s.tile_m * s.tile_n * s.tile_k) / (*rate / ctas_per_sm * clock);
+  const double per_thread_a = static_cast<double>(s.tile_m * s.tile_k) / 128, per_thread_b = static_cast<double>(s.tile_n * s.tile_k) / 128;
+  const double transform_cycles =
+      kStageCycles + (p.prologue_sfu_a + p.prologue_fma_a > 0 ? per_thread_a * (kElementCycles + p.prologue_sfu_a * 4 + p.prologue_fma_a) : 0) +
+      (p.prologue_sfu_b + p.prologue_fma_b > 0 ? per_thread_b * (kElementCycles + p.prologue_sfu_b * 4 + p.prologue_fma_b) : 0);
+  const double serial_s = mma_tile_s + transform_cycles / clock;
+  const std::int64_t unit_k_tiles = ceil_div(ceil_div(p.k, s.tile_k), splits);
+  const double in_flight = static_cast<double>(std::min<std::int64_t>(s.stages - 1, unit_k_tiles));  // a short unit fills fewer
+  const double k_tile_s = std::max(serial_s, (kTmaLatencyS + serial_s) / in_flight);
+  const double pipeline_s = units_per_cta * static_cast<double>(unit_k_tiles) * k_tile_s;
+  const double main_s = std::max({compute_s, alu_s, hbm_s, l2_s, pipeline_s});
   v.estimate.time_s = main_s + kKernelFixedS;
   v.estimate.flops = flops;
   v.estimate.hbm_bytes = v.estimate.compulsory_bytes = compulsory;
-  v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == alu_s ? "ALU" : main_s == hbm_s ? "HBM bandwidth"
-                                                                                                   : "L2->SMEM bandwidth";
+  v.estimate.bound = main_s == compute_s ? "tensor_core"
+                     : main_s == alu_s   ? "ALU"
+                     : main_s == hbm_s   ? "HBM bandwidth"
+                     : main_s == l2_s    ? "L2->SMEM bandwidth"
+                                         : "pipeline (one warpgroup: transform, then WGMMA)";
   v.estimate.detail = fmt::format(
-      "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us", tiles,
-      splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6);
+      "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us, "
+      "pipeline {:.4g} us ({:.3g} us a K tile)",
+      tiles, splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6, pipeline_s * 1e6, k_tile_s * 1e6);
   v.fits = true;
   return v;
 }
@@ -350,7 +376,7 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   if (p.prologue) {
     for (std::int64_t tm : {64, 128})
       for (std::int64_t tn : {64, 128})
-        for (int stages : {2, 3, 4}) {
+        for (int stages : {2, 3, 4, 6}) {
           GemmSchedule s{tm, tn, 64, 1, 1, stages, false};
           s.prologue = true;
           consider(s);

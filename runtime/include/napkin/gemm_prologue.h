@@ -30,6 +30,13 @@
 // that is never stored (along M and N), so at most one operand may map 0 to other than 0 (the
 // plan fuses a prologue into one operand only).
 //
+// Row sums of the A operand: R_j[m l] = sum over k of summand_j(A'[m k l], k, l), where A' is the
+// operand as the WGMMAs read it (after its prologue). The consumer warpgroup reads each stage of A'
+// in shared memory once more (kTileM rows over its 128 threads, each a run of K), after the
+// stage's WGMMAs are issued; the sums ride with the split partials, and reach the epilogue as the
+// row's values (its `rows` argument) and, where RowSums stores them, memory (by the units of
+// N tile 0). K past the tensor's edge is skipped (the zero-filled loads' f(0) is not summed).
+//
 // Split along K: where the output tiles are fewer than two per SM (a state of d x e per head
 // reduced over a long sequence), each tile's K range is cut into splits; each split stores its
 // partial sums to an f32 workspace, and the last split of a tile to arrive (a counter per tile)
@@ -80,11 +87,26 @@ struct PrologueConfig {
   static constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup and the producer warp
 };
 
-template <class Cfg, class PrologueA_, class PrologueB_, template <class> class Epilogue>
+// No row sums (the RowSums of a prologue GEMM without them). A RowSums functor has kCount sums,
+// its Arguments (the leaves its summands read, where it stores), add(sums, a, k, l, args) adding
+// each summand of the element a = A'[m k l] to sums[j], and store(sums, m, l, args) writing the
+// row's finished sums to memory.
+struct NoRowSums {
+  static constexpr int kCount = 0;
+  struct Arguments {};
+  template <class Sums>
+  CUTLASS_DEVICE void add(Sums&, float, int64_t, int64_t, Arguments const&) const {}
+  CUTLASS_DEVICE void store(const float*, int64_t, int64_t, Arguments const&) const {}
+};
+
+template <class Cfg, class PrologueA_, class PrologueB_, template <class> class Epilogue, class RowSums_ = NoRowSums>
 struct PrologueKernel {
   using Cfg_ = Cfg;
   using PrologueA = PrologueA_;
   using PrologueB = PrologueB_;
+  using RowSums = RowSums_;
+  static constexpr int kSums = RowSums::kCount;
+  static constexpr int kSumSlots = kSums > 0 ? kSums : 1;  // array extents
   using Output = Epilogue<float>;
   using Element = typename Cfg::Element;
   using ElementD = typename Cfg::ElementD;
@@ -115,6 +137,8 @@ struct PrologueKernel {
     alignas(1024) Element b[cute::cosize_v<SmemLayoutB>];
     alignas(1024) ElementD d[cute::cosize_v<SmemLayoutD>];
     napkin::device::StageRing<Cfg::kStages> ring;
+    float row_part[kSumSlots][Cfg::kConsumerThreads];  // row sums: each thread's run of K
+    float rows[kTileM][kSumSlots];                      // row sums: the tile's rows, for the epilogue
     int last;  // the split path: this CTA is its tile's last split
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
@@ -130,10 +154,13 @@ struct PrologueKernel {
     int m, n, k, l;
     int tiles_m, tiles_n;  // output tiles along M and N (per batch)
     int splits;            // K ranges per output tile (0: prologue_splits)
-    float* partial;        // splits > 1: [tile][split][tile_m][tile_n] f32 partial sums
+    float* partial;        // splits > 1: [tile][split][tile_m x tile_n + sums x tile_m] f32 partial sums
     int* arrivals;         // splits > 1: per output tile, zero between launches
     typename Output::Arguments epilogue;  // what the epilogue reads besides the accumulator
+    typename RowSums::Arguments sums;     // what the row sums read and where they are stored
   };
+  // f32 values of one split's partial sums: the tile's, then each row sum's.
+  static constexpr int kPartialElems = kTileM * kTileN + kSums * kTileM;
   // The kernel's parameters: the above and the TMA descriptors.
   struct LaunchParams {
     Params p;
@@ -183,6 +210,7 @@ __device__ __forceinline__ void transform_stage(T* stage, int count, int thread)
 constexpr int kPrologueTransformedBarrier = 1;
 constexpr int kPrologueSplitBarrier = 2;
 constexpr int kPrologueEpilogueBarrier = 3;
+constexpr int kPrologueSumsBarrier = 4;
 
 template <class K>
 __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(const __grid_constant__ typename K::LaunchParams lp) {
@@ -246,10 +274,19 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   napkin::device::RingState<kStages> st;
   using ElementD = typename Cfg::ElementD;
   typename K::Output epilogue;
+  typename K::RowSums row_sums;
+  constexpr int kSums = K::kSums;
+  // Row sums: thread t reads row t % kTileM of each stage, its share of K from (t / kTileM) x kRunK.
+  constexpr int kRunK = Cfg::kTileK * K::kTileM / kConsumers;
+  static_assert(kConsumers % K::kTileM == 0 && Cfg::kTileK % (kConsumers / K::kTileM) == 0, "whole runs of K a thread");
+  const int sum_row = thread % K::kTileM, sum_k0 = thread / K::kTileM * kRunK;
+  float sums[K::kSumSlots];
 
   for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
     const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
     clear(acc);
+    CUTLASS_PRAGMA_UNROLL
+    for (int j = 0; j < K::kSumSlots; ++j) sums[j] = 0.f;
     napkin::device::RingState<kStages> previous;
     for (int i = 0; i < u.count; ++i) {
       st = napkin::device::warp_uniform(st);
@@ -265,6 +302,12 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tCrA); ++kb) cute::gemm(mma, tCrA(_, _, kb, st.index), tCrB(_, _, kb, st.index), acc);
       warpgroup_commit_batch();
+      if constexpr (kSums > 0) {  // while the WGMMAs run: both only read the stage
+        const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_k0;
+#pragma unroll 8
+        for (int kk = 0; kk < kRunK; ++kk)
+          if (k0 + kk < p.k) row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+      }
       warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
       warpgroup_fence_operand(acc);
       if (i > 0 && releaser) ss.ring.consumer_release(previous);
@@ -274,17 +317,33 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
     if (u.count > 0 && releaser) ss.ring.consumer_release(previous);
+    if constexpr (kSums > 0) {  // the row's runs of K summed in order, into ss.rows
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kSums; ++j) ss.row_part[j][thread] = sums[j];
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSumsBarrier);
+      if (thread < K::kTileM) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < kSums; ++j) {
+          float s = 0.f;
+          for (int r = thread; r < kConsumers; r += K::kTileM) s += ss.row_part[j][r];
+          ss.rows[thread][j] = s;
+        }
+      }
+    }
 
     if (p.splits > 1) {
       // This split's partial sums, stored where the tile's last split reads them; that split sums
       // them in split order (the same result whichever arrives last).
       const int tile_id = (u.batch * p.tiles_n + u.n_tile) * p.tiles_m + u.m_tile;
       constexpr int kTileElems = K::kTileM * K::kTileN;
-      float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + u.split) * kTileElems;
+      float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + u.split) * K::kPartialElems;
       // In the accumulators' own order (value i of consumer thread t at i x threads + t): every
       // split holds the same fragment, so no coordinates are needed, and each store is coalesced.
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(acc); ++i) __stcg(mine + i * kConsumers + thread, acc(i));
+      if constexpr (kSums > 0)
+        if (thread < K::kTileM)
+          for (int j = 0; j < kSums; ++j) __stcg(mine + kTileElems + j * K::kTileM + thread, ss.rows[thread][j]);
       __threadfence();
       cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);
       if (thread == 0) ss.last = atomicAdd(p.arrivals + tile_id, 1) == p.splits - 1;
@@ -293,28 +352,40 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);  // ss.last read before the next unit's write
       if (!last) continue;
       __threadfence();
-      const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * kTileElems;
+      const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * K::kPartialElems;
       clear(acc);
       for (int s = 0; s < p.splits; ++s) {
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * kTileElems + i * kConsumers + thread);
+        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * K::kPartialElems + i * kConsumers + thread);
       }
+      if constexpr (kSums > 0)
+        if (thread < K::kTileM)
+          for (int j = 0; j < kSums; ++j) {
+            float v = 0.f;
+            for (int s = 0; s < p.splits; ++s) v += __ldcg(all + s * K::kPartialElems + kTileElems + j * K::kTileM + thread);
+            ss.rows[thread][j] = v;
+          }
       if (thread == 0) p.arrivals[tile_id] = 0;
     }
     // The epilogue, two accumulator values at a time (a pair adjacent along N in WGMMA's C
     // layout), into the shared-memory tile; one thread stores it with TMA, which clips the rows
     // and columns past the tensor's edge.
+    if constexpr (kSums > 0) {  // the finished row sums to memory, once per row (N tile 0)
+      const int m = u.m_tile * K::kTileM + thread;
+      if (u.n_tile == 0 && thread < K::kTileM && m < p.m) row_sums.store(ss.rows[thread], m, u.batch, p.sums);
+    }
     if (thread == 0) tma_store_wait<0>();  // the previous unit's store has read sD
-    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);
+    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);  // also: ss.rows written
     static_assert(decltype(size(acc))::value % 2 == 0, "WGMMA's accumulators come in pairs");
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
       cutlass::Array<float, 2> y;
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < 2; ++j) {
-        const int m = min(u.m_tile * K::kTileM + int(get<0>(tCcD(i + j))), p.m - 1);
+        const int row = int(get<0>(tCcD(i + j)));
+        const int m = min(u.m_tile * K::kTileM + row, p.m - 1);
         const int n = min(u.n_tile * K::kTileN + int(get<1>(tCcD(i + j))), p.n - 1);
-        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue);
+        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue, ss.rows[row]);
       }
       if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
         cutlass::Array<ElementD, 2> pair;
@@ -327,7 +398,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       }
     }
     tma_store_fence();  // the generic proxy's writes, before the TMA store reads them
-    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);
+    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);  // also: ss.rows read before the next unit's
     if (thread == 0) {
       Tensor mD = lp.tma_d.get_tma_tensor(make_shape(p.m, p.n, p.l));
       auto tma_d = lp.tma_d.get_slice(0);
@@ -368,7 +439,7 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {
-    if (cudaError_t e = napkin::host::split_workspace(stream, static_cast<size_t>(tiles) * p.splits * K::kTileM * K::kTileN,
+    if (cudaError_t e = napkin::host::split_workspace(stream, static_cast<size_t>(tiles) * p.splits * K::kPartialElems,
                                                     static_cast<size_t>(tiles), &p.partial, &p.arrivals);
         e != cudaSuccess)
       return std::string("the prologue GEMM's split workspace: ") + cudaGetErrorString(e);

@@ -24,12 +24,14 @@ struct PrologueA {
 struct EpilogueArguments {
 };
 
-// The diagram's epilogue on one accumulator value at output coordinates (m, n, l), in f32.
+// The diagram's epilogue on one accumulator value at output coordinates (m, n, l) and its row's
+// row sums (rows), in f32.
 template <class T>
 struct Epilogue {
   using Arguments = EpilogueArguments;
-  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a) const {
+  CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a, const float* rows) const {
     (void)m, (void)n, (void)l, (void)a;
+    (void)rows;
     const float v4 = napkin::rows::round_bf16(acc);  // FKV
     return v4;
   }

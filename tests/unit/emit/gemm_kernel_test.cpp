@@ -282,10 +282,24 @@ TEST(GemmKernel, RefusesWhatIsNotAGemmWithTheOpAndWhy) {
   }
 }
 
-TEST(GemmKernel, RefusesAnOperandReadInTheEpilogue) {
-  // X[t f] times W[f g] plus X's own row sum would need A in the epilogue.
+TEST(GemmKernel, ASumOfTheOperandOverKIsARowSumTheEpilogueReads) {
+  // X[t f] times W[f g] plus X's own row sum: the prologue mainloop sums each row of X as it loads.
   const Loaded l = parse("operand.napkin",
-                         "axes t=64 f=64 g=64\nin X[t f] bf16\nin W[f g] bf16\nY = contract(X, W over f) + sum(X over f) as bf16\nout Y\n");
+                         "axes t=64 f=64 g=64\nin X[t f] bf16\nin W[f g] bf16\nY = contract(X, W over f) + sum(X * X over f) as bf16\nout Y\n");
+  auto f = emit::recognise_gemm(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  ASSERT_EQ(f->row_sums.size(), 1u);
+  EXPECT_TRUE(f->row_sums[0].out_axes.empty());
+  EXPECT_NE(emit::describe_gemm(*f).find("row sums: "), std::string::npos) << emit::describe_gemm(*f);
+  const std::string unit = emit::emit_gemm_kernel(l.diagram, *f, plan::GemmSchedule{64, 64, 64, 1, 1, 2, false}, {}, "entry");
+  EXPECT_NE(unit.find("PrologueKernel<Config, cute::identity, cute::identity, Epilogue, RowSums>"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("rows[0]"), std::string::npos) << unit;
+}
+
+TEST(GemmKernel, RefusesAnOperandReadInTheEpilogue) {
+  // X[t f] times W[f g] plus X's own row maximum (no row sum) would need A in the epilogue.
+  const Loaded l = parse("operand.napkin",
+                         "axes t=64 f=64 g=64\nin X[t f] bf16\nin W[f g] bf16\nY = contract(X, W over f) + max(X over f) as bf16\nout Y\n");
   auto f = emit::recognise_gemm(l.diagram, l.src);
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message.find("'X' is read by"), std::string::npos) << f.error().format();
