@@ -822,7 +822,7 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
       "                         static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),\n"
       "                         int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),\n"
       "                         0, 0, 0, nullptr, nullptr, epilogue{}}};  // tiles, splits and workspace: run_prologue's\n",
-      f.row_sums.empty() ? "" : ", sums");
+      f.row_sums.empty() ? ", {}" : ", sums");
   out += "  const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));\n"
          "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
   return out;

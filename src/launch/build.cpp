@@ -390,6 +390,10 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
   if (ec) return plain_error(fmt::format("-o {}: cannot create the directory ({})", out_dir, ec.message()));
   for (const auto& [name, text] : files)
     if (!write_text(b.dir / name, text)) return plain_error(fmt::format("-o {}: cannot write {}", out_dir, name));
+  // A unit of an earlier build into this directory with more kernels (kernel_<i>.cu past this
+  // plan's) would read as part of this one: removed.
+  for (std::size_t i = files.size(); fs::exists(b.dir / fmt::format("kernel_{}.cu", i - 1), ec); ++i)
+    fs::remove(b.dir / fmt::format("kernel_{}.cu", i - 1), ec);
   if (!write_text(b.dir / "manifest.json", b.manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n"))
     return plain_error(fmt::format("-o {}: cannot write manifest.json", out_dir));
   if (!compile) return b;

@@ -67,7 +67,7 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
                          static_cast<const Config::Element*>(B->data), napkin::gemm::make_stride<Config::StrideB>(bn, bk, bl),
                          static_cast<Config::ElementD*>(D->data), napkin::gemm::make_stride<Config::StrideD>(dm, dn, dl),
                          int(am.extent), int(bn.extent), int(ak.extent), int(al.extent),
-                         0, 0, 0, nullptr, nullptr, epilogue};  // tiles, splits and workspace: run_prologue's
+                         0, 0, 0, nullptr, nullptr, epilogue, {}};  // tiles, splits and workspace: run_prologue's
   const std::string e = napkin::gemm::run_prologue<Kernel>(p, static_cast<cudaStream_t>(stream));
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }
