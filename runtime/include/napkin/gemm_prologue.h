@@ -68,6 +68,7 @@ struct PrologueConfig {
   static constexpr int kTileK = 64;
   static constexpr int kStages = kStages_;
   static constexpr bool kDNMajorOut = kDNMajor;
+  static constexpr bool kAKMajorIn = kAKMajor;
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::Int<kTileK>>;
   // Strides in CUTLASS's modes (A (M, K, L), B (N, K, L), D (M, N, L)), the unit one static.
   using StrideA = std::conditional_t<kAKMajor, cute::Stride<int64_t, cute::_1, int64_t>, cute::Stride<cute::_1, int64_t, int64_t>>;
@@ -304,9 +305,24 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       warpgroup_commit_batch();
       if constexpr (kSums > 0) {  // while the WGMMAs run: both only read the stage
         const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_k0;
+        if (k0 + kRunK <= p.k) {  // a whole run: no bound per element
+          if constexpr (Cfg::kAKMajorIn) {  // the run is whole 16-byte chunks of the row (the swizzle moves chunks)
+#pragma unroll 1
+            for (int c = 0; c < kRunK; c += 8) {
+              const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_row, sum_k0 + c, st.index));
+              const T* e = reinterpret_cast<const T*>(&v);
+              CUTLASS_PRAGMA_UNROLL
+              for (int j = 0; j < 8; ++j) row_sums.add(sums, static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
+            }
+          } else {
 #pragma unroll 8
-        for (int kk = 0; kk < kRunK; ++kk)
-          if (k0 + kk < p.k) row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+            for (int kk = 0; kk < kRunK; ++kk) row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+          }
+        } else {
+#pragma unroll 1
+          for (int kk = 0; kk < kRunK && k0 + kk < p.k; ++kk)
+            row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+        }
       }
       warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
       warpgroup_fence_operand(acc);
