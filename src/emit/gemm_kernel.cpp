@@ -690,6 +690,16 @@ std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId inp
 // The prologue GEMM's epilogue (napkin/gemm_prologue.h): the diagram's code on one accumulator
 // value at its output coordinates (m, n, l), its leaves read at them through their strides along
 // the GEMM's modes (0 along a mode a leaf lacks: a bias, a row scale, a scalar), in f32.
+// The row sums the epilogue divides by, each with its reciprocal's slot in the row's values
+// (after the sums): computed once a row by RowSums::finish, multiplied per element.
+std::vector<std::pair<std::size_t, int>> reciprocal_slots(const ir::Diagram& d, const GemmForm& f) {
+  std::vector<std::pair<std::size_t, int>> out;
+  for (std::size_t j = 0; j < f.row_sums.size(); ++j)
+    if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& x) { return x.op == OpKind::div && x.operands[1] == f.row_sums[j].node; }))
+      out.emplace_back(j, static_cast<int>(f.row_sums.size() + out.size()));
+  return out;
+}
+
 std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   std::map<NodeId, std::string> known{{f.contraction, "acc"}};
   for (std::size_t j = 0; j < f.row_sums.size(); ++j) known[f.row_sums[j].node] = fmt::format("rows[{}]", j);
@@ -706,6 +716,7 @@ std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   }
   args += "};\n\n";
   expression::Writer w(d, known);
+  for (auto [j, slot] : reciprocal_slots(d, f)) w.divide_by_reciprocal(f.row_sums[j].node, fmt::format("rows[{}]", slot));
   std::string body;
   const std::string result = w.value(f.output, body, "    ");
   return args + "// The diagram's epilogue on one accumulator value at output coordinates (m, n, l) and its row's\n"
@@ -745,15 +756,20 @@ std::string row_sums_functor(const ir::Diagram& d, const GemmForm& f) {
                         axes_text(d, r.out_axes));
     stores += fmt::format("    g.{0}[m * g.{0}_m + l * g.{0}_l] = {1}(sums[{2}]);\n", v, cutlass_type(x.dtype), j);
   }
+  std::string finish;  // reciprocals of the sums the epilogue divides by (within 1.5 ulp of the quotient, then rounded)
+  const auto slots = reciprocal_slots(d, f);
+  for (auto [j, slot] : slots) finish += fmt::format("    rows[{}] = 1.0f / rows[{}];\n", slot, j);
   return fmt::format(
       "// The row sums of A as the WGMMAs read it (a): each summand in f32 at (k, l), the inputs it reads\n"
-      "// through their strides along K and L; store() writes those that are outputs of the kernel.\n"
-      "struct RowSums {{\n  static constexpr int kCount = {};\n{}  }};\n"
+      "// through their strides along K and L; finish() adds the reciprocals the epilogue multiplies by;\n"
+      "// store() writes the sums that are outputs of the kernel.\n"
+      "struct RowSums {{\n  static constexpr int kCount = {}, kSlots = {};\n{}  }};\n"
       "  template <class Sums>\n"
       "  CUTLASS_DEVICE void add(Sums& sums, float a, int64_t k, int64_t l, Arguments const& g) const {{\n{}{}{}{}  }}\n"
+      "  CUTLASS_DEVICE void finish(float* rows) const {{\n{}  }}\n"
       "  CUTLASS_DEVICE void store(const float* sums, int64_t m, int64_t l, Arguments const& g) const {{\n{}{}  }}\n}};\n\n",
-      f.row_sums.size(), args, loads.empty() ? "    (void)k, (void)l, (void)g;\n" : "", loads, body, adds,
-      stores.empty() ? "    (void)sums, (void)m, (void)l, (void)g;\n" : "", stores);
+      f.row_sums.size(), f.row_sums.size() + slots.size(), args, loads.empty() ? "    (void)k, (void)l, (void)g;\n" : "", loads, body,
+      adds, finish.empty() ? "    (void)rows;\n" : finish, stores.empty() ? "    (void)sums, (void)m, (void)l, (void)g;\n" : "", stores);
 }
 
 // The prologue GEMM's translation unit (napkin/gemm_prologue.h): the operands' code as the

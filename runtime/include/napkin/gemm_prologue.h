@@ -88,15 +88,18 @@ struct PrologueConfig {
   static constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup and the producer warp
 };
 
-// No row sums (the RowSums of a prologue GEMM without them). A RowSums functor has kCount sums,
-// its Arguments (the leaves its summands read, where it stores), add(sums, a, k, l, args) adding
-// each summand of the element a = A'[m k l] to sums[j], and store(sums, m, l, args) writing the
-// row's finished sums to memory.
+// No row sums (the RowSums of a prologue GEMM without them). A RowSums functor has kCount sums
+// and kSlots >= kCount values a row (the sums, then what finish() derives from them once per row:
+// the reciprocal of a sum the epilogue divides by), its Arguments (the leaves its summands read,
+// where it stores), add(sums, a, k, l, args) adding each summand of the element a = A'[m k l] to
+// sums[j], finish(row) filling the derived slots, and store(row, m, l, args) writing the row's
+// finished sums to memory.
 struct NoRowSums {
-  static constexpr int kCount = 0;
+  static constexpr int kCount = 0, kSlots = 0;
   struct Arguments {};
   template <class Sums>
   CUTLASS_DEVICE void add(Sums&, float, int64_t, int64_t, Arguments const&) const {}
+  CUTLASS_DEVICE void finish(float*) const {}
   CUTLASS_DEVICE void store(const float*, int64_t, int64_t, Arguments const&) const {}
 };
 
@@ -107,7 +110,7 @@ struct PrologueKernel {
   using PrologueB = PrologueB_;
   using RowSums = RowSums_;
   static constexpr int kSums = RowSums::kCount;
-  static constexpr int kSumSlots = kSums > 0 ? kSums : 1;  // array extents
+  static constexpr int kSumSlots = RowSums::kSlots > 0 ? RowSums::kSlots : 1;  // array extents
   using Output = Epilogue<float>;
   using Element = typename Cfg::Element;
   using ElementD = typename Cfg::ElementD;
@@ -138,8 +141,8 @@ struct PrologueKernel {
     alignas(1024) Element b[cute::cosize_v<SmemLayoutB>];
     alignas(1024) ElementD d[cute::cosize_v<SmemLayoutD>];
     napkin::device::StageRing<Cfg::kStages> ring;
-    float row_part[kSumSlots][Cfg::kConsumerThreads];  // row sums: each thread's run of K
-    float rows[kTileM][kSumSlots];                      // row sums: the tile's rows, for the epilogue
+    float row_part[kSums > 0 ? kSums : 1][Cfg::kConsumerThreads];  // row sums: each thread's run of K
+    float rows[kTileM][kSumSlots];  // row sums and what finish() derives: the tile's rows, for the epilogue
     int last;  // the split path: this CTA is its tile's last split
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
@@ -281,13 +284,13 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   constexpr int kRunK = Cfg::kTileK * K::kTileM / kConsumers;
   static_assert(kConsumers % K::kTileM == 0 && Cfg::kTileK % (kConsumers / K::kTileM) == 0, "whole runs of K a thread");
   const int sum_row = thread % K::kTileM, sum_k0 = thread / K::kTileM * kRunK;
-  float sums[K::kSumSlots];
+  float sums[kSums > 0 ? kSums : 1];
 
   for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
     const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
     clear(acc);
     CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < K::kSumSlots; ++j) sums[j] = 0.f;
+    for (int j = 0; j < kSums; ++j) sums[j] = 0.f;
     napkin::device::RingState<kStages> previous;
     for (int i = 0; i < u.count; ++i) {
       st = napkin::device::warp_uniform(st);
@@ -388,6 +391,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     // and columns past the tensor's edge.
     if constexpr (kSums > 0) {  // the finished row sums to memory, once per row (N tile 0)
       const int m = u.m_tile * K::kTileM + thread;
+      if (thread < K::kTileM) row_sums.finish(ss.rows[thread]);
       if (u.n_tile == 0 && thread < K::kTileM && m < p.m) row_sums.store(ss.rows[thread], m, u.batch, p.sums);
     }
     if (thread == 0) tma_store_wait<0>();  // the previous unit's store has read sD

@@ -40,9 +40,10 @@ struct Epilogue {
 };
 
 // The row sums of A as the WGMMAs read it (a): each summand in f32 at (k, l), the inputs it reads
-// through their strides along K and L; store() writes those that are outputs of the kernel.
+// through their strides along K and L; finish() adds the reciprocals the epilogue multiplies by;
+// store() writes the sums that are outputs of the kernel.
 struct RowSums {
-  static constexpr int kCount = 1;
+  static constexpr int kCount = 1, kSlots = 1;
   struct Arguments {
     float* r1 = nullptr;
     int64_t r1_m = 0, r1_l = 0;  // FK_sum[b h d]
@@ -52,6 +53,9 @@ struct RowSums {
     (void)k, (void)l, (void)g;
     const float v9 = a;
     sums[0] += v9;  // 'FK_sum'
+  }
+  CUTLASS_DEVICE void finish(float* rows) const {
+    (void)rows;
   }
   CUTLASS_DEVICE void store(const float* sums, int64_t m, int64_t l, Arguments const& g) const {
     g.r1[m * g.r1_m + l * g.r1_l] = float(sums[0]);

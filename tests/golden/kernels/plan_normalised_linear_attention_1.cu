@@ -34,16 +34,17 @@ struct Epilogue {
   using Arguments = EpilogueArguments;
   CUTLASS_DEVICE float operator()(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a, const float* rows) const {
     (void)m, (void)n, (void)l, (void)a;
-    const float v13 = acc / rows[0];
+    const float v13 = acc * rows[1];
     const float v14 = napkin::rows::round_bf16(v13);  // O
     return v14;
   }
 };
 
 // The row sums of A as the WGMMAs read it (a): each summand in f32 at (k, l), the inputs it reads
-// through their strides along K and L; store() writes those that are outputs of the kernel.
+// through their strides along K and L; finish() adds the reciprocals the epilogue multiplies by;
+// store() writes the sums that are outputs of the kernel.
 struct RowSums {
-  static constexpr int kCount = 1;
+  static constexpr int kCount = 1, kSlots = 2;
   struct Arguments {
     const float* w1 = nullptr;
     int64_t w1_k = 0, w1_l = 0;  // FK_sum[b h d]
@@ -54,6 +55,9 @@ struct RowSums {
     const float v10 = a;
     const float v11 = v10 * w1;
     sums[0] += v11;  // 'Z'
+  }
+  CUTLASS_DEVICE void finish(float* rows) const {
+    rows[1] = 1.0f / rows[0];
   }
   CUTLASS_DEVICE void store(const float* sums, int64_t m, int64_t l, Arguments const& g) const {
     (void)sums, (void)m, (void)l, (void)g;
