@@ -32,8 +32,10 @@
 //
 // Row sums of the A operand: R_j[m l] = sum over k of summand_j(A'[m k l], k, l), where A' is the
 // operand as the WGMMAs read it (after its prologue). The consumer warpgroup reads each stage of A'
-// in shared memory once more (kTileM rows over its 128 threads, each a run of K), after the
-// stage's WGMMAs are issued; the sums ride with the split partials, and reach the epilogue as the
+// in shared memory once more, 16 bytes a load, after the stage's WGMMAs are issued: where A is
+// K-major each thread sums one row over a run of K; where it is M-major, 8 adjacent rows over a few
+// k. The threads' partial sums are added in a fixed order; the sums ride with the split partials,
+// and reach the epilogue as the
 // row's values (its `rows` argument) and, where RowSums stores them, memory (by the units of
 // N tile 0). K past the tensor's edge is skipped (the zero-filled loads' f(0) is not summed).
 //
@@ -141,7 +143,7 @@ struct PrologueKernel {
     alignas(1024) Element b[cute::cosize_v<SmemLayoutB>];
     alignas(1024) ElementD d[cute::cosize_v<SmemLayoutD>];
     napkin::device::StageRing<Cfg::kStages> ring;
-    float row_part[kSums > 0 ? kSums : 1][Cfg::kConsumerThreads];  // row sums: each thread's run of K
+    float row_part[kSums > 0 ? kSums : 1][1024];  // row sums: each thread's partial sums (at most 1024 a sum)
     float rows[kTileM][kSumSlots];  // row sums and what finish() derives: the tile's rows, for the epilogue
     int last;  // the split path: this CTA is its tile's last split
   };
@@ -280,17 +282,25 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   typename K::Output epilogue;
   typename K::RowSums row_sums;
   constexpr int kSums = K::kSums;
-  // Row sums: thread t reads row t % kTileM of each stage, its share of K from (t / kTileM) x kRunK.
+  // Row sums, K-major A: thread t sums row t % kTileM over its run of K, from (t / kTileM) x kRunK.
   constexpr int kRunK = Cfg::kTileK * K::kTileM / kConsumers;
   static_assert(kConsumers % K::kTileM == 0 && Cfg::kTileK % (kConsumers / K::kTileM) == 0, "whole runs of K a thread");
   const int sum_row = thread % K::kTileM, sum_k0 = thread / K::kTileM * kRunK;
-  float sums[kSums > 0 ? kSums : 1];
+  // M-major A: thread t sums rows 8c..8c+7 (one 16-byte chunk, c = t % kChunks) over kSegK k from
+  // (t / kChunks) x kSegK; its partials land at row_part[j][(t / kChunks) x kTileM + 8c + r].
+  constexpr int kChunks = K::kTileM / 8, kSegs = kConsumers / kChunks, kSegK = Cfg::kTileK / kSegs;
+  static_assert(kSegs * K::kTileM <= 1024 && Cfg::kTileK % kSegs == 0, "row_part holds every partial");
+  const int sum_chunk = thread % kChunks, sum_seg = thread / kChunks;
+  constexpr int kRowsAThread = Cfg::kAKMajorIn ? 1 : 8;
+  float sums[kRowsAThread][kSums > 0 ? kSums : 1];
 
   for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
     const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
     clear(acc);
     CUTLASS_PRAGMA_UNROLL
-    for (int j = 0; j < kSums; ++j) sums[j] = 0.f;
+    for (int r = 0; r < kRowsAThread; ++r)
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kSums; ++j) sums[r][j] = 0.f;
     napkin::device::RingState<kStages> previous;
     for (int i = 0; i < u.count; ++i) {
       st = napkin::device::warp_uniform(st);
@@ -306,26 +316,31 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tCrA); ++kb) cute::gemm(mma, tCrA(_, _, kb, st.index), tCrB(_, _, kb, st.index), acc);
       warpgroup_commit_batch();
-      if constexpr (kSums > 0) {  // while the WGMMAs run: both only read the stage
+      if constexpr (kSums > 0 && Cfg::kAKMajorIn) {  // while the WGMMAs run: both only read the stage
         const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_k0;
-        if (k0 + kRunK <= p.k) {  // a whole run: no bound per element
-          if constexpr (Cfg::kAKMajorIn) {  // the run is whole 16-byte chunks of the row (the swizzle moves chunks)
+        if (k0 + kRunK <= p.k) {  // a whole run (16-byte chunks of the row; the swizzle moves chunks): no bound per element
 #pragma unroll 1
-            for (int c = 0; c < kRunK; c += 8) {
-              const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_row, sum_k0 + c, st.index));
-              const T* e = reinterpret_cast<const T*>(&v);
-              CUTLASS_PRAGMA_UNROLL
-              for (int j = 0; j < 8; ++j) row_sums.add(sums, static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
-            }
-          } else {
-#pragma unroll 8
-            for (int kk = 0; kk < kRunK; ++kk) row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+          for (int c = 0; c < kRunK; c += 8) {
+            const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_row, sum_k0 + c, st.index));
+            const T* e = reinterpret_cast<const T*>(&v);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < 8; ++j) row_sums.add(sums[0], static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
           }
         } else {
 #pragma unroll 1
           for (int kk = 0; kk < kRunK && k0 + kk < p.k; ++kk)
-            row_sums.add(sums, static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+            row_sums.add(sums[0], static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
         }
+      } else if constexpr (kSums > 0) {  // M-major: 8 rows a load, one k at a time (K past the edge skipped)
+        const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_seg * kSegK;
+        CUTLASS_PRAGMA_UNROLL
+        for (int kk = 0; kk < kSegK; ++kk)
+          if (k0 + kk < p.k) {
+            const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_chunk * 8, sum_seg * kSegK + kk, st.index));
+            const T* e = reinterpret_cast<const T*>(&v);
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < 8; ++r) row_sums.add(sums[r], static_cast<float>(e[r]), k0 + kk, u.batch, p.sums);
+          }
       }
       warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
       warpgroup_fence_operand(acc);
@@ -336,15 +351,25 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
     if (u.count > 0 && releaser) ss.ring.consumer_release(previous);
-    if constexpr (kSums > 0) {  // the row's runs of K summed in order, into ss.rows
+    if constexpr (kSums > 0) {  // each row's partials summed in order (of K), into ss.rows
+      // Partial (segment s, row m) at row_part[j][s x kTileM + m]: K-major, thread t holds segment
+      // t / kTileM of row t % kTileM; M-major, segment t / kChunks of rows 8 (t % kChunks) + r.
+      constexpr int kSegments = Cfg::kAKMajorIn ? kConsumers / K::kTileM : kSegs;
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < kSums; ++j) ss.row_part[j][thread] = sums[j];
+      for (int j = 0; j < kSums; ++j) {
+        if constexpr (Cfg::kAKMajorIn) {
+          ss.row_part[j][thread] = sums[0][j];
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < 8; ++r) ss.row_part[j][sum_seg * K::kTileM + sum_chunk * 8 + r] = sums[r][j];
+        }
+      }
       cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSumsBarrier);
       if (thread < K::kTileM) {
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kSums; ++j) {
           float s = 0.f;
-          for (int r = thread; r < kConsumers; r += K::kTileM) s += ss.row_part[j][r];
+          for (int seg = 0; seg < kSegments; ++seg) s += ss.row_part[j][seg * K::kTileM + thread];
           ss.rows[thread][j] = s;
         }
       }
