@@ -59,6 +59,20 @@ TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
   EXPECT_NE(r.out.find("mask bounded per block (skips blocks)"), std::string::npos) << r.out;
 }
 
+// A plan of fewer kernels built into the directory of a longer one leaves none of its units behind.
+TEST(Build, ARebuildRemovesTheUnitsOfALongerPlan) {
+  TempDir tmp("napkin_build_stale");
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "k").string();
+  o.compile = false;
+  ASSERT_EQ(launch::build({example("gelu_mlp"), {}}, o).exit_code, 0);
+  ASSERT_TRUE(fs::exists(tmp.path / "k" / "kernel_1.cu"));
+  ASSERT_EQ(launch::build({example("matmul"), {}}, o).exit_code, 0);
+  EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel_0.cu"));
+  EXPECT_FALSE(fs::exists(tmp.path / "k" / "kernel_1.cu"));
+}
+
 TEST(Build, ASecondBuildComesFromTheCache) {
   TempDir tmp("napkin_build_cache");
   // A stand-in nvcc: writes its -o file and counts its calls.

@@ -425,6 +425,51 @@ TEST(GemmSolver, NeverBelowItsRoofline) {
   }
 }
 
+// The prologue mainloop's one consumer warpgroup holds two stages: at 2 stages every K tile waits
+// a whole TMA latency (measured on the H100 at 8192 x 4096 x 4096, 128 x 128 tiles: 1424 us at 2
+// stages, 792 at 3, 699 at 6; CUTLASS's GEMM 359 us).
+TEST(GemmSolver, ThePrologueMainloopWaitsOnItsLoadsWithTwoStages) {
+  search::GemmProblem p;
+  p.m = 8192, p.n = 4096, p.k = 4096;
+  p.prologue = true;
+  p.prologue_fma_a = 2;
+  auto at = [&](int stages) {
+    search::GemmSchedule s{128, 128, 64, 1, 1, stages, false};
+    s.prologue = true;
+    const auto v = search::estimate_gemm(p, s, h100());
+    EXPECT_TRUE(v.fits) << v.reason;
+    return v.estimate.time_s;
+  };
+  EXPECT_GT(at(2), 1.6 * at(3));
+  EXPECT_GT(at(2), 1.1e-3);  // the latency-bound K loop, not WGMMA's 278 us
+  EXPECT_GE(at(3), at(6));
+  EXPECT_GT(at(6), 550e-6);  // the warpgroup's serial transform, barrier and WGMMAs
+}
+
+// A cheap elementwise producer before a compute-bound GEMM is materialised: the prologue
+// mainloop's single warpgroup would run the GEMM at half CUTLASS's rate.
+TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
+  const auto r = derive(parse("axes t=8192 e=4096 f=4096\nin X[t e] bf16\nin W[e f] bf16\nF = X * 0.5 as bf16\n"
+                              "Y = contract(F, W over e) as bf16\nout Y\n"));
+  ASSERT_EQ(r.chosen.kernels.size(), 2u);
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::gemm}));
+  EXPECT_FALSE(r.chosen.kernels[1].gemm->prologue);
+}
+
+// What is no row sum of the GEMM's operand says why.
+TEST(Plan, RowSumsSayWhyNot) {
+  auto why = [](const std::string& body) {
+    return plan::row_sums(parse("axes t=64 d=64 e=64\nin X[t d] bf16\nin W[d e] bf16\nin w[d] f32\nF = exp(X)\n"
+                                "Y = contract(F, W over d) as bf16\n" + body + "out Y\nout s\n")).why;
+  };
+  EXPECT_EQ(why("s = sum(F over d)\n"), "");
+  EXPECT_EQ(why("s = contract(F, w over d)\n"), "");
+  EXPECT_NE(why("s = max(F over d)\n").find("only sums ride"), std::string::npos);
+  EXPECT_NE(why("s = sum(F over t)\n").find("not a sum over exactly the GEMM's K axes"), std::string::npos);
+  EXPECT_NE(why("s = sum(exp(X * 2) over d)\n").find("reads X, not a float tensor over K and L axes alone"), std::string::npos);
+  EXPECT_NE(why("param p = 2\ns = sum(F * p over d)\n").find("reads param 'p'"), std::string::npos);
+}
+
 TEST(GemmSolver, OverCapacitySchedulesGetNoTime) {
   search::GemmProblem p;
   p.m = p.n = p.k = 4096;
