@@ -15,7 +15,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmul", "matmul_rmsnorm", "layernorm",
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection",
             "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection",
-            "column_statistics", "column_variance", "feature_sums"]
+            "column_statistics", "column_variance", "feature_sums",
+            "normalised_projection"]
 
 
 def napkin_bin():
