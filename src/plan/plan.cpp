@@ -342,8 +342,15 @@ std::string why_not(const Plan& loser, const Plan& winner) {
   if (loser.kernels.size() > winner.kernels.size())
     s += fmt::format(": {} kernels where the chosen plan runs {}, materialising {} intermediate(s)", loser.kernels.size(),
                      winner.kernels.size(), loser.materialised.size());
-  else if (loser.kernels.size() < winner.kernels.size() && !loser.kernels.empty())
-    s += fmt::format(": its {} kernel(s) recompute or re-read what the chosen plan materialises once", loser.kernels.size());
+  else if (loser.kernels.size() < winner.kernels.size() && !loser.kernels.empty()) {
+    // Fewer kernels yet slower: what binds its slowest kernel (a fused operand recomputed or
+    // re-read per tile, a mainloop that cannot overlap its prologue).
+    const Kernel& slowest = *std::max_element(loser.kernels.begin(), loser.kernels.end(),
+                                              [](const Kernel& a, const Kernel& b) { return a.predicted_s < b.predicted_s; });
+    s += fmt::format(": {} kernel(s) where the chosen plan runs {}, the slowest ({}) {}, bound by {}", loser.kernels.size(),
+                     winner.kernels.size(), slowest.name.empty() ? kernel_name(slowest) : slowest.name,
+                     time_text(slowest.predicted_s), slowest.bound);
+  }
   return s;
 }
 
