@@ -476,6 +476,10 @@ TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
   ASSERT_EQ(r.chosen.kernels.size(), 2u);
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::gemm}));
   EXPECT_FALSE(r.chosen.kernels[1].gemm->prologue);
+  // The fused alternative says what binds it.
+  bool said = false;
+  for (const auto& a : r.alternatives) said = said || a.why_not.find("bound by pipeline (one warpgroup") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 // What is no row sum of the GEMM's operand says why.
