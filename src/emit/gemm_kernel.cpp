@@ -141,13 +141,7 @@ class Recogniser {
           if (o.node == r.node) g.out_axes = o.axes;
         f.row_sums.push_back(std::move(g));
         leaves.insert(r.leaves.begin(), r.leaves.end());
-        std::vector<NodeId> stack{r.node};
-        while (!stack.empty()) {
-          const NodeId n = stack.back();
-          stack.pop_back();
-          if (n == d_.node(rs.contraction).operands[0] || d_.node(n).op == OpKind::input || !sum_code.insert(n).second) continue;
-          for (NodeId o : d_.node(n).operands) stack.push_back(o);
-        }
+        sum_code.insert(r.nodes.begin(), r.nodes.end());
       }
       f.sum_leaves.assign(leaves.begin(), leaves.end());
     }
@@ -217,8 +211,7 @@ class Recogniser {
                                                        d_.node(o).name, d_.label(user)));
     std::vector<const ir::Output*> products;  // the outputs that are not row sums
     for (const ir::Output& o : d_.outputs)
-      if (std::none_of(f.row_sums.begin(), f.row_sums.end(), [&](const GemmRowSum& r) { return r.node == o.node; }))
-        products.push_back(&o);
+      if (!is_row_sum(f, o.node)) products.push_back(&o);
     if (products.size() != 1)
       return refuse(products.size() > 1 ? products[1]->loc : SourceLoc{},
                     fmt::format("{} outputs: a GEMM kernel writes one (and its row sums)", products.size()));
@@ -270,6 +263,10 @@ class Recogniser {
     return error(loc, std::move(message), std::move(note));
   }
 
+  static bool is_row_sum(const GemmForm& f, NodeId n) {
+    return std::any_of(f.row_sums.begin(), f.row_sums.end(), [&](const GemmRowSum& r) { return r.node == n; });
+  }
+
   Class class_of(AxisId a) const {
     for (int c = 0; c < 4; ++c)
       if (contains(*classes_[c], a)) return static_cast<Class>(c);
@@ -315,7 +312,7 @@ class Recogniser {
       const NodeId n = stack.back();
       stack.pop_back();
       if (!cone_.insert(n).second || n == f.contraction || n == f.contraction1) continue;
-      if (std::any_of(f.row_sums.begin(), f.row_sums.end(), [&](const GemmRowSum& r) { return r.node == n; })) continue;
+      if (is_row_sum(f, n)) continue;
       const Node& x = d_.node(n);
       switch (ir::op_class(x.op)) {
         case OpClass::leaf:
@@ -687,9 +684,6 @@ std::string prologue_functor(const ir::Diagram& d, const GemmForm& f, NodeId inp
                      d.label(operand), d.node(input).name, name, t, t, body, t, result);
 }
 
-// The prologue GEMM's epilogue (napkin/gemm_prologue.h): the diagram's code on one accumulator
-// value at its output coordinates (m, n, l), its leaves read at them through their strides along
-// the GEMM's modes (0 along a mode a leaf lacks: a bias, a row scale, a scalar), in f32.
 // The row sums the epilogue divides by, each with its reciprocal's slot in the row's values
 // (after the sums): computed once a row by RowSums::finish, multiplied per element.
 std::vector<std::pair<std::size_t, int>> reciprocal_slots(const ir::Diagram& d, const GemmForm& f) {
@@ -700,6 +694,10 @@ std::vector<std::pair<std::size_t, int>> reciprocal_slots(const ir::Diagram& d, 
   return out;
 }
 
+// The prologue GEMM's epilogue (napkin/gemm_prologue.h): the diagram's code on one accumulator
+// value at its output coordinates (m, n, l) and its row's row sums, its leaves read at them
+// through their strides along the GEMM's modes (0 along a mode a leaf lacks: a bias, a row scale,
+// a scalar), in f32.
 std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   std::map<NodeId, std::string> known{{f.contraction, "acc"}};
   for (std::size_t j = 0; j < f.row_sums.size(); ++j) known[f.row_sums[j].node] = fmt::format("rows[{}]", j);

@@ -392,8 +392,9 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     if (!write_text(b.dir / name, text)) return plain_error(fmt::format("-o {}: cannot write {}", out_dir, name));
   // A unit of an earlier build into this directory with more kernels (kernel_<i>.cu past this
   // plan's) would read as part of this one: removed.
-  for (std::size_t i = files.size(); fs::exists(b.dir / fmt::format("kernel_{}.cu", i - 1), ec); ++i)
-    fs::remove(b.dir / fmt::format("kernel_{}.cu", i - 1), ec);
+  const std::size_t units = files.size() - 1;  // kernel.cu, then kernel_0.cu ... (none for attention)
+  for (std::size_t i = units; fs::exists(b.dir / fmt::format("kernel_{}.cu", i), ec); ++i)
+    fs::remove(b.dir / fmt::format("kernel_{}.cu", i), ec);
   if (!write_text(b.dir / "manifest.json", b.manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n"))
     return plain_error(fmt::format("-o {}: cannot write manifest.json", out_dir));
   if (!compile) return b;

@@ -172,9 +172,18 @@ class Partition {
 
   // Every merge that lowers the predicted time, with its gain, the largest first: for each
   // producer p and kernel c it reaches, the hull of p, c and every kernel on a path between them,
-  // when nothing in it but c feeds a kernel outside it (a pair, a GEMM -> softmax -> GEMM chain).
+  // when nothing in it but c feeds a kernel outside it (a pair, a GEMM -> softmax -> GEMM chain);
+  // and each producer with all of its consumers, where they are more than one (siblings sharing a
+  // value: a GEMM and a row sum of its operand).
   std::vector<std::pair<double, std::vector<int>>> merges() {
     std::vector<std::pair<double, std::vector<int>>> out;
+    auto consider = [&](std::vector<int> hull) {
+      double before = 0;
+      for (int k : hull) before += time({k});
+      const double after = time(hull);
+      if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) return;
+      out.emplace_back(before - after, std::move(hull));
+    };
     const auto e = edges();
     std::map<int, std::set<int>> reach;
     for (const auto& [k, cs] : e) {
@@ -196,24 +205,13 @@ class Partition {
         bool closed = true;
         for (int x : hull)
           if (x != c && !only_feeds(x, inside)) closed = false;
-        if (!closed) continue;
-        double before = 0;
-        for (int k : hull) before += time({k});
-        const double after = time(hull);
-        if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) continue;
-        out.emplace_back(before - after, std::move(hull));
+        if (closed) consider(std::move(hull));
       }
-    // A producer with all of its consumers (siblings that share a value: a GEMM and a row sum of
-    // its operand), where they are more than one.
     for (const auto& [p, cs] : e) {
       if (cs.size() < 2) continue;
       std::vector<int> hull{p};
       hull.insert(hull.end(), cs.begin(), cs.end());
-      double before = 0;
-      for (int k : hull) before += time({k});
-      const double after = time(hull);
-      if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) continue;
-      out.emplace_back(before - after, std::move(hull));
+      consider(std::move(hull));
     }
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     return out;

@@ -25,6 +25,11 @@ using ir::OpKind;
 
 bool is_leaf(const Node& n) { return n.op == OpKind::constant || n.op == OpKind::iota; }
 
+// Whether the op is a transcendental (the SFU's) rather than FMA-pipe arithmetic.
+static bool on_sfu(OpKind k) {
+  return k == OpKind::exp || k == OpKind::exp2 || k == OpKind::log || k == OpKind::tanh || k == OpKind::softcap;
+}
+
 std::vector<bool> index_expressions(const ir::Diagram& d) {
   std::vector<bool> r(d.nodes.size(), false);
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
@@ -126,10 +131,7 @@ Prologue operand_prologue(const ir::Diagram& kd, NodeId operand) {
       case OpClass::binary: value[n] = reference::apply_binary(node.op, operand_value(0), operand_value(1)); break;
       default: value[n] = operand_value(0) != 0 ? operand_value(1) : operand_value(2); break;  // select
     }
-    switch (node.op) {
-      case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::tanh: case OpKind::softcap: p.sfu += 1; break;
-      default: p.fma += 1;
-    }
+    (on_sfu(node.op) ? p.sfu : p.fma) += 1;
   }
   p.at_zero = value.at(operand);
   if (!std::isfinite(p.at_zero))
@@ -143,96 +145,6 @@ std::string prologue_pair_error(const Prologue& a, const Prologue& b) {
     return "both operands are nonzero where their inputs are 0: the zero-filled K tail would add f(0) g(0) (materialise "
            "one of them)";
   return "";
-}
-
-RowSums row_sums(const ir::Diagram& kd) {
-  RowSums out;
-  std::vector<NodeId> contracts, reductions;
-  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
-    const OpClass c = ir::op_class(kd.node(n).op);
-    if (c == OpClass::contraction) contracts.push_back(n);
-    else if (c == OpClass::reduction || c == OpClass::composite) reductions.push_back(n);
-  }
-  if (contracts.empty()) {
-    out.why = "no contraction";
-    return out;
-  }
-  auto set_of = [](const std::vector<AxisId>& v) { return std::set<AxisId>(v.begin(), v.end()); };
-  // Why `r` is no row sum of the GEMM `ct` (classes m, k, l; its A operand `a`), or "" with `sum` filled.
-  auto as_row_sum = [&](NodeId r, NodeId a, const std::set<AxisId>& mset, const std::set<AxisId>& kset,
-                        const std::set<AxisId>& lset, RowSum& sum) -> std::string {
-    const Node& x = kd.node(r);
-    std::set<AxisId> ml = mset;
-    ml.insert(lset.begin(), lset.end());
-    const bool sum_op = x.op == OpKind::reduce_sum, dot = x.op == OpKind::contract && x.operands.size() == 2;
-    if (!sum_op && !dot) return fmt::format("{} is a {} beside the GEMM: only sums ride with its mainloop", kd.label(r), ir::op_name(x.op));
-    if (set_of(x.over) != kset || set_of(x.axes) != ml)
-      return fmt::format("{} is not a sum over exactly the GEMM's K axes to its M and L axes", kd.label(r));
-    sum.node = r;
-    sum.factors = x.operands;
-    sum.fma = static_cast<double>(x.operands.size());  // the product and the sum
-    std::set<AxisId> kl = kset;
-    kl.insert(lset.begin(), lset.end());
-    bool reads_a = false;
-    std::set<NodeId> seen, leaves;
-    std::vector<NodeId> stack(x.operands.begin(), x.operands.end());
-    while (!stack.empty()) {
-      const NodeId n = stack.back();
-      stack.pop_back();
-      if (!seen.insert(n).second) continue;
-      if (n == a) {
-        reads_a = true;
-        continue;
-      }
-      const Node& y = kd.node(n);
-      if (y.op == OpKind::constant) {
-        if (!y.name.empty()) return fmt::format("{} reads param '{}': a row sum's code is compiled in (constants only)", kd.label(r), y.name);
-        continue;
-      }
-      if (y.op == OpKind::input) {
-        if (!std::all_of(y.axes.begin(), y.axes.end(), [&](AxisId ax) { return kl.count(ax) > 0; }) || !is_float(y.dtype))
-          return fmt::format("{} reads {}, not a float tensor over K and L axes alone", kd.label(r), y.name);
-        leaves.insert(n);
-        continue;
-      }
-      if (!ir::is_elementwise(y.op)) return fmt::format("{} reads {}: a row sum's summand is elementwise code", kd.label(r), kd.label(n));
-      sum.fma += 1;
-      if (y.op == OpKind::exp || y.op == OpKind::exp2 || y.op == OpKind::log || y.op == OpKind::tanh || y.op == OpKind::softcap) sum.sfu += 1;
-      for (NodeId o : y.operands) stack.push_back(o);
-    }
-    if (!reads_a) return fmt::format("{} does not read the GEMM's operand {}", kd.label(r), kd.label(a));
-    sum.leaves.assign(leaves.begin(), leaves.end());
-    return "";
-  };
-  std::string first_why;
-  for (NodeId ct : contracts) {
-    const Node& c = kd.node(ct);
-    if (c.operands.size() != 2) continue;
-    const std::set<AxisId> sa = set_of(kd.node(c.operands[0]).axes), sb = set_of(kd.node(c.operands[1]).axes), so = set_of(c.axes);
-    std::set<AxisId> mset, nset, kset, lset;
-    for (AxisId x : sa) (sb.count(x) ? (so.count(x) ? lset : kset) : mset).insert(x);
-    for (AxisId x : sb)
-      if (!sa.count(x)) nset.insert(x);
-    if (mset.empty() || nset.empty() || kset.empty()) continue;  // not a GEMM: perhaps a row sum
-    RowSums cand;
-    cand.contraction = ct;
-    std::vector<NodeId> others = reductions;
-    for (NodeId n : contracts)
-      if (n != ct) others.push_back(n);
-    std::sort(others.begin(), others.end());
-    for (NodeId r : others) {
-      RowSum sum;
-      if (std::string why = as_row_sum(r, c.operands[0], mset, kset, lset, sum); !why.empty()) {
-        cand.why = why;
-        break;
-      }
-      cand.sums.push_back(std::move(sum));
-    }
-    if (cand.why.empty()) return cand;
-    if (first_why.empty()) first_why = cand.why;
-  }
-  out.why = first_why.empty() ? "no contraction of two operands with axes of their own (M and N)" : first_why;
-  return out;
 }
 
 namespace {
@@ -526,8 +438,11 @@ std::pair<double, double> alu_ops(const ir::Diagram& kd) {
   double sfu = 0, fma = 0;
   for (const Node& n : kd.nodes) {
     const double e = static_cast<double>(kd.elements(n.axes));
+    if (on_sfu(n.op)) {
+      sfu += e;
+      continue;
+    }
     switch (n.op) {
-      case OpKind::exp: case OpKind::exp2: case OpKind::log: case OpKind::tanh: case OpKind::softcap: sfu += e; break;
       case OpKind::softmax: case OpKind::logsumexp: sfu += e; fma += 3 * e; break;
       case OpKind::rmsnorm: case OpKind::layernorm: fma += 3 * e; break;
       default:
@@ -699,8 +614,10 @@ std::string output_modes_error(const ir::Diagram& kd, const GemmClasses& g, cons
 Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine& m, int top, const RowSums* rs = nullptr) {
   const NodeId ct = rs ? rs->contraction : c.contracts[0];
   if (c.iota) return invalid("index-dependent epilogue code has no place in the GEMM's epilogue visitor tree");
+  const std::vector<RowSum> no_sums;
+  const std::vector<RowSum>& sums = rs ? rs->sums : no_sums;
   std::set<NodeId> sum_nodes, sum_leaves;
-  for (const RowSum& r : rs ? rs->sums : std::vector<RowSum>{}) {
+  for (const RowSum& r : sums) {
     sum_nodes.insert(r.node);
     sum_leaves.insert(r.leaves.begin(), r.leaves.end());
   }
@@ -755,7 +672,7 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   search::GemmProblem p = gemm_problem(kd, g, kd.node(g.a.source).dtype, out);
   p.prologue = !g.a.nodes.empty() || !g.b.nodes.empty() || !sum_nodes.empty();
   p.prologue_sfu_a = g.a.sfu, p.prologue_fma_a = g.a.fma, p.prologue_sfu_b = g.b.sfu, p.prologue_fma_b = g.b.fma;
-  for (const RowSum& r : rs ? rs->sums : std::vector<RowSum>{}) p.prologue_sfu_a += r.sfu, p.prologue_fma_a += r.fma;
+  for (const RowSum& r : sums) p.prologue_sfu_a += r.sfu, p.prologue_fma_a += r.fma;
   const double out_elems = static_cast<double>(kd.elements(kd.node(out).axes));
   double epi = 0;  // bytes besides the product a output element: epilogue inputs, row sums' leaves and outputs
   for (NodeId n : c.inputs)
@@ -998,6 +915,94 @@ Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const s
 }
 
 }  // namespace
+
+RowSums row_sums(const ir::Diagram& kd) {
+  RowSums out;
+  const Census parts = census(kd);
+  const std::vector<NodeId>& contracts = parts.contracts;
+  if (contracts.empty()) {
+    out.why = "no contraction";
+    return out;
+  }
+  // Why `r` is no row sum of the GEMM `ct` (classes m, k, l; its A operand `a`), or "" with `sum` filled.
+  auto as_row_sum = [&](NodeId r, NodeId a, const std::set<AxisId>& mset, const std::set<AxisId>& kset,
+                        const std::set<AxisId>& lset, RowSum& sum) -> std::string {
+    const Node& x = kd.node(r);
+    std::set<AxisId> ml = mset;
+    ml.insert(lset.begin(), lset.end());
+    const bool sum_op = x.op == OpKind::reduce_sum, dot = x.op == OpKind::contract && x.operands.size() == 2;
+    if (!sum_op && !dot) return fmt::format("{} is a {} beside the GEMM: only sums ride with its mainloop", kd.label(r), ir::op_name(x.op));
+    if (axis_set(x.over) != kset || axis_set(x.axes) != ml)
+      return fmt::format("{} is not a sum over exactly the GEMM's K axes to its M and L axes", kd.label(r));
+    sum.node = r;
+    sum.factors = x.operands;
+    sum.fma = static_cast<double>(x.operands.size());  // the product and the sum
+    std::set<AxisId> kl = kset;
+    kl.insert(lset.begin(), lset.end());
+    bool reads_a = false;
+    std::set<NodeId> seen, leaves;
+    std::vector<NodeId> stack(x.operands.begin(), x.operands.end());
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n == a) {
+        reads_a = true;
+        continue;
+      }
+      const Node& y = kd.node(n);
+      if (y.op == OpKind::constant) {
+        if (!y.name.empty()) return fmt::format("{} reads param '{}': a row sum's code is compiled in (constants only)", kd.label(r), y.name);
+        continue;
+      }
+      if (y.op == OpKind::input) {
+        if (!std::all_of(y.axes.begin(), y.axes.end(), [&](AxisId ax) { return kl.count(ax) > 0; }) || !is_float(y.dtype))
+          return fmt::format("{} reads {}, not a float tensor over K and L axes alone", kd.label(r), y.name);
+        leaves.insert(n);
+        continue;
+      }
+      if (!ir::is_elementwise(y.op)) return fmt::format("{} reads {}: a row sum's summand is elementwise code", kd.label(r), kd.label(n));
+      sum.fma += 1;
+      if (on_sfu(y.op)) sum.sfu += 1;
+      sum.nodes.push_back(n);
+      for (NodeId o : y.operands) stack.push_back(o);
+    }
+    if (!reads_a) return fmt::format("{} does not read the GEMM's operand {}", kd.label(r), kd.label(a));
+    sum.leaves.assign(leaves.begin(), leaves.end());
+    sum.nodes.push_back(r);
+    std::sort(sum.nodes.begin(), sum.nodes.end());
+    return "";
+  };
+  std::string first_why;
+  for (NodeId ct : contracts) {
+    const Node& c = kd.node(ct);
+    if (c.operands.size() != 2) continue;
+    const std::set<AxisId> sa = axis_set(kd.node(c.operands[0]).axes), sb = axis_set(kd.node(c.operands[1]).axes), so = axis_set(c.axes);
+    std::set<AxisId> mset, nset, kset, lset;
+    for (AxisId x : sa) (sb.count(x) ? (so.count(x) ? lset : kset) : mset).insert(x);
+    for (AxisId x : sb)
+      if (!sa.count(x)) nset.insert(x);
+    if (mset.empty() || nset.empty() || kset.empty()) continue;  // not a GEMM: perhaps a row sum
+    RowSums cand;
+    cand.contraction = ct;
+    std::vector<NodeId> others = parts.reductions;
+    for (NodeId n : contracts)
+      if (n != ct) others.push_back(n);
+    std::sort(others.begin(), others.end());
+    for (NodeId r : others) {
+      RowSum sum;
+      if (std::string why = as_row_sum(r, c.operands[0], mset, kset, lset, sum); !why.empty()) {
+        cand.why = why;
+        break;
+      }
+      cand.sums.push_back(std::move(sum));
+    }
+    if (cand.why.empty()) return cand;
+    if (first_why.empty()) first_why = cand.why;
+  }
+  out.why = first_why.empty() ? "no contraction of two operands with axes of their own (M and N)" : first_why;
+  return out;
+}
 
 Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top) {
   const Census c = census(kd);

@@ -111,6 +111,7 @@ struct RowSum {
   ir::NodeId node = -1;
   std::vector<ir::NodeId> factors;  // multiplied to give the summand: the sum's operand, or the contraction's two
   std::vector<ir::NodeId> leaves;   // the inputs the summand reads, in node order
+  std::vector<ir::NodeId> nodes;    // the summand's code and the row sum itself, in node order
   double sfu = 0, fma = 0;          // arithmetic per element of A (the product and the sum included)
 };
 struct RowSums {
