@@ -35,9 +35,9 @@
 // in shared memory once more, 16 bytes a load, after the stage's WGMMAs are issued: where A is
 // K-major each thread sums one row over a run of K; where it is M-major, 8 adjacent rows over a few
 // k. The threads' partial sums are added in a fixed order; the sums ride with the split partials,
-// and reach the epilogue as the
-// row's values (its `rows` argument) and, where RowSums stores them, memory (by the units of
-// N tile 0). K past the tensor's edge is skipped (the zero-filled loads' f(0) is not summed).
+// and reach the epilogue as the row's values (its `rows` argument) and, where RowSums stores them,
+// memory (by the units of N tile 0). K past the tensor's edge is skipped (the zero-filled loads'
+// f(0) is not summed).
 //
 // Split along K: where the output tiles are fewer than two per SM (a state of d x e per head
 // reduced over a long sequence), each tile's K range is cut into splits; each split stores its
@@ -117,6 +117,10 @@ struct PrologueKernel {
   using Element = typename Cfg::Element;
   using ElementD = typename Cfg::ElementD;
   static constexpr int kTileM = cute::size<0>(typename Cfg::TileShape{}), kTileN = cute::size<1>(typename Cfg::TileShape{});
+  // Row sums' shared memory (one float each where there are none): each thread's partials (a
+  // K-major A: one row a thread; M-major: 8 rows a thread), and the finished values of the rows.
+  static constexpr int kRowPartials = kSums == 0 ? 1 : Cfg::kAKMajorIn ? Cfg::kConsumerThreads : 8 * Cfg::kConsumerThreads;
+  static constexpr int kRowsHeld = kSums == 0 ? 1 : kTileM;
   using SmemLayoutA = decltype(cute::tile_to_shape(typename Cfg::SmemAtomA{},
                                                    cute::Shape<cute::Int<kTileM>, cute::Int<Cfg::kTileK>, cute::Int<Cfg::kStages>>{}));
   using SmemLayoutB = decltype(cute::tile_to_shape(typename Cfg::SmemAtomB{},
@@ -143,8 +147,8 @@ struct PrologueKernel {
     alignas(1024) Element b[cute::cosize_v<SmemLayoutB>];
     alignas(1024) ElementD d[cute::cosize_v<SmemLayoutD>];
     napkin::device::StageRing<Cfg::kStages> ring;
-    float row_part[kSums > 0 ? kSums : 1][1024];  // row sums: each thread's partial sums (at most 1024 a sum)
-    float rows[kTileM][kSumSlots];  // row sums and what finish() derives: the tile's rows, for the epilogue
+    float row_part[kSums > 0 ? kSums : 1][kRowPartials];  // row sums: each thread's partials
+    float rows[kRowsHeld][kSumSlots];  // row sums and what finish() derives: the tile's rows, for the epilogue
     int last;  // the split path: this CTA is its tile's last split
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
@@ -289,7 +293,8 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   // M-major A: thread t sums rows 8c..8c+7 (one 16-byte chunk, c = t % kChunks) over kSegK k from
   // (t / kChunks) x kSegK; its partials land at row_part[j][(t / kChunks) x kTileM + 8c + r].
   constexpr int kChunks = K::kTileM / 8, kSegs = kConsumers / kChunks, kSegK = Cfg::kTileK / kSegs;
-  static_assert(kSegs * K::kTileM <= 1024 && Cfg::kTileK % kSegs == 0, "row_part holds every partial");
+  static_assert(kSums == 0 || Cfg::kAKMajorIn || kSegs * K::kTileM == K::kRowPartials, "row_part holds every partial");
+  static_assert(Cfg::kTileK % kSegs == 0, "whole runs of k a thread");
   const int sum_chunk = thread % kChunks, sum_seg = thread / kChunks;
   constexpr int kRowsAThread = Cfg::kAKMajorIn ? 1 : 8;
   float sums[kRowsAThread][kSums > 0 ? kSums : 1];
@@ -430,7 +435,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
         const int row = int(get<0>(tCcD(i + j)));
         const int m = min(u.m_tile * K::kTileM + row, p.m - 1);
         const int n = min(u.n_tile * K::kTileN + int(get<1>(tCcD(i + j))), p.n - 1);
-        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue, ss.rows[row]);
+        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue, ss.rows[kSums > 0 ? row : 0]);
       }
       if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
         cutlass::Array<ElementD, 2> pair;
