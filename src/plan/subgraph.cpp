@@ -636,7 +636,7 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   if (std::string why = output_modes_error(kd, g, kd.node(out).name, main_out->axes); !why.empty()) return invalid(why);
   for (const ir::Output& o : kd.outputs)
     if (sum_nodes.count(o.node)) {
-      if (!is_float(kd.node(o.node).dtype) || dtype_bytes(kd.node(o.node).dtype) < 2)
+      if (const DType t = kd.node(o.node).dtype; t != DType::f32 && t != DType::bf16 && t != DType::f16)
         return invalid(fmt::format("row sum {} is {}: the kernel stores f32, bf16 or f16", kd.label(o.node), dtype_name(kd.node(o.node).dtype)));
       if (std::string why = output_modes_error(kd, g, kd.node(o.node).name, o.axes); !why.empty()) return invalid(why);
     }
@@ -956,8 +956,9 @@ RowSums row_sums(const ir::Diagram& kd) {
         continue;
       }
       if (y.op == OpKind::input) {
-        if (!std::all_of(y.axes.begin(), y.axes.end(), [&](AxisId ax) { return kl.count(ax) > 0; }) || !is_float(y.dtype))
-          return fmt::format("{} reads {}, not a float tensor over K and L axes alone", kd.label(r), y.name);
+        const bool read = y.dtype == DType::bf16 || y.dtype == DType::f16 || y.dtype == DType::f32 || y.dtype == DType::f64;
+        if (!std::all_of(y.axes.begin(), y.axes.end(), [&](AxisId ax) { return kl.count(ax) > 0; }) || !read)
+          return fmt::format("{} reads {}, not a bf16, f16, f32 or f64 tensor over K and L axes alone", kd.label(r), y.name);
         leaves.insert(n);
         continue;
       }

@@ -482,6 +482,15 @@ TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
   EXPECT_TRUE(said);
 }
 
+// A row sum stored in a dtype the kernel does not write (f64) is no part of the GEMM kernel: the
+// plan computes it apart, and every kernel it plans is one the emitter writes.
+TEST(Plan, ARowSumTheKernelCannotStoreIsComputedApart) {
+  const auto r = derive(parse("axes t=512 d=64 e=64\nin X[t d] bf16\nin W[d e] bf16\nF = exp(X)\n"
+                              "Y = contract(F, W over d) as bf16\ns = sum(F as f64 over d)\nout Y\nout s\n"));
+  ASSERT_EQ(r.chosen.kernels.size(), 2u);
+  for (const auto& k : r.chosen.kernels) EXPECT_EQ(k.diagram.outputs.size(), 1u) << k.name;
+}
+
 // What is no row sum of the GEMM's operand says why.
 TEST(Plan, RowSumsSayWhyNot) {
   auto why = [](const std::string& body) {
@@ -492,7 +501,8 @@ TEST(Plan, RowSumsSayWhyNot) {
   EXPECT_EQ(why("s = contract(F, w over d)\n"), "");
   EXPECT_NE(why("s = max(F over d)\n").find("only sums ride"), std::string::npos);
   EXPECT_NE(why("s = sum(F over t)\n").find("not a sum over exactly the GEMM's K axes"), std::string::npos);
-  EXPECT_NE(why("s = sum(exp(X * 2) over d)\n").find("reads X, not a float tensor over K and L axes alone"), std::string::npos);
+  EXPECT_NE(why("s = sum(exp(X * 2) over d)\n").find("reads X, not a bf16, f16, f32 or f64 tensor over K and L axes alone"),
+            std::string::npos);
   EXPECT_NE(why("param p = 2\ns = sum(F * p over d)\n").find("reads param 'p'"), std::string::npos);
 }
 
