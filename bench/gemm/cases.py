@@ -22,6 +22,9 @@ for tokens in (2048, 8192):
 CASES.append(("matmul_chain_4096", "examples/matmul_chain.napkin", [], "plan"))
 CASES.append(("linear_attention", "examples/linear_attention.napkin", [], "plan"))
 CASES.append(("normalised_linear_attention", "examples/normalised_linear_attention.napkin", [], "plan"))
+# A scale before a compute-bound GEMM (8192 x 4096 x 4096): fused as the GEMM's prologue or
+# materialised, as the solver decides.
+CASES.append(("scaled_projection", "tests/diagrams/scaled_projection.napkin", [], "plan"))
 for columns in (512, 4096):
     # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
     # a column kernel.

@@ -91,6 +91,11 @@ def torch_impl(case, torch, F):
             Z = FQ @ FK.sum(-2).unsqueeze(-1)
             return (FQ @ state) / Z
         return f
+    if case.startswith("scaled_projection"):
+        def f(t, f32):
+            F_ = (t["X"] * 0.5).bfloat16()
+            return F_.float() @ t["W"].float() if f32 else F_ @ t["W"]
+        return f
     if case.startswith("column_variance"):
         def f(t, f32):
             if f32:

@@ -779,8 +779,8 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_prologue.h", "", "B " + B.name);
-  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
-                     cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages);
+  out += fmt::format("using Config = napkin::gemm::PrologueConfig<{}, {}, {}, {}, {}, {}, {}, {}, {}>;\n\n", cutlass_type(f.element),
+                     cutlass_type(f.out_dtype), f.a_k_major, f.b_k_major, f.out_n_major, s.tile_m, s.tile_n, s.stages, s.warpgroups);
   out += prologue_functor(d, f, f.a, f.prologue_a, "PrologueA") + prologue_functor(d, f, f.b, f.prologue_b, "PrologueB");
   out += params_struct(d, f) + prologue_epilogue_functor(d, f) + row_sums_functor(d, f);
   out += fmt::format("using Kernel = napkin::gemm::PrologueKernel<Config, {}, {}, Epilogue{}>;\n\n}}  // namespace\n\n",

@@ -74,7 +74,8 @@ bool raster_along_n(const GemmProblem& p, const GemmSchedule& s, double sms) {
 
 std::string gemm_schedule_text(const GemmSchedule& s) {
   if (s.prologue)
-    return fmt::format("tile {}x{}x{} stages {} TMA WGMMA (prologue)", s.tile_m, s.tile_n, s.tile_k, s.stages);
+    return fmt::format("tile {}x{}x{} stages {} TMA WGMMA (prologue{})", s.tile_m, s.tile_n, s.tile_k, s.stages,
+                       s.warpgroups > 1 ? fmt::format(", {} consumer warpgroups", s.warpgroups) : "");
   std::string t = fmt::format("tile {}x{}x{} cluster {}x{}", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n);
   t += s.stages > 0 ? fmt::format(" stages {}", s.stages) : std::string(" stages auto");
   t += s.pingpong ? " pingpong" : " cooperative";
@@ -93,20 +94,24 @@ namespace {
 
 // The prologue mainloop (napkin/gemm_prologue.h): a memory-bound GEMM whose operands are
 // transformed as they load. Model:
-//   CTAs     = min(tiles * splits, resident), persistent; 160 threads (a TMA producer warp, one
-//              consumer warpgroup), as many resident per SM as shared memory (the stages and the
-//              output tile) and registers allow
+//   CTAs     = min(tiles * splits, resident), persistent; a TMA producer warp and W consumer
+//              warpgroups, as many resident per SM as shared memory (the stages and the output
+//              tile) and registers allow
 //   compute  = FLOPs at the tensor cores' WGMMA rate over the SMs the CTAs occupy
 //   prologue = each CTA transforms the operand tiles it loads, in shared memory: A once per N
 //              tile, B once per M tile, at the SFU and FMA rates
 //   HBM      = compulsory traffic at a fitted fraction of the bandwidth, over the SMs the CTAs
 //              occupy; re-reads from L2
 //   split    = each split stores tile_m x tile_n f32 sums to L2, read back once
-//   pipeline = one consumer warpgroup runs each K tile's transform, named barrier and WGMMAs in
+//   pipeline = a consumer warpgroup runs each K tile's transform, named barrier and WGMMAs in
 //              turn (serial: the tile's WGMMA time on its share of the tensor cores plus the
-//              transform's time on one warpgroup), and holds two stages (the one it reads, the
-//              one whose WGMMAs may still run), so S stages keep S - 2 loads in flight: a K tile
-//              takes max(serial, (TMA latency + serial) / min(S - 1, the unit's K tiles))
+//              transform's time on one warpgroup). One warpgroup holds two stages (the one it
+//              reads, the one whose WGMMAs may still run), so S stages keep S - 2 loads in
+//              flight: a K tile takes max(serial, (TMA latency + serial) / min(S - 1, the unit's
+//              K tiles)). Two take the K tiles in turn, each holding one stage (released once
+//              its WGMMAs retire; at least 3 stages, one loading): max(WGMMA, serial / 2, (TMA
+//              latency + serial) / min(S, K tiles)), plus, a unit, the second's accumulator
+//              handed to the first through shared memory
 //   time     = max(compute, prologue ALU, HBM, L2, pipeline) + fixed launch cost
 // A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store) and the
 // ring's barriers.
@@ -123,15 +128,26 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
     return v;
   };
   if (p.outputs > 1) return reject("prologue", "the dual GEMM has no prologue mainloop");
+  if (s.warpgroups != 1 && s.warpgroups != 2)
+    return reject("divisibility", fmt::format("{} consumer warpgroups: the prologue mainloop runs 1 or 2", s.warpgroups));
+  if (s.warpgroups == 2 && s.stages < 3)
+    return reject("smem", fmt::format("{} stages for two consumer warpgroups: each holds one, and one more loads", s.stages));
   if (s.tile_m % 64 != 0 || s.tile_n % 64 != 0 || s.tile_k != 64 || s.cluster_m * s.cluster_n != 1)
     return reject("divisibility", fmt::format("tile {}x{}x{}: the prologue mainloop takes multiples of 64 and tile_k 64, no "
                                               "cluster", s.tile_m, s.tile_n, s.tile_k));
-  // Registers: one consumer warpgroup holds the tile's f32 accumulators. Measured by ptxas
+  // Registers: each consumer warpgroup holds the tile's f32 accumulators. Measured by ptxas
   // (napkin/gemm_prologue.h, bench/NOTES.md 2026-11-27): 88 registers a thread at 32
   // accumulators, 160 at 64; 128 accumulators fit under the 255 a thread may have.
   const double acc_regs = static_cast<double>(s.tile_m * s.tile_n) / 128;
   if (acc_regs > 128) return reject("registers", fmt::format("{:.0f} accumulator registers per thread, 128 fit", acc_regs));
   const double regs = std::min(255.0, 16 + 2.25 * acc_regs);
+  const double wgs = static_cast<double>(s.warpgroups), threads = 32 + 128 * wgs;
+  // ptxas caps a thread's registers at the file over the CTA's threads rounded up to whole
+  // warpgroups (288 threads: 168, measured with -Xptxas=-v; the 128 x 128 tile then spills).
+  const double reg_cap = std::min(255.0, std::floor(65536 / (std::ceil(threads / 128) * 128) / 8) * 8);
+  if (regs > reg_cap)
+    return reject("registers", fmt::format("{:.0f} registers a thread for {:.0f} accumulators; {} consumer warpgroups and the "
+                                           "producer warp leave {:.0f}", regs, acc_regs, s.warpgroups, reg_cap));
   const double in_bytes = dtype_bytes(p.operand);
   const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * in_bytes;
   const double smem_limit = static_cast<double>(m.limits.smem_bytes_per_block.value);
@@ -145,11 +161,11 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
   const std::int64_t m_tiles = ceil_div(p.m, s.tile_m), n_tiles = ceil_div(p.n, s.tile_n);
   const std::int64_t tiles = m_tiles * n_tiles * p.l;
-  const int splits = napkin::gemm::prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value);
-  const double units = static_cast<double>(tiles * splits);
   const double regs_per_sm = static_cast<double>(m.limits.registers_per_sm.value);
   const double resident = std::max(1.0, std::min(std::floor(static_cast<double>(m.limits.smem_bytes_per_sm.value) / (cta_smem + 1024)),
-                                                 std::floor(regs_per_sm / (160 * regs))));
+                                                 std::floor(regs_per_sm / (threads * regs))));
+  const int splits = napkin::gemm::prologue_splits(tiles, ceil_div(p.k, s.tile_k), m.sm_count.value, static_cast<int>(resident));
+  const double units = static_cast<double>(tiles * splits);
   const double ctas = std::min(units, sms * resident);
   const double busy_sms = std::min(sms, ctas);
   const double flops = 2.0 * static_cast<double>(p.m * p.n) * static_cast<double>(p.k * p.l);
@@ -189,9 +205,13 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
       (p.prologue_sfu_b + p.prologue_fma_b > 0 ? per_thread_b * (kElementCycles + p.prologue_sfu_b * 4 + p.prologue_fma_b) : 0);
   const double serial_s = mma_tile_s + transform_cycles / clock;
   const std::int64_t unit_k_tiles = ceil_div(ceil_div(p.k, s.tile_k), splits);
-  const double in_flight = static_cast<double>(std::min<std::int64_t>(s.stages - 1, unit_k_tiles));  // a short unit fills fewer
-  const double k_tile_s = std::max(serial_s, (kTmaLatencyS + serial_s) / in_flight);
-  const double pipeline_s = units_per_cta * static_cast<double>(unit_k_tiles) * k_tile_s;
+  const double in_flight = static_cast<double>(std::min<std::int64_t>(s.stages - (s.warpgroups == 1 ? 1 : 0), unit_k_tiles));  // a short unit fills fewer
+  const double k_tile_s = std::max({mma_tile_s, serial_s / wgs, (kTmaLatencyS + serial_s) / in_flight});
+  // Two warpgroups: the second's accumulator through shared memory a unit (a store and a load a
+  // value, two barriers a round of the output tile's buffer).
+  const double gather_s = s.warpgroups == 1 ? 0.0
+                                            : (kStageCycles * 2 + 4.0 * static_cast<double>(s.tile_m * s.tile_n) / 128) / clock;
+  const double pipeline_s = units_per_cta * (static_cast<double>(unit_k_tiles) * k_tile_s + gather_s);
   const double main_s = std::max({compute_s, alu_s, hbm_s, l2_s, pipeline_s});
   v.estimate.time_s = main_s + kKernelFixedS;
   v.estimate.flops = flops;
@@ -200,7 +220,8 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
                      : main_s == alu_s   ? "ALU"
                      : main_s == hbm_s   ? "HBM bandwidth"
                      : main_s == l2_s    ? "L2->SMEM bandwidth"
-                                         : "pipeline (one warpgroup: transform, then WGMMA)";
+                                         : s.warpgroups == 1 ? "pipeline (one warpgroup: transform, then WGMMA)"
+                                                             : "pipeline (each warpgroup: transform, then WGMMA)";
   v.estimate.detail = fmt::format(
       "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us, "
       "pipeline {:.4g} us ({:.3g} us a K tile)",
@@ -376,17 +397,20 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   if (p.prologue) {
     for (std::int64_t tm : {64, 128})
       for (std::int64_t tn : {64, 128})
-        for (int stages : {2, 3, 4, 6}) {
-          GemmSchedule s{tm, tn, 64, 1, 1, stages, false};
-          s.prologue = true;
-          consider(s);
-        }
+        for (int stages : {2, 3, 4, 6})
+          for (int warpgroups : {1, 2}) {
+            GemmSchedule s{tm, tn, 64, 1, 1, stages, false};
+            s.prologue = true;
+            s.warpgroups = warpgroups;
+            consider(s);
+          }
     // Estimates in the same 1 % band rank the smaller shared-memory footprint first: more CTAs a
     // SM, more consumer warpgroups to overlap one another's transforms and epilogues (measured on
     // the H100: linear attention's output GEMM 1.10x faster at 2 stages than at 3, its state GEMM
     // even; bench/NOTES.md, 2026-11-27).
     auto key = [&](const GemmCandidate& c) {
-      return std::make_pair(std::llround(std::log(c.estimate.time_s) / std::log(1.01)), prologue_cta_smem(p, c.schedule));
+      return std::make_tuple(std::llround(std::log(c.estimate.time_s) / std::log(1.01)), prologue_cta_smem(p, c.schedule),
+                             c.schedule.warpgroups);
     };
     std::stable_sort(out.ranked.begin(), out.ranked.end(),
                      [&](const GemmCandidate& a, const GemmCandidate& b) { return key(a) < key(b); });

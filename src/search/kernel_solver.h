@@ -45,9 +45,11 @@ struct GemmSchedule {
   // SM, each part's partial sums reduced through a workspace, so no wave runs part empty.
   bool stream_k = false;
   // The prologue mainloop (napkin/gemm_prologue.h): TMA into shared-memory stages, each stage's
-  // operand transformed there, then WGMMA; one consumer warpgroup, tile_k 64, no cluster,
-  // persistent CTAs, the split along K chosen at launch (napkin/prologue_splits.h).
+  // operand transformed there, then WGMMA; `warpgroups` consumer warpgroups (1 or 2, taking a
+  // unit's K tiles in turn), tile_k 64, no cluster, persistent CTAs, the split along K chosen at
+  // launch (napkin/prologue_splits.h).
   bool prologue = false;
+  int warpgroups = 1;
   bool operator==(const GemmSchedule&) const = default;
 };
 // "tile 128x256x64 cluster 2x1 stages 4 cooperative" (" swizzle 8" where swizzle > 1, " along N",

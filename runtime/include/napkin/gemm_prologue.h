@@ -15,10 +15,17 @@
 // shared memory, with no place for such code, so the mainloop is this file's, over CuTe's atoms:
 //
 //   producer warp (one thread)      TMA loads of each K tile of A and B into a ring of stages
-//   consumer warpgroup (4 warps)    waits for a stage, applies the prologues to it in shared
-//                                   memory (each element once, 16 bytes a thread), fences it for
+//   consumer warpgroups (4 warps    each waits for a stage, applies the prologues to it in shared
+//   each, one or two)               memory (each element once, 16 bytes a thread), fences it for
 //                                   the async proxy, then SS-WGMMA; the stage is released once
-//                                   the next stage's WGMMAs are issued and its own have retired
+//                                   its WGMMAs have retired (with one warpgroup: once the next
+//                                   stage's are issued)
+//
+// Two consumer warpgroups take a unit's K tiles in turn, each into its own accumulator of the
+// whole tile, so that one transforms its stage while the other's WGMMAs run and each thread's
+// serial work a K tile halves; at the unit's end the second adds its accumulator (and its row
+// sums' partials) to the first's through shared memory (the output tile's buffer, in rounds), then
+// goes on to its share of the next unit while the first runs the split combine and the epilogue.
 //
 // The CTAs are persistent: each takes work units (an output tile, or one split of its K range)
 // in a stride over the grid, and the producer loads the next unit's stages while the consumers
@@ -58,11 +65,14 @@
 namespace napkin::gemm {
 
 // The configuration: operand dtype (bf16 or f16), output dtype, each operand's major mode and the
-// output's, the CTA tile (kTileM 64 or 128, the consumer warpgroup's WGMMA rows once or twice;
-// kTileN a multiple of 64 up to 256; K tile 64, one 128-byte swizzle row) and the stages.
-template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_>
+// output's, the CTA tile (kTileM 64 or 128, a consumer warpgroup's WGMMA rows once or twice;
+// kTileN a multiple of 64 up to 256; K tile 64, one 128-byte swizzle row), the stages and the
+// consumer warpgroups (1 or 2, taking the K tiles in turn).
+template <class ElementAB, class ElementD_, bool kAKMajor, bool kBKMajor, bool kDNMajor, int kTileM, int kTileN, int kStages_,
+          int kConsumerWGs_>
 struct PrologueConfig {
-  static_assert(kTileM == 64 || kTileM == 128, "one consumer warpgroup: 64 or 128 rows");
+  static_assert(kTileM == 64 || kTileM == 128, "a consumer warpgroup's tile: 64 or 128 rows");
+  static_assert(kConsumerWGs_ == 1 || kConsumerWGs_ == 2, "one or two consumer warpgroups");
   static_assert(kTileN % 64 == 0 && kTileN <= 256, "WGMMA's N: a multiple of 64 up to 256");
   static_assert(kStages_ >= 2, "a ring of at least two stages");
   using Element = ElementAB;
@@ -86,8 +96,10 @@ struct PrologueConfig {
   // The output tile, staged in shared memory for the TMA store (full lines; stores from the
   // accumulators' layout write half sectors).
   using SmemAtomD = std::conditional_t<kDNMajor, cute::GMMA::Layout_K_SW128_Atom<ElementD_>, cute::GMMA::Layout_MN_SW128_Atom<ElementD_>>;
-  static constexpr int kConsumerThreads = 128;
-  static constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroup and the producer warp
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static constexpr int kWarpgroupThreads = 128;
+  static constexpr int kConsumerThreads = kWarpgroupThreads * kConsumerWGs;
+  static constexpr int kThreads = kConsumerThreads + 32;  // the consumer warpgroups and the producer warp
 };
 
 // No row sums (the RowSums of a prologue GEMM without them). A RowSums functor has kCount sums
@@ -119,7 +131,8 @@ struct PrologueKernel {
   static constexpr int kTileM = cute::size<0>(typename Cfg::TileShape{}), kTileN = cute::size<1>(typename Cfg::TileShape{});
   // Row sums' shared memory (one float each where there are none): each thread's partials (a
   // K-major A: one row a thread; M-major: 8 rows a thread), and the finished values of the rows.
-  static constexpr int kRowPartials = kSums == 0 ? 1 : Cfg::kAKMajorIn ? Cfg::kConsumerThreads : 8 * Cfg::kConsumerThreads;
+  static constexpr int kWGRowPartials = Cfg::kAKMajorIn ? Cfg::kWarpgroupThreads : 8 * Cfg::kWarpgroupThreads;  // a warpgroup's
+  static constexpr int kRowPartials = kSums == 0 ? 1 : Cfg::kConsumerWGs * kWGRowPartials;
   static constexpr int kRowsHeld = kSums == 0 ? 1 : kTileM;
   using SmemLayoutA = decltype(cute::tile_to_shape(typename Cfg::SmemAtomA{},
                                                    cute::Shape<cute::Int<kTileM>, cute::Int<Cfg::kTileK>, cute::Int<Cfg::kStages>>{}));
@@ -152,6 +165,11 @@ struct PrologueKernel {
     int last;  // the split path: this CTA is its tile's last split
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
+  // Two consumer warpgroups: the second's accumulator values handed to the first through the
+  // output tile's buffer, kGatherValues a thread a round.
+  static constexpr int kAccValues = kTileM * kTileN / Cfg::kWarpgroupThreads;
+  static constexpr int kGatherValues = std::min<int>(kAccValues, sizeof(SharedStorage::d) / sizeof(float) / Cfg::kWarpgroupThreads);
+  static_assert(kAccValues % kGatherValues == 0, "whole rounds");
 
   // What the generated entry fills (tiles, splits and workspace are run_prologue's).
   struct Params {
@@ -216,25 +234,29 @@ __device__ __forceinline__ void transform_stage(T* stage, int count, int thread)
   }
 }
 
-// Named barriers of the consumer warpgroup (0 is __syncthreads).
-constexpr int kPrologueTransformedBarrier = 1;
-constexpr int kPrologueSplitBarrier = 2;
-constexpr int kPrologueEpilogueBarrier = 3;
-constexpr int kPrologueSumsBarrier = 4;
+// Named barriers (0 is __syncthreads): of the first consumer warpgroup (split, epilogue, sums),
+// of both (gather, gathered), and each warpgroup's own (transformed: 6 + its index).
+constexpr int kPrologueSplitBarrier = 1;
+constexpr int kPrologueEpilogueBarrier = 2;
+constexpr int kPrologueSumsBarrier = 3;
+constexpr int kPrologueGatherBarrier = 4;    // the gather buffer free
+constexpr int kPrologueGatheredBarrier = 5;  // the gather buffer written
+constexpr int kPrologueTransformedBarrier = 6;
 
 template <class K>
 __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(const __grid_constant__ typename K::LaunchParams lp) {
   using namespace cute;
   using Cfg = typename K::Cfg_;
   using T = typename Cfg::Element;
-  constexpr int kStages = Cfg::kStages, kConsumers = Cfg::kConsumerThreads;
+  constexpr int kStages = Cfg::kStages, kConsumers = Cfg::kConsumerThreads, kWGs = Cfg::kConsumerWGs;
+  constexpr int kWG = Cfg::kWarpgroupThreads;  // a warpgroup's threads; the first alone runs the epilogue
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<typename K::SharedStorage*>(smem_raw);
   auto const& p = lp.p;
   const int thread = static_cast<int>(threadIdx.x);
   const int warp = cutlass::canonical_warp_idx_sync();
   const auto tile = typename Cfg::TileShape{};
-  if (thread == 0) ss.ring.init(kConsumers / 32);  // each consumer warp releases a stage
+  if (thread == 0) ss.ring.init(kWG / 32);  // each warp of the stage's warpgroup releases it
   cutlass::arch::fence_barrier_init();
   __syncthreads();
   Tensor sA = make_tensor(make_smem_ptr(ss.a), typename K::SmemLayoutA{});  // (BM, BK, stages)
@@ -268,9 +290,10 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     return;
   }
 
-  // The consumer warpgroup.
+  // The consumer warpgroups: wg's thread wt. Both hold the same fragments of the whole tile.
+  const int wg = __shfl_sync(0xffffffffu, thread / kWG, 0), wt = thread % kWG;  // wg warp-uniform to the compiler
   typename Cfg::TiledMma mma;
-  auto thr_mma = mma.get_thread_slice(thread);
+  auto thr_mma = mma.get_thread_slice(wt);
   Tensor tCsA = thr_mma.partition_A(sA);  // (MMA, MMA_M, MMA_K, stages)
   Tensor tCsB = thr_mma.partition_B(sB);
   Tensor tCrA = thr_mma.make_fragment_A(tCsA);  // shared-memory descriptors
@@ -286,16 +309,18 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   typename K::Output epilogue;
   typename K::RowSums row_sums;
   constexpr int kSums = K::kSums;
-  // Row sums, K-major A: thread t sums row t % kTileM over its run of K, from (t / kTileM) x kRunK.
-  constexpr int kRunK = Cfg::kTileK * K::kTileM / kConsumers;
-  static_assert(kConsumers % K::kTileM == 0 && Cfg::kTileK % (kConsumers / K::kTileM) == 0, "whole runs of K a thread");
-  const int sum_row = thread % K::kTileM, sum_k0 = thread / K::kTileM * kRunK;
-  // M-major A: thread t sums rows 8c..8c+7 (one 16-byte chunk, c = t % kChunks) over kSegK k from
-  // (t / kChunks) x kSegK; its partials land at row_part[j][(t / kChunks) x kTileM + 8c + r].
-  constexpr int kChunks = K::kTileM / 8, kSegs = kConsumers / kChunks, kSegK = Cfg::kTileK / kSegs;
-  static_assert(kSums == 0 || Cfg::kAKMajorIn || kSegs * K::kTileM == K::kRowPartials, "row_part holds every partial");
+  // Row sums of the stages a warpgroup reads, by its thread wt. K-major A: wt sums row
+  // wt % kTileM over its run of K, from (wt / kTileM) x kRunK; its partial lands at
+  // row_part[j][wg x kWGRowPartials + wt].
+  constexpr int kRunK = Cfg::kTileK * K::kTileM / kWG;
+  static_assert(kWG % K::kTileM == 0 && Cfg::kTileK % (kWG / K::kTileM) == 0, "whole runs of K a thread");
+  const int sum_row = wt % K::kTileM, sum_k0 = wt / K::kTileM * kRunK;
+  // M-major A: wt sums rows 8c..8c+7 (one 16-byte chunk, c = wt % kChunks) over kSegK k from
+  // (wt / kChunks) x kSegK; its partials land at row_part[j][wg x kWGRowPartials + (wt / kChunks) x kTileM + 8c + r].
+  constexpr int kChunks = K::kTileM / 8, kSegs = kWG / kChunks, kSegK = Cfg::kTileK / kSegs;
+  static_assert(kSums == 0 || Cfg::kAKMajorIn || kSegs * K::kTileM == K::kWGRowPartials, "row_part holds every partial");
   static_assert(Cfg::kTileK % kSegs == 0, "whole runs of k a thread");
-  const int sum_chunk = thread % kChunks, sum_seg = thread / kChunks;
+  const int sum_chunk = wt % kChunks, sum_seg = wt / kChunks;
   constexpr int kRowsAThread = Cfg::kAKMajorIn ? 1 : 8;
   float sums[kRowsAThread][kSums > 0 ? kSums : 1];
 
@@ -307,14 +332,17 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kSums; ++j) sums[r][j] = 0.f;
     napkin::device::RingState<kStages> previous;
-    for (int i = 0; i < u.count; ++i) {
+    bool holds_previous = false;
+    // Every warpgroup walks the unit's stages; warpgroup wg reads K tiles wg, wg + kWGs, ...
+    for (int i = 0; i < u.count; ++i, st.advance()) {
+      if (kWGs > 1 && i % kWGs != wg) continue;
       st = napkin::device::warp_uniform(st);
       ss.ring.consumer_wait(st);
       if constexpr (kTransformA || kTransformB) {
-        if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kConsumers>(ss.a + st.index * K::kStageA, K::kStageA, thread);
-        if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kConsumers>(ss.b + st.index * K::kStageB, K::kStageB, thread);
+        if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kWG>(ss.a + st.index * K::kStageA, K::kStageA, wt);
+        if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kWG>(ss.b + st.index * K::kStageB, K::kStageB, wt);
         cutlass::arch::fence_view_async_shared();  // the generic proxy's writes, before WGMMA reads them
-        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueTransformedBarrier);
+        cutlass::arch::NamedBarrier::sync(kWG, kPrologueTransformedBarrier + (kWGs > 1 ? wg : 0));
       }
       warpgroup_fence_operand(acc);
       warpgroup_arrive();
@@ -347,29 +375,65 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
             for (int r = 0; r < 8; ++r) row_sums.add(sums[r], static_cast<float>(e[r]), k0 + kk, u.batch, p.sums);
           }
       }
-      warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
-      warpgroup_fence_operand(acc);
-      if (i > 0 && releaser) ss.ring.consumer_release(previous);
-      previous = st;
-      st.advance();
+      if constexpr (kWGs == 1) {
+        warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
+        warpgroup_fence_operand(acc);
+        if (holds_previous && releaser) ss.ring.consumer_release(previous);
+        previous = st;
+        holds_previous = true;
+      } else {
+        warpgroup_wait<0>();  // the other warpgroup's turn runs meanwhile; the stage is free at once
+        warpgroup_fence_operand(acc);
+        if (releaser) ss.ring.consumer_release(st);
+      }
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
-    if (u.count > 0 && releaser) ss.ring.consumer_release(previous);
-    if constexpr (kSums > 0) {  // each row's partials summed in order (of K), into ss.rows
-      // Partial (segment s, row m) at row_part[j][s x kTileM + m]: K-major, thread t holds segment
-      // t / kTileM of row t % kTileM; M-major, segment t / kChunks of rows 8 (t % kChunks) + r.
-      constexpr int kSegments = Cfg::kAKMajorIn ? kConsumers / K::kTileM : kSegs;
+    if (holds_previous && releaser) ss.ring.consumer_release(previous);
+    auto store_row_partials = [&] {  // this warpgroup's row partials, for the first to sum
       CUTLASS_PRAGMA_UNROLL
       for (int j = 0; j < kSums; ++j) {
+        float* part = ss.row_part[j] + wg * K::kWGRowPartials;
         if constexpr (Cfg::kAKMajorIn) {
-          ss.row_part[j][thread] = sums[0][j];
+          part[wt] = sums[0][j];
         } else {
           CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < 8; ++r) ss.row_part[j][sum_seg * K::kTileM + sum_chunk * 8 + r] = sums[r][j];
+          for (int r = 0; r < 8; ++r) part[sum_seg * K::kTileM + sum_chunk * 8 + r] = sums[r][j];
         }
       }
-      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSumsBarrier);
+    };
+    if (kSums > 0 && wg == 0) store_row_partials();
+    if constexpr (kWGs > 1) {
+      // The second warpgroup's accumulator added to the first's, in rounds through the output
+      // tile's buffer once the previous unit's TMA store has read it (value i of thread wt at
+      // i x kWG + wt), its row partials with the first round (the first warpgroup has summed the
+      // previous unit's by then); then the second goes on to the next unit. Both warpgroups
+      // run the same barrier instructions.
+      float* gather = reinterpret_cast<float*>(ss.d);
+      if (thread == 0) tma_store_wait<0>();
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < K::kAccValues / K::kGatherValues; ++r) {
+        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatherBarrier);  // the buffer free
+        if (wg > 0) {
+          if (kSums > 0 && r == 0) store_row_partials();
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < K::kGatherValues; ++i) gather[i * kWG + wt] = acc(r * K::kGatherValues + i);
+        }
+        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatheredBarrier);
+        if (wg == 0) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < K::kGatherValues; ++i) acc(r * K::kGatherValues + i) += gather[i * kWG + wt];
+        }
+      }
+      if (wg > 0) continue;
+    }
+    // From here on the first warpgroup alone.
+    if constexpr (kSums > 0) {  // each row's partials summed in order (of the warpgroup, then of K), into ss.rows
+      // Partial (segment s, row m) at row_part[j][s x kTileM + m] (a warpgroup's segments after the
+      // first's): K-major, thread wt holds segment wt / kTileM of row wt % kTileM; M-major, segment
+      // wt / kChunks of rows 8 (wt % kChunks) + r.
+      constexpr int kSegments = kWGs * (Cfg::kAKMajorIn ? kWG / K::kTileM : kSegs);
+      cutlass::arch::NamedBarrier::sync(kWG, kPrologueSumsBarrier);
       if (thread < K::kTileM) {
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < kSums; ++j) {
@@ -379,33 +443,32 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
         }
       }
     }
-
     if (p.splits > 1) {
       // This split's partial sums, stored where the tile's last split reads them; that split sums
       // them in split order (the same result whichever arrives last).
       const int tile_id = (u.batch * p.tiles_n + u.n_tile) * p.tiles_m + u.m_tile;
       constexpr int kTileElems = K::kTileM * K::kTileN;
       float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + u.split) * K::kPartialElems;
-      // In the accumulators' own order (value i of consumer thread t at i x threads + t): every
+      // In the accumulators' own order (value i of thread t at i x kWG + t): every
       // split holds the same fragment, so no coordinates are needed, and each store is coalesced.
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc); ++i) __stcg(mine + i * kConsumers + thread, acc(i));
+      for (int i = 0; i < size(acc); ++i) __stcg(mine + i * kWG + thread, acc(i));
       if constexpr (kSums > 0)
         if (thread < K::kTileM)
           for (int j = 0; j < kSums; ++j) __stcg(mine + kTileElems + j * K::kTileM + thread, ss.rows[thread][j]);
       __threadfence();
-      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);
+      cutlass::arch::NamedBarrier::sync(kWG, kPrologueSplitBarrier);
       if (thread == 0) ss.last = atomicAdd(p.arrivals + tile_id, 1) == p.splits - 1;
-      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);
+      cutlass::arch::NamedBarrier::sync(kWG, kPrologueSplitBarrier);
       const bool last = ss.last;
-      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueSplitBarrier);  // ss.last read before the next unit's write
+      cutlass::arch::NamedBarrier::sync(kWG, kPrologueSplitBarrier);  // ss.last read before the next unit's write
       if (!last) continue;
       __threadfence();
       const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * K::kPartialElems;
       clear(acc);
       for (int s = 0; s < p.splits; ++s) {
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * K::kPartialElems + i * kConsumers + thread);
+        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * K::kPartialElems + i * kWG + thread);
       }
       if constexpr (kSums > 0)
         if (thread < K::kTileM)
@@ -425,7 +488,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       if (u.n_tile == 0 && thread < K::kTileM && m < p.m) row_sums.store(ss.rows[thread], m, u.batch, p.sums);
     }
     if (thread == 0) tma_store_wait<0>();  // the previous unit's store has read sD
-    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);  // also: ss.rows written
+    cutlass::arch::NamedBarrier::sync(kWG, kPrologueEpilogueBarrier);  // also: ss.rows written
     static_assert(decltype(size(acc))::value % 2 == 0, "WGMMA's accumulators come in pairs");
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(acc); i += 2) {
@@ -448,7 +511,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       }
     }
     tma_store_fence();  // the generic proxy's writes, before the TMA store reads them
-    cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueEpilogueBarrier);  // also: ss.rows read before the next unit's
+    cutlass::arch::NamedBarrier::sync(kWG, kPrologueEpilogueBarrier);  // also: ss.rows read before the next unit's
     if (thread == 0) {
       Tensor mD = lp.tma_d.get_tma_tensor(make_shape(p.m, p.n, p.l));
       auto tma_d = lp.tma_d.get_slice(0);
@@ -485,7 +548,12 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
   const int64_t tiles = static_cast<int64_t>(p.tiles_m) * p.tiles_n * p.l;
   const int k_tiles = (p.k + Cfg::kTileK - 1) / Cfg::kTileK;
   const int sms = sm_count(device);
-  if (p.splits <= 0) p.splits = prologue_splits(tiles, k_tiles, sms);
+  auto kernel = prologue_gemm_kernel<K>;
+  if (K::kSmemBytes >= 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmemBytes); e != cudaSuccess)
+      return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+  const int resident_per_sm = prologue_residency(kernel, Cfg::kThreads, K::kSmemBytes, device);
+  if (p.splits <= 0) p.splits = prologue_splits(tiles, k_tiles, sms, resident_per_sm);
   if (tiles * p.splits > INT_MAX) return "the prologue GEMM has more tiles than one launch's grid takes";
   if (p.m == 0 || p.n == 0 || p.l == 0) return "";
   if (p.splits > 1) {
@@ -502,11 +570,7 @@ std::string run_prologue(typename K::Params p, cudaStream_t stream) {
                               make_tma_copy(SM90_TMA_STORE{}, K::gmem(p.d, p.m, p.n, p.l, p.dd), typename K::SmemLayoutD{},
                                             Shape<Int<K::kTileM>, Int<K::kTileN>>{}, _1{}),
                               static_cast<int>(tiles * p.splits), k_tiles};
-  auto kernel = prologue_gemm_kernel<K>;
-  if (K::kSmemBytes >= 48 * 1024)
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmemBytes); e != cudaSuccess)
-      return std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e);
-  const int64_t resident = static_cast<int64_t>(sms) * prologue_residency(kernel, Cfg::kThreads, K::kSmemBytes, device);
+  const int64_t resident = static_cast<int64_t>(sms) * resident_per_sm;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(lp.units, resident));
   kernel<<<grid, Cfg::kThreads, K::kSmemBytes, stream>>>(lp);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return std::string("CUDA error: ") + cudaGetErrorString(e);

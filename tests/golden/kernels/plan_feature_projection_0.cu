@@ -8,7 +8,7 @@
 namespace {
 
 // M = t, N = e, K = d, L = -: A X[t d] K-major, B W[d e] N-major, D Y[t e] N-major.
-using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 2>;
+using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 2, 1>;
 
 // The operand 'F' computed from each element of X as it loads, in f32 (exp and log by the SFU's
 // approximations), rounded for the tensor cores.

@@ -8,7 +8,7 @@
 namespace {
 
 // M = q, N = e, K = d, L = b h: A Q[b h q d] K-major, B FKV[b h d e] N-major, D O[b h q e] N-major.
-using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 2>;
+using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, true, false, true, 64, 64, 2, 1>;
 
 // The operand 'FQ' computed from each element of Q as it loads, in f32 (exp and log by the SFU's
 // approximations), rounded for the tensor cores.

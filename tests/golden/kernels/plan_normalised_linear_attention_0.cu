@@ -8,7 +8,7 @@
 namespace {
 
 // M = d, N = e, K = k, L = b h: A K[b h k d] M-major, B V[b h k e] N-major, D FKV[b h d e] N-major.
-using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, false, false, true, 64, 64, 3>;
+using Config = napkin::gemm::PrologueConfig<cutlass::bfloat16_t, cutlass::bfloat16_t, false, false, true, 64, 64, 3, 1>;
 
 // The operand 'FK' computed from each element of K as it loads, in f32 (exp and log by the SFU's
 // approximations), rounded for the tensor cores.

@@ -462,14 +462,15 @@ TEST(GemmSolver, PrologueSplitsKeepEightKTilesASplit) {
     return x == std::string::npos || e == std::string::npos ? -1 : std::stoi(d.substr(x + 3, e - x - 3));
   };
   EXPECT_EQ(splits(16, 4096), 8);   // normalised linear attention's state GEMM
-  EXPECT_EQ(splits(64, 4096), 5);   // linear attention's: two CTAs a SM
+  EXPECT_EQ(splits(64, 4096), 6);   // linear attention's: as many units as resident CTAs (3 a SM)
   EXPECT_EQ(splits(16, 960), 1);    // 15 K tiles: too short to split
   EXPECT_EQ(splits(200, 4096), 1);  // the tiles fill the SMs
   EXPECT_EQ(splits(1, 1 << 20), 32);
 }
 
 // A cheap elementwise producer before a compute-bound GEMM is materialised: the prologue
-// mainloop's single warpgroup would run the GEMM at half CUTLASS's rate.
+// mainloop runs the GEMM below CUTLASS's rate (one warpgroup: its transform, then its WGMMAs; two
+// cannot hold a 128 x 128 tile's accumulators in the registers ptxas leaves them).
 TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
   const auto r = derive(parse("axes t=8192 e=4096 f=4096\nin X[t e] bf16\nin W[e f] bf16\nF = X * 0.5 as bf16\n"
                               "Y = contract(F, W over e) as bf16\nout Y\n"));
@@ -478,8 +479,33 @@ TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
   EXPECT_FALSE(r.chosen.kernels[1].gemm->prologue);
   // The fused alternative says what binds it.
   bool said = false;
-  for (const auto& a : r.alternatives) said = said || a.why_not.find("bound by pipeline (one warpgroup") != std::string::npos;
+  for (const auto& a : r.alternatives) said = said || a.why_not.find("the slowest (gemm Y <- X W)") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+// Two consumer warpgroups take a unit's K tiles in turn: where each thread's transform is the
+// pipeline's bound (a tile of 64 x 64, several K tiles a unit) the solver takes them; a tile
+// whose accumulators need more registers than 288 threads leave (168, ptxas), or two stages
+// (each warpgroup holds one), is rejected with its reason.
+TEST(GemmSolver, TwoConsumerWarpgroupsWhereTheTransformBinds) {
+  search::GemmProblem p;
+  p.m = 512, p.n = 256, p.k = 256;
+  p.prologue = true;
+  p.prologue_fma_a = 2;
+  search::GemmSchedule s{64, 64, 64, 1, 1, 4, false};
+  s.prologue = true;
+  const auto one = search::estimate_gemm(p, s, h100());
+  s.warpgroups = 2;
+  const auto two = search::estimate_gemm(p, s, h100());
+  ASSERT_TRUE(one.fits && two.fits);
+  EXPECT_LT(two.estimate.time_s, one.estimate.time_s);
+  EXPECT_NE(search::gemm_schedule_text(s).find("2 consumer warpgroups"), std::string::npos);
+  s.stages = 2;
+  EXPECT_EQ(search::estimate_gemm(p, s, h100()).reason_class, "smem");
+  s.stages = 4, s.tile_m = s.tile_n = 128;
+  const auto big = search::estimate_gemm(p, s, h100());
+  EXPECT_EQ(big.reason_class, "registers");
+  EXPECT_NE(big.reason.find("leave 168"), std::string::npos) << big.reason;
 }
 
 // A row sum stored in a dtype the kernel does not write (f64) is no part of the GEMM kernel: the
