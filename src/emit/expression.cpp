@@ -78,7 +78,7 @@ std::string Writer::expression(NodeId n) {
         for (AxisId a : x.axes) off += fmt::format(" + i_{0} * a.s_{1}_{0}", d_.axis(a).name, x.name);
         return fmt::format("napkin::rows::load(a.{} + (0{}))", x.name, off);
       }
-      case OpKind::exp: return (approximate_ ? "__expf(" : "expf(") + opf(0) + ")";
+      case OpKind::exp: return (approximate_ ? "napkin::rows::fast_exp(" : "expf(") + opf(0) + ")";
       case OpKind::exp2: return "exp2f(" + opf(0) + ")";
       case OpKind::log: return (approximate_ ? "__logf(" : "logf(") + opf(0) + ")";
       case OpKind::tanh: return "tanhf(" + opf(0) + ")";
@@ -102,7 +102,7 @@ std::string Writer::expression(NodeId n) {
       case OpKind::div:
         if (t == CType::integer) return op(0) + " / " + op(1);
         if (const auto r = reciprocals_.find(x.operands[1]); r != reciprocals_.end()) return opf(0) + " * " + r->second;
-        return opf(0) + " / " + opf(1);
+        return approximate_ ? "__fdividef(" + opf(0) + ", " + opf(1) + ")" : opf(0) + " / " + opf(1);
       case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_max(" + op(0) + ", " + op(1) + ")";
       case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_min(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");

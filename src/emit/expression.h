@@ -29,9 +29,12 @@ class Writer {
   // Divisions by `divisor` multiply by `reciprocal` (a name for 1 / divisor computed once in an
   // outer scope): within 1.5 ulp of f32 of the quotient, where a division costs ~10 instructions.
   void divide_by_reciprocal(ir::NodeId divisor, std::string reciprocal) { reciprocals_[divisor] = std::move(reciprocal); }
-  // exp and log through the SFU's approximations (__expf, __logf: a few ulp of f32, 2 + 1.16|x|
-  // for exp), for values rounded to bf16 or f16 right after, whose rounding they change only
-  // within that error of a rounding boundary.
+  // exp, log and division through the SFU's approximations (napkin::rows::fast_exp, __logf,
+  // __fdividef: a few ulp of f32, 2 + 1.16|x| for exp; subnormal results flushed to zero, and a
+  // quotient by a divisor past 2^126 taken as zero), for code whose value is rounded to bf16 or
+  // f16 before it is stored or multiplied on the tensor cores: an f32 error of ~1e-5 relative
+  // changes that rounding only within it of a rounding boundary. An IEEE division costs ~10
+  // instructions and a call for its slow path, expf about ten.
   void approximate_transcendentals() { approximate_ = true; }
 
  private:

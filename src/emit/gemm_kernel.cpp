@@ -505,6 +505,11 @@ std::string describe_gemm(const GemmForm& f) {
 
 namespace {
 
+// An epilogue whose value is stored as bf16 or f16 computes its exp, log and divisions by the
+// SFU's approximations (expression::Writer::approximate_transcendentals says why that is exact
+// enough).
+bool rounded_to_half(DType out) { return out == DType::bf16 || out == DType::f16; }
+
 // The unit's head: provenance, the include, the anonymous namespace, and a line naming the modes
 // and each tensor's major mode (`b_names`: how the B operands are named in it).
 std::string unit_head(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
@@ -615,6 +620,7 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += params_struct(d, f);
   std::map<NodeId, std::string> known{{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
   expression::Writer w(d, known);
+  if (rounded_to_half(f.out_dtype)) w.approximate_transcendentals();
   std::string body;
   const std::string result = w.value(f.output, body, "    ");
   out += fmt::format("// The diagram's epilogue on the two products, in f32: acc0 = contract({}, {}), acc1 = contract({}, {}).\n",
@@ -656,6 +662,7 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
 std::string epilogue_functor(const ir::Diagram& d, const GemmForm& f, const std::map<NodeId, std::string>& known,
                              const std::string& params_list) {
   expression::Writer w(d, known);
+  if (rounded_to_half(f.out_dtype)) w.approximate_transcendentals();
   std::string body;
   const std::string result = w.value(f.output, body, "      ");
   std::string out = "// The diagram's epilogue on fragments of the accumulator (acc) and the leaves (x1...), in f32.\n"
@@ -714,6 +721,7 @@ std::string prologue_epilogue_functor(const ir::Diagram& d, const GemmForm& f) {
   }
   args += "};\n\n";
   expression::Writer w(d, known);
+  if (rounded_to_half(f.out_dtype)) w.approximate_transcendentals();
   for (auto [j, slot] : reciprocal_slots(d, f)) w.divide_by_reciprocal(f.row_sums[j].node, fmt::format("rows[{}]", slot));
   std::string body;
   const std::string result = w.value(f.output, body, "    ");

@@ -113,11 +113,11 @@ namespace {
 //              latency + serial) / min(S, K tiles)), plus, a unit, the second's accumulator
 //              handed to the first through shared memory
 //   time     = max(compute, prologue ALU, HBM, L2, pipeline) + fixed launch cost
-// A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store) and the
-// ring's barriers.
+// A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store), the
+// second warpgroup's f32 accumulator where there are two, and the ring's barriers.
 double prologue_cta_smem(const GemmProblem& p, const GemmSchedule& s) {
   const double stage_bytes = static_cast<double>(s.tile_k * (s.tile_m + s.tile_n)) * dtype_bytes(p.operand);
-  return s.stages * stage_bytes + static_cast<double>(s.tile_m * s.tile_n) * p.out_bytes_per_element + 1024;
+  return s.stages * stage_bytes + static_cast<double>(s.tile_m * s.tile_n) * (p.out_bytes_per_element + 4.0 * (s.warpgroups - 1)) + 1024;
 }
 
 GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, const arch::Machine& m) {

@@ -23,9 +23,9 @@
 //
 // Two consumer warpgroups take a unit's K tiles in turn, each into its own accumulator of the
 // whole tile, so that one transforms its stage while the other's WGMMAs run and each thread's
-// serial work a K tile halves; at the unit's end the second adds its accumulator (and its row
-// sums' partials) to the first's through shared memory (the output tile's buffer, in rounds), then
-// goes on to its share of the next unit while the first runs the split combine and the epilogue.
+// serial work a K tile halves; at the unit's end the second hands its accumulator (and its row
+// sums' partials) to the first through shared memory, then goes on to its share of the next unit
+// while the first runs the split combine and the epilogue.
 //
 // The CTAs are persistent: each takes work units (an output tile, or one split of its K range)
 // in a stride over the grid, and the producer loads the next unit's stages while the consumers
@@ -162,14 +162,11 @@ struct PrologueKernel {
     napkin::device::StageRing<Cfg::kStages> ring;
     float row_part[kSums > 0 ? kSums : 1][kRowPartials];  // row sums: each thread's partials
     float rows[kRowsHeld][kSumSlots];  // row sums and what finish() derives: the tile's rows, for the epilogue
+    alignas(16) float gather[Cfg::kConsumerWGs > 1 ? kTileM * kTileN : 1];  // two warpgroups: the second's accumulator
     int last;  // the split path: this CTA is its tile's last split
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage));
-  // Two consumer warpgroups: the second's accumulator values handed to the first through the
-  // output tile's buffer, kGatherValues a thread a round.
-  static constexpr int kAccValues = kTileM * kTileN / Cfg::kWarpgroupThreads;
-  static constexpr int kGatherValues = std::min<int>(kAccValues, sizeof(SharedStorage::d) / sizeof(float) / Cfg::kWarpgroupThreads);
-  static_assert(kAccValues % kGatherValues == 0, "whole rounds");
+  static constexpr int kAccValues = kTileM * kTileN / Cfg::kWarpgroupThreads;  // a consumer thread's
 
   // What the generated entry fills (tiles, splits and workspace are run_prologue's).
   struct Params {
@@ -404,26 +401,20 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     };
     if (kSums > 0 && wg == 0) store_row_partials();
     if constexpr (kWGs > 1) {
-      // The second warpgroup's accumulator added to the first's, in rounds through the output
-      // tile's buffer once the previous unit's TMA store has read it (value i of thread wt at
-      // i x kWG + wt), its row partials with the first round (the first warpgroup has summed the
-      // previous unit's by then); then the second goes on to the next unit. Both warpgroups
-      // run the same barrier instructions.
-      float* gather = reinterpret_cast<float*>(ss.d);
-      if (thread == 0) tma_store_wait<0>();
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < K::kAccValues / K::kGatherValues; ++r) {
-        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatherBarrier);  // the buffer free
-        if (wg > 0) {
-          if (kSums > 0 && r == 0) store_row_partials();
-          CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < K::kGatherValues; ++i) gather[i * kWG + wt] = acc(r * K::kGatherValues + i);
-        }
-        cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatheredBarrier);
-        if (wg == 0) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < K::kGatherValues; ++i) acc(r * K::kGatherValues + i) += gather[i * kWG + wt];
-        }
+      // The second warpgroup's accumulator added to the first's through shared memory (value i
+      // of thread wt at i x kWG + wt) once the first has read the previous unit's, with its row
+      // partials (the first has summed the previous unit's by then); then the second goes on to
+      // the next unit. Both warpgroups run the same barrier instructions.
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatherBarrier);  // the buffer free
+      if (wg > 0) {
+        if (kSums > 0) store_row_partials();
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < K::kAccValues; ++i) ss.gather[i * kWG + wt] = acc(i);
+      }
+      cutlass::arch::NamedBarrier::sync(kConsumers, kPrologueGatheredBarrier);
+      if (wg == 0) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < K::kAccValues; ++i) acc(i) += ss.gather[i * kWG + wt];
       }
       if (wg > 0) continue;
     }

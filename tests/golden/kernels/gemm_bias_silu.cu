@@ -22,9 +22,9 @@ struct Epilogue {
     for (int i = 0; i < N; ++i) {
       const float v4 = acc[i] + x1[i];  // H
       const float v6 = -v4;
-      const float v7 = expf(v6);
+      const float v7 = napkin::rows::fast_exp(v6);
       const float v8 = 1.0f + v7;
-      const float v9 = v4 / v8;
+      const float v9 = __fdividef(v4, v8);
       const float v10 = napkin::rows::round_bf16(v9);  // Y
       out[i] = v10;
     }

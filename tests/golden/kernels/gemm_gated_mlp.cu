@@ -21,9 +21,9 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < N; ++i) {
       const float v4 = -x1[i];
-      const float v5 = expf(v4);
+      const float v5 = napkin::rows::fast_exp(v4);
       const float v6 = 1.0f + v5;
-      const float v7 = x1[i] / v6;
+      const float v7 = __fdividef(x1[i], v6);
       const float v9 = v7 * acc[i];
       const float v10 = napkin::rows::round_bf16(v9);  // H
       out[i] = v10;

@@ -17,7 +17,7 @@ struct PrologueA {
     const float x = static_cast<float>(element);
     const bool v3 = x > 0.0f;
     const float v5 = x + 1.0f;
-    const float v6 = __expf(x);
+    const float v6 = napkin::rows::fast_exp(x);
     const float v7 = v3 ? v5 : v6;  // FK
     return cutlass::bfloat16_t(v7);
   }

@@ -17,7 +17,7 @@ struct PrologueA {
     const float x = static_cast<float>(element);
     const bool v2 = x > 0.0f;
     const float v4 = x + 1.0f;
-    const float v5 = __expf(x);
+    const float v5 = napkin::rows::fast_exp(x);
     const float v6 = v2 ? v4 : v5;  // FQ
     return cutlass::bfloat16_t(v6);
   }

@@ -19,9 +19,9 @@ struct Combine {
     const float v4 = napkin::rows::round_bf16(acc0);  // G
     const float v6 = napkin::rows::round_bf16(acc1);  // U
     const float v8 = -v4;
-    const float v9 = expf(v8);
+    const float v9 = napkin::rows::fast_exp(v8);
     const float v10 = 1.0f + v9;
-    const float v11 = v4 / v10;
+    const float v11 = __fdividef(v4, v10);
     const float v12 = v11 * v6;
     const float v13 = napkin::rows::round_bf16(v12);  // H
     return v13;
