@@ -1,10 +1,11 @@
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-[ -d build/cutlass ] || tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin PYTHONUNBUFFERED=1; B=$PWD/build/devbin/napkin
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass"
-ls build/pv2/*/*/kernel*.cu build/pw2/*/kernel*.cu | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || echo 'FAILED {}'"
-for d in build/pv2/*/*/ build/pw2/*/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# One call on the GPU machine: generated epilogues and prologues with exp and division on the SFU
+# (build/pv2/a_new) against the exact ones (build/pv2/b_old), in one process against eager and
+# torch.compile; the two-warpgroup variants under build/pw2 validated and under racecheck and
+# synccheck. Carried: build/pv2, build/pw2, build/devbin, build/cutlass.tar.xz.
+source bench/gemm/device_lib.sh
+compile_plans build/pv2/*/*/ build/pw2/*/
 S="--check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=1100"
 $B run examples/swiglu_mlp.napkin --machine h100-sxm5 --library build/pv2/a_new/swiglu_mlp_2048/libkernel.so --iters 0 --set t=2048 2>&1 | grep -E "validation|error" | cut -c1-200
 for c in linear_attention normalised_linear_attention; do

@@ -3,13 +3,8 @@
 # One call on the GPU machine: the plans under build/pv3 compiled, validated by `napkin run`
 # (the reference interpreter at sizes no tile divides), then bench/gemm/run.py against eager and
 # torch.compile in one process. Carried: build/pv3, build/devbin, build/cutlass.tar.xz.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-[ -d build/cutlass ] || tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin PYTHONUNBUFFERED=1; B=$PWD/build/devbin/napkin
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass"
-ls build/pv3/*/kernel*.cu | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || echo 'FAILED {}'"
-for d in build/pv3/*/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+source bench/gemm/device_lib.sh
+compile_plans build/pv3/*/
 for d in build/pv3/*/; do
   args=$(python3 -c "import json; m = json.load(open('$d/manifest.json'))['diagram']; print(m['file'], ' '.join('--set ' + x for x in m['key'].split('#')[0].split()))")
   echo "$(basename $d): $($B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 2>&1 | grep -E 'validation: [a-z]=|error' | cut -c1-150)"

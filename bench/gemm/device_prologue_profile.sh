@@ -6,15 +6,10 @@
 # bench/gemm/run.py's times of those cases (napkin and eager, one process).
 #   bash bench/gemm/device_prologue_profile.sh "PROFILED_CASE..."
 # Carried: build/plans, build/devbin, build/cutlass.tar.xz. Logs under $OUT.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-[ -d build/cutlass ] || tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/build/devbin/napkin PYTHONUNBUFFERED=1
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass -lineinfo"
+source bench/gemm/device_lib.sh
 dirs=$(grep -l "napkin/gemm_prologue.h" build/plans/*/kernel*.cu | xargs -n1 dirname | sort -u)
 t0=$(date +%s)
-for d in $dirs; do ls $d/kernel*.cu; done | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || { echo 'FAILED {}'; head -20 {}.log; }"
-for d in $dirs; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+compile_plans $dirs
 echo "compiled $(echo $dirs | wc -w) plans in $(( $(date +%s) - t0 )) s"
 names=$(for d in $dirs; do basename $d; done | paste -sd' ')
 sel=$(for n in $names; do echo -n "$n or "; done | sed 's/ or $//')

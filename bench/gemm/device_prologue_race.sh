@@ -3,13 +3,8 @@
 # One call on the GPU machine: the prologue GEMM's plans under build/pw2 (edited by hand to two
 # consumer warpgroups) validated at sizes no tile divides and under compute-sanitizer racecheck,
 # synccheck and memcheck. Carried: build/pw2, build/devbin, build/cutlass.tar.xz.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-[ -d build/cutlass ] || tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin PYTHONUNBUFFERED=1; B=$PWD/build/devbin/napkin
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass"
-ls build/pw2/*/kernel*.cu | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || echo 'FAILED {}'"
-for d in build/pw2/*/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+source bench/gemm/device_lib.sh
+compile_plans build/pw2/*/
 for c in $(ls build/pw2); do
   for S in "--check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=1100" "--check-set b=2 --check-set h=2 --check-set q=3000 --check-set k=2500"; do
     $B run examples/$c.napkin --machine h100-sxm5 --library build/pw2/$c/libkernel.so --iters 0 $S 2>&1 | grep -E "validation: b|error" | cut -c1-150

@@ -6,18 +6,13 @@
 # at sizes no tile divides; run.py's A/B of build/pv2 (scaled_projection: fused with one or two
 # warpgroups, or the plan) and the prologue plans' times.
 # Carried: build/plans, build/pv2, build/devbin, build/cutlass.tar.xz. Logs under $OUT.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-[ -d build/cutlass ] || tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/build/devbin/napkin PYTHONUNBUFFERED=1
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass"
+source bench/gemm/device_lib.sh
 names="feature_projection feature_sums linear_attention normalised_linear_attention normalised_projection scaled_projection"
 dirs="$(for n in $names; do echo build/plans/$n; done) $(ls -d build/pv2/*/*)"
-for d in $dirs; do ls $d/kernel*.cu; done | xargs -P 16 -I{} sh -c "nvcc $flags -c {} -o {}.o > {}.log 2>&1 || { echo 'FAILED {}'; head -5 {}.log; }"
-for d in $dirs; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+compile_plans $dirs
 sel=$(echo $names | sed 's/ / or /g')
 NAPKIN_KERNELS=build/plans timeout 300 python3 -m pytest -q -rfE tests/gpu/test_plans.py -p no:cacheprovider -k "$sel" 2>&1 | tail -4
-B=$NAPKIN_BIN; P=tests/diagrams/normalised_projection.napkin; L=build/plans/normalised_projection/libkernel.so
+P=tests/diagrams/normalised_projection.napkin; L=build/plans/normalised_projection/libkernel.so
 $B run $P --machine h100-sxm5 --library $L --iters 0 --check-set t=1000 --check-set d=200 --check-set e=72 2>&1 | grep -E "validation: t|error" | cut -c1-150
 for t in memcheck racecheck synccheck; do echo "normalised_projection $t $(timeout 120 compute-sanitizer --tool $t $B run $P --machine h100-sxm5 --library $L --iters 0 --check-set t=1000 --check-set d=200 --check-set e=72 2>&1 | tee $OUT/san_np_$t.log | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY')"; done
 for r in 1 2; do echo "normalised_projection: $($B run $P --machine h100-sxm5 --library $L --iters 30 2>&1 | grep -E 'timed|error' | cut -c1-160)"; done
