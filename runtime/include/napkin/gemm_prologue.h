@@ -440,10 +440,13 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       const int tile_id = (u.batch * p.tiles_n + u.n_tile) * p.tiles_m + u.m_tile;
       constexpr int kTileElems = K::kTileM * K::kTileN;
       float* mine = p.partial + (static_cast<int64_t>(tile_id) * p.splits + u.split) * K::kPartialElems;
-      // In the accumulators' own order (value i of thread t at i x kWG + t): every
-      // split holds the same fragment, so no coordinates are needed, and each store is coalesced.
+      // In the accumulators' own order, four values a thread at a time (values 4j..4j+3 of
+      // thread t at float4 j x kWG + t): every split holds the same fragment, so no coordinates
+      // are needed, and each 16-byte store is coalesced.
+      static_assert(decltype(size(acc))::value % 4 == 0 && K::kPartialElems % 4 == 0, "16-byte partials");
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc); ++i) __stcg(mine + i * kWG + thread, acc(i));
+      for (int i = 0; i < size(acc); i += 4)
+        __stcg(reinterpret_cast<float4*>(mine) + i / 4 * kWG + thread, make_float4(acc(i), acc(i + 1), acc(i + 2), acc(i + 3)));
       if constexpr (kSums > 0)
         if (thread < K::kTileM)
           for (int j = 0; j < kSums; ++j) __stcg(mine + kTileElems + j * K::kTileM + thread, ss.rows[thread][j]);
@@ -457,9 +460,22 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       __threadfence();
       const float* all = p.partial + static_cast<int64_t>(tile_id) * p.splits * K::kPartialElems;
       clear(acc);
-      for (int s = 0; s < p.splits; ++s) {
+      auto partial = [&](int s, int i) { return __ldcg(reinterpret_cast<const float4*>(all + s * K::kPartialElems) + i / 4 * kWG + thread); };
+      int s = 0;
+      for (; s + 2 <= p.splits; s += 2) {  // two splits' loads in flight, added in split order
         CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(acc); ++i) acc(i) += __ldcg(all + s * K::kPartialElems + i * kWG + thread);
+        for (int i = 0; i < size(acc); i += 4) {
+          const float4 x = partial(s, i), y = partial(s + 1, i);
+          acc(i) = acc(i) + x.x + y.x, acc(i + 1) = acc(i + 1) + x.y + y.y;
+          acc(i + 2) = acc(i + 2) + x.z + y.z, acc(i + 3) = acc(i + 3) + x.w + y.w;
+        }
+      }
+      if (s < p.splits) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(acc); i += 4) {
+          const float4 x = partial(s, i);
+          acc(i) += x.x, acc(i + 1) += x.y, acc(i + 2) += x.z, acc(i + 3) += x.w;
+        }
       }
       if constexpr (kSums > 0)
         if (thread < K::kTileM)
