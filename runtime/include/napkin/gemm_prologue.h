@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       if (wg > 0) continue;
     }
     // From here on the first warpgroup alone.
-    if constexpr (kSums > 0) {  // each row's partials summed in order (of the warpgroup, then of K), into ss.rows
+    if constexpr (kSums > 0) {  // each row's partials summed in a fixed order (segment by segment), into ss.rows
       // Partial (segment s, row m) at row_part[j][s x kTileM + m] (a warpgroup's segments after the
       // first's): K-major, thread wt holds segment wt / kTileM of row wt % kTileM; M-major, segment
       // wt / kChunks of rows 8 (wt % kChunks) + r.
