@@ -208,7 +208,7 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double in_flight = static_cast<double>(std::min<std::int64_t>(s.stages - (s.warpgroups == 1 ? 1 : 0), unit_k_tiles));  // a short unit fills fewer
   const double k_tile_s = std::max({mma_tile_s, serial_s / wgs, (kTmaLatencyS + serial_s) / in_flight});
   // Two warpgroups: the second's accumulator through shared memory a unit (a store and a load a
-  // value, two barriers a round of the output tile's buffer).
+  // value, two barriers of both warpgroups).
   const double gather_s = s.warpgroups == 1 ? 0.0
                                             : (kStageCycles * 2 + 4.0 * static_cast<double>(s.tile_m * s.tile_n) / 128) / clock;
   const double pipeline_s = units_per_cta * (static_cast<double>(unit_k_tiles) * k_tile_s + gather_s);
