@@ -753,6 +753,13 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   DiagramArgs small = args;
   auto full = driver::load(args);
   if (!full) return driver::failure(full.error(), o.json);
+  // A validation size replaces the command line's binding of the same axis (the first binding of
+  // a name is the one the parser takes).
+  auto bind = [&](const std::string& binding) {
+    const std::string name = binding.substr(0, binding.find('=') + 1);
+    std::erase_if(small.sets, [&](const std::string& s) { return s.rfind(name, 0) == 0; });
+    small.sets.push_back(binding);
+  };
   if (o.check_sets.empty()) {
     for (const json& in : b->manifest["inputs"])
       for (const json& ax : in["axes"]) {
@@ -768,14 +775,10 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
           const auto at = static_cast<std::size_t>(ir::stable_hash(name) % 6);
           want = std::min<std::int64_t>(size, kFree[at]);
         }
-        if (want == size) continue;
-        // The validation size replaces the command line's binding of the same axis (the first
-        // binding of a name is the one the parser takes).
-        std::erase_if(small.sets, [&](const std::string& s) { return s.rfind(name + "=", 0) == 0; });
-        small.sets.push_back(name + "=" + std::to_string(want));
+        if (want != size) bind(name + "=" + std::to_string(want));
       }
   } else {
-    small.sets.insert(small.sets.end(), o.check_sets.begin(), o.check_sets.end());
+    for (const std::string& s : o.check_sets) bind(s);
   }
   auto sd = driver::load(small);
   if (!sd) return driver::failure(sd.error(), o.json);
