@@ -6,7 +6,6 @@
 source bench/gemm/device_lib.sh
 compile_plans build/pv3/*/
 for d in build/pv3/*/; do
-  args=$(python3 -c "import json; m = json.load(open('$d/manifest.json'))['diagram']; print(m['file'], ' '.join('--set ' + x for x in m['key'].split('#')[0].split()))")
-  echo "$(basename $d): $($B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 2>&1 | grep -E 'validation: [a-z]=|error' | cut -c1-150)"
+  echo "$(basename $d): $($B run $(plan_args $d) --machine h100-sxm5 --library $d/libkernel.so --iters 0 2>&1 | grep -E 'validation: [a-z]=|error' | cut -c1-150)"
 done
 timeout 500 python3 bench/gemm/run.py --kernels build/pv3 --cases $(ls build/pv3 | paste -sd,) --compile --reps 30 --out $OUT/gemm.jsonl 2>&1 | tail -5

@@ -13,3 +13,7 @@ compile_plans() {
   for d in "$@"; do ls $d/kernel*.cu; done | xargs -P 16 -I{} sh -c "nvcc $NVCC_FLAGS -c {} -o {}.o > {}.log 2>&1 || { echo 'FAILED {}'; head -20 {}.log; }"
   for d in "$@"; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
 }
+# The diagram and the sizes a plan directory was built for (its manifest), as napkin run takes them.
+plan_args() {
+  python3 -c "import json, sys; m = json.load(open(sys.argv[1] + '/manifest.json'))['diagram']; print(m['file'], ' '.join('--set ' + x for x in m['key'].split('#')[0].split()))" "$1"
+}

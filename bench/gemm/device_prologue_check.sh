@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# One call on the GPU machine: prologue plans under build/pw3 edited by hand to other tiles with two
-# consumer warpgroups, validated (napkin run's own check sizes and the sizes given in each
-# directory's `sets` file) and under compute-sanitizer memcheck, racecheck and synccheck.
-# Carried: build/pw3, build/devbin, build/cutlass.tar.xz.
+# On the GPU machine: each plan directory given (default build/pw3/*/: units edited by hand, e.g.
+# to other tiles or two consumer warpgroups) compiled where it has no libkernel.so, validated by
+# `napkin run` at its own check sizes and at the sizes in the directory's `sets` file (--check-set
+# flags: sizes no tile divides), and run under compute-sanitizer memcheck, racecheck and synccheck
+# at the latter. Carried: the directories, build/devbin, build/cutlass.tar.xz.
+#   bash bench/gemm/device_prologue_check.sh [DIR...]
 source bench/gemm/device_lib.sh
-compile_plans build/pw3/*/
-for d in build/pw3/*/; do
-  args=$(python3 -c "import json; m = json.load(open('$d/manifest.json'))['diagram']; print(m['file'])")
-  for S in "" "$(cat $d/sets 2>/dev/null)"; do
-    echo "$(basename $d) [$S]: $($B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 $S 2>&1 | grep -E 'validation: [a-z]|error' | cut -c1-140 | tr '\n' ' ')"
+dirs=("$@"); [[ ${#dirs[@]} -gt 0 ]] || dirs=(build/pw3/*/)
+todo=(); for d in "${dirs[@]}"; do [ -f $d/libkernel.so ] || todo+=("$d"); done
+[[ ${#todo[@]} -eq 0 ]] || compile_plans "${todo[@]}"
+for d in "${dirs[@]}"; do
+  n=$(basename $d); args=$(plan_args $d); S=$(cat $d/sets 2>/dev/null)
+  for sizes in "" "$S"; do
+    echo "$n [$sizes]: $($B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 $sizes 2>&1 | grep -E 'validation: [a-z]|validation \(|error' | cut -c1-140 | tr '\n' ' ')"
   done
-  S=$(cat $d/sets 2>/dev/null)
-  for t in memcheck racecheck synccheck; do echo "$(basename $d) $t $(timeout 150 compute-sanitizer --tool $t $B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 $S 2>&1 | tee $OUT/san_$(basename $d)_$t.log | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY')"; done
+  for t in memcheck racecheck synccheck; do
+    echo "$n $t $(timeout 150 compute-sanitizer --tool $t $B run $args --machine h100-sxm5 --library $d/libkernel.so --iters 0 $S 2>&1 | tee $OUT/san_${n}_$t.log | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY')"
+  done
 done

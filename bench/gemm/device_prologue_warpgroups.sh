@@ -13,8 +13,8 @@ compile_plans $dirs
 sel=$(echo $names | sed 's/ / or /g')
 NAPKIN_KERNELS=build/plans timeout 300 python3 -m pytest -q -rfE tests/gpu/test_plans.py -p no:cacheprovider -k "$sel" 2>&1 | tail -4
 P=tests/diagrams/normalised_projection.napkin; L=build/plans/normalised_projection/libkernel.so
-$B run $P --machine h100-sxm5 --library $L --iters 0 --check-set t=1000 --check-set d=200 --check-set e=72 2>&1 | grep -E "validation: t|error" | cut -c1-150
-for t in memcheck racecheck synccheck; do echo "normalised_projection $t $(timeout 120 compute-sanitizer --tool $t $B run $P --machine h100-sxm5 --library $L --iters 0 --check-set t=1000 --check-set d=200 --check-set e=72 2>&1 | tee $OUT/san_np_$t.log | grep -E 'ERROR SUMMARY|RACECHECK SUMMARY')"; done
+echo "--check-set t=1000 --check-set d=200 --check-set e=72" > build/plans/normalised_projection/sets
+bash bench/gemm/device_prologue_check.sh build/plans/normalised_projection
 for r in 1 2; do echo "normalised_projection: $($B run $P --machine h100-sxm5 --library $L --iters 30 2>&1 | grep -E 'timed|error' | cut -c1-160)"; done
 timeout 240 python3 bench/gemm/run.py --kernels build/pv2/a_fused_w2 --also fused_w1=build/pv2/b_fused_w1 --also plan=build/pv2/c_plan --cases scaled_projection --reps 20 --out $OUT/ab.jsonl 2>&1 | tail -2
 timeout 240 python3 bench/gemm/run.py --kernels build/plans --cases linear_attention,normalised_linear_attention,scaled_projection --reps 50 --out $OUT/gemm.jsonl 2>&1 | tail -4

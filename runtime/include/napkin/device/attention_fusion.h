@@ -69,6 +69,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "napkin/elementwise.h"
+
 namespace napkin::device {
 
 struct BlockVisibility {
@@ -126,12 +128,9 @@ __host__ __device__ __forceinline__ float index_float(int x) {
 constexpr long long kIndexFloatLimit = 1LL << 22;
 
 // The fused code's transcendental functions: the SFU's approximations (about 2 ulp of f32;
-// far below the bf16/f16 rounding of P and O), as FlashAttention's softcap and softmax use.
-__device__ __forceinline__ float fast_exp(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
-  return y;
-}
+// far below the bf16/f16 rounding of P and O), as FlashAttention's softcap and softmax use. exp
+// is the generated elementwise code's (napkin/elementwise.h).
+using napkin::rows::fast_exp;
 __device__ __forceinline__ float fast_tanh(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
