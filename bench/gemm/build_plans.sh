@@ -20,3 +20,14 @@ tar -cJf build/cutlass.tar.xz -C build cutlass  # carry this one (1 MB): the dev
 cp "$NAPKIN" build/devbin/napkin && strip build/devbin/napkin
 for l in $(ldd "$NAPKIN" | awk '/fmt|toml/ {print $3}'); do cp "$l" build/devbin/; done
 echo "$(ls build/plans | wc -l) plans under build/plans; $(du -sh build/plans build/cutlass.tar.xz build/devbin | tr '\n' ' ')"
+# Sizes no tile divides for the prologue plans' checks (device_prologue_check.sh reads `sets`).
+while read -r name sets; do
+  [ -d build/plans/$name ] && echo "$sets" > build/plans/$name/sets
+done <<'SETS'
+gated_softplus --check-set t=1001 --check-set d=200 --check-set e=72
+normalised_projection --check-set t=3001 --check-set d=200 --check-set e=136
+feature_sums --check-set t=3001 --check-set d=200 --check-set e=136
+feature_projection --check-set t=3001 --check-set d=72 --check-set e=136
+linear_attention --check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=1100
+normalised_linear_attention --check-set b=1 --check-set h=3 --check-set q=1000 --check-set k=1100
+SETS

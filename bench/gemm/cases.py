@@ -25,6 +25,9 @@ CASES.append(("normalised_linear_attention", "examples/normalised_linear_attenti
 # A scale before a compute-bound GEMM (8192 x 4096 x 4096): fused as the GEMM's prologue or
 # materialised, as the solver decides.
 CASES.append(("scaled_projection", "tests/diagrams/scaled_projection.napkin", [], "plan"))
+# Small prologue GEMMs (a few tiles, one or two K tiles): launches whose start-up the estimate counts.
+CASES.append(("normalised_projection", "tests/diagrams/normalised_projection.napkin", [], "plan"))
+CASES.append(("gated_softplus", "tests/diagrams/gated_softplus.napkin", [], "plan"))
 for columns in (512, 4096):
     # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
     # a column kernel.

@@ -96,6 +96,21 @@ def torch_impl(case, torch, F):
             F_ = (t["X"] * 0.5).bfloat16()
             return F_.float() @ t["W"].float() if f32 else F_ @ t["W"]
         return f
+    if case.startswith("normalised_projection"):
+        def f(t, f32):
+            X, W = (t[n].float() if f32 else t[n] for n in ("X", "W"))
+            n = (t["X"].float() ** 2).sum(-1, keepdim=True) + 1e-6
+            return (X @ W) / n if f32 else ((X @ W).float() / n).bfloat16()
+        return f
+    if case.startswith("gated_softplus"):
+        def f(t, f32):
+            F_ = torch.log(torch.exp(t["X"].float() * 0.5) + 1)
+            z = F_.sum(-1, keepdim=True)
+            gate = torch.sigmoid(t["b"])
+            if f32:
+                return (F_ @ t["W"].float()) / z * gate
+            return ((F_.half() @ t["W"]).float() / z * gate).half()
+        return f
     if case.startswith("column_variance"):
         def f(t, f32):
             if f32:

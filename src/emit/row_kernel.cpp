@@ -360,8 +360,11 @@ bool vectorised(RowRead r) { return r == RowRead::rows || r == RowRead::along; }
 Result<RowForm> recognise_rows(const ir::Diagram& d, const SourceText& src) { return Recogniser(d, src).run(); }
 
 // Column kernels: 16-byte vectors of the narrowest input read along the inner axes, halved until
-// they divide the innermost; lanes enough for the inner axes' vectors (at most a warp), the rest
-// of a 256-thread CTA along r.
+// they divide the innermost; lanes enough for the inner axes' vectors, at most a warp and at most
+// an eighth of them while that leaves 8 lanes (128-byte rows a warp): the last CTA of each column
+// tile sums its splits' partials, and 8 column tiles or more spread that over 8 SMs or more (a
+// column variance of X[32768 512] ran 1.06x faster with 8 column tiles than with 2, H100,
+// bench/NOTES.md 2026-11-27 seventh). The rest of a 256-thread CTA along r.
 RowLaunch column_launch(const RowForm& f) {
   const ir::Diagram& nd = f.normalised;
   RowLaunch l;
@@ -376,7 +379,7 @@ RowLaunch column_launch(const RowForm& f) {
   for (auto it = std::find(first.axes.begin(), first.axes.end(), f.row_axis) + 1; it != first.axes.end(); ++it)
     inner *= nd.axis(*it).size;
   l.lanes = 1;
-  while (l.lanes < 32 && l.lanes * l.vector < inner) l.lanes *= 2;
+  while (l.lanes < 32 && l.lanes * l.vector < inner && (l.lanes < 8 || 2 * l.lanes * l.vector * 8 <= inner)) l.lanes *= 2;
   l.depth = 256 / l.lanes;
   l.cta_threads = l.lanes * l.depth;
   l.text = fmt::format("columns -> CTAs of {} threads: {} across the columns (a vector of {} each), {} along {}, {} split across "

@@ -217,6 +217,14 @@ __device__ __forceinline__ PrologueUnit prologue_unit(Params const& p, int unit,
   return u;
 }
 
+// A 16-byte shared-memory load named as such: addresses that CuTe's swizzled layouts compute
+// reach the compiler as generic pointers, and a generic load waits on the long scoreboard.
+__device__ __forceinline__ uint4 load_shared_16(const void* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
+  return v;
+}
 // `count` elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
 // accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter.
 template <class F, class T, int kThreads>
@@ -348,25 +356,34 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       warpgroup_commit_batch();
       if constexpr (kSums > 0 && Cfg::kAKMajorIn) {  // while the WGMMAs run: both only read the stage
         const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_k0;
-        if (k0 + kRunK <= p.k) {  // a whole run (16-byte chunks of the row; the swizzle moves chunks): no bound per element
+        // 16-byte chunks of the row (the swizzle moves chunks, not elements). Past the K edge the
+        // stage holds the prologue of TMA's zero fill, which the sums skip: a run that crosses
+        // the edge takes its chunks with a bound per element (a whole run has none, so each
+        // chunk's leaf loads issue together).
+        if (k0 + kRunK <= p.k) {
 #pragma unroll 1
           for (int c = 0; c < kRunK; c += 8) {
-            const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_row, sum_k0 + c, st.index));
+            const uint4 v = load_shared_16(&sA(sum_row, sum_k0 + c, st.index));
             const T* e = reinterpret_cast<const T*>(&v);
             CUTLASS_PRAGMA_UNROLL
             for (int j = 0; j < 8; ++j) row_sums.add(sums[0], static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
           }
         } else {
 #pragma unroll 1
-          for (int kk = 0; kk < kRunK && k0 + kk < p.k; ++kk)
-            row_sums.add(sums[0], static_cast<float>(sA(sum_row, sum_k0 + kk, st.index)), k0 + kk, u.batch, p.sums);
+          for (int c = 0; c < kRunK && k0 + c < p.k; c += 8) {
+            const uint4 v = load_shared_16(&sA(sum_row, sum_k0 + c, st.index));
+            const T* e = reinterpret_cast<const T*>(&v);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < 8; ++j)
+              if (k0 + c + j < p.k) row_sums.add(sums[0], static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
+          }
         }
       } else if constexpr (kSums > 0) {  // M-major: 8 rows a load, one k at a time (K past the edge skipped)
         const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_seg * kSegK;
         CUTLASS_PRAGMA_UNROLL
         for (int kk = 0; kk < kSegK; ++kk)
           if (k0 + kk < p.k) {
-            const uint4 v = *reinterpret_cast<const uint4*>(&sA(sum_chunk * 8, sum_seg * kSegK + kk, st.index));
+            const uint4 v = load_shared_16(&sA(sum_chunk * 8, sum_seg * kSegK + kk, st.index));
             const T* e = reinterpret_cast<const T*>(&v);
             CUTLASS_PRAGMA_UNROLL
             for (int r = 0; r < 8; ++r) row_sums.add(sums[r], static_cast<float>(e[r]), k0 + kk, u.batch, p.sums);
@@ -497,24 +514,31 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
     if (thread == 0) tma_store_wait<0>();  // the previous unit's store has read sD
     cutlass::arch::NamedBarrier::sync(kWG, kPrologueEpilogueBarrier);  // also: ss.rows written
     static_assert(decltype(size(acc))::value % 2 == 0, "WGMMA's accumulators come in pairs");
+    // kBatch values at a time, each batch's values before its stores (no store between: the
+    // leaves' global loads issue together; 16 or more took gated_softplus from 128 registers a
+    // thread to 152-168, a CTA a SM fewer).
+    constexpr int kBatch = decltype(size(acc))::value < 8 ? decltype(size(acc))::value : 8;
+    static_assert(decltype(size(acc))::value % kBatch == 0 && kBatch % 2 == 0, "whole batches of pairs");
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      cutlass::Array<float, 2> y;
+    for (int i0 = 0; i0 < size(acc); i0 += kBatch) {
       CUTLASS_PRAGMA_UNROLL
-      for (int j = 0; j < 2; ++j) {
-        const int row = int(get<0>(tCcD(i + j)));
+      for (int i = i0; i < i0 + kBatch; ++i) {
+        const int row = int(get<0>(tCcD(i)));
         const int m = min(u.m_tile * K::kTileM + row, p.m - 1);
-        const int n = min(u.n_tile * K::kTileN + int(get<1>(tCcD(i + j))), p.n - 1);
-        y[j] = epilogue(acc(i + j), m, n, u.batch, p.epilogue, ss.rows[kSums > 0 ? row : 0]);
+        const int n = min(u.n_tile * K::kTileN + int(get<1>(tCcD(i))), p.n - 1);
+        acc(i) = epilogue(acc(i), m, n, u.batch, p.epilogue, ss.rows[kSums > 0 ? row : 0]);
       }
-      if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
-        cutlass::Array<ElementD, 2> pair;
-        pair[0] = ElementD(y[0]);
-        pair[1] = ElementD(y[1]);
-        *reinterpret_cast<cutlass::Array<ElementD, 2>*>(&tCsD(i)) = pair;
-      } else {
-        tCsD(i) = ElementD(y[0]);
-        tCsD(i + 1) = ElementD(y[1]);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = i0; i < i0 + kBatch; i += 2) {
+        if constexpr (Cfg::kDNMajorOut) {  // the pair is adjacent in the tile's rows (within a 16-byte chunk)
+          cutlass::Array<ElementD, 2> pair;
+          pair[0] = ElementD(acc(i));
+          pair[1] = ElementD(acc(i + 1));
+          *reinterpret_cast<cutlass::Array<ElementD, 2>*>(&tCsD(i)) = pair;
+        } else {
+          tCsD(i) = ElementD(acc(i));
+          tCsD(i + 1) = ElementD(acc(i + 1));
+        }
       }
     }
     tma_store_fence();  // the generic proxy's writes, before the TMA store reads them

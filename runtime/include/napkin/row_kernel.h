@@ -295,12 +295,16 @@ struct ColumnThread {
       : lane(static_cast<int>(threadIdx.x) % Shape::kLanes), depth(static_cast<int>(threadIdx.x) / Shape::kLanes) {}
 
   // Combines each accumulator array (kVector columns) over the depths, in depth order; the
-  // totals are in the depth-0 threads. `partials`: sizeof...(acc) * kCtaThreads * kVector words
-  // of shared memory.
+  // totals are in the depth-0 threads. Every thread of the CTA combines a share of the columns
+  // (each over all depths), so no thread's chain is longer than kDepth loads a column.
+  // `partials`: sizeof...(acc) * kCtaThreads * kVector words of shared memory.
   template <class... A>
   __device__ __forceinline__ void reduce(uint32_t* partials, A&... acc) const {
     int slot = 0;
     (publish(partials, slot++, acc), ...);
+    __syncthreads();
+    slot = 0;
+    (combine(partials, slot++, acc), ...);
     __syncthreads();
     slot = 0;
     if (depth == 0) (gather(partials, slot++, acc), ...);
@@ -343,18 +347,26 @@ struct ColumnThread {
     for (int v = 0; v < Shape::kVector; ++v)
       partials[(slot * Shape::kDepth + depth) * Shape::kColumns + lane * Shape::kVector + v] = to_bits(acc[v].value);
   }
+  // Column c of this slot, combined over the depths in order, into depth 0's word of c: thread t
+  // takes columns t, t + kCtaThreads, ... (each column's words are read and written by one thread).
+  template <class Op, class T>
+  __device__ __forceinline__ static void combine(uint32_t* partials, int slot, const Acc<Op, T> (&)[Shape::kVector]) {
+    uint32_t* words = partials + slot * Shape::kDepth * Shape::kColumns;
+    for (int c = static_cast<int>(threadIdx.x); c < Shape::kColumns; c += Shape::kCtaThreads) {
+      T t = Op::identity(T{});
+#pragma unroll 8
+      for (int d = 0; d < Shape::kDepth; ++d) {
+        T part;
+        from_bits(words[d * Shape::kColumns + c], part);
+        t = Op{}(t, part);
+      }
+      words[c] = to_bits(t);
+    }
+  }
   template <class Op, class T>
   __device__ __forceinline__ void gather(const uint32_t* partials, int slot, Acc<Op, T> (&acc)[Shape::kVector]) const {
 #pragma unroll
-    for (int v = 0; v < Shape::kVector; ++v) {
-      T t = Op::identity(T{});
-      for (int d = 0; d < Shape::kDepth; ++d) {
-        T part;
-        from_bits(partials[(slot * Shape::kDepth + d) * Shape::kColumns + lane * Shape::kVector + v], part);
-        t = Op{}(t, part);
-      }
-      acc[v].value = t;
-    }
+    for (int v = 0; v < Shape::kVector; ++v) from_bits(partials[slot * Shape::kDepth * Shape::kColumns + lane * Shape::kVector + v], acc[v].value);
   }
   template <class Op, class T>
   __device__ __forceinline__ static void store(uint32_t* dst, const Acc<Op, T> (&acc)[Shape::kVector]) {

@@ -284,7 +284,7 @@ TEST(RowKernel, AColumnKernelSplitsTheReducedAxisAndChecksItsVectors) {
   EXPECT_EQ(f->inputs[2].read, emit::RowRead::per_row);
   const emit::RowLaunch launch = emit::row_launch(*f, {1, 256, true});
   EXPECT_EQ(launch.vector, 8);
-  EXPECT_EQ(launch.lanes, 32);  // 128 vectors of c: a warp across them
+  EXPECT_EQ(launch.lanes, 16);  // 128 vectors of c: 16 lanes leave 8 column tiles for the split combine
   EXPECT_EQ(launch.cta_threads, 256);
   const std::string unit = emit_for(l, {1, 256, true});
   EXPECT_EQ(unit.find("kRowLength"), std::string::npos);
