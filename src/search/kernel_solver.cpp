@@ -111,8 +111,10 @@ namespace {
 //              K tiles)). Two take the K tiles in turn, each holding one stage (released once
 //              its WGMMAs retire; at least 3 stages, one loading): max(WGMMA, serial / 2, (TMA
 //              latency + serial) / min(S, K tiles)), plus, a unit, the second's accumulator
-//              handed to the first through shared memory
-//   time     = max(compute, prologue ALU, HBM, L2, pipeline) + fixed launch cost
+//              handed to the first through shared memory. Each unit ends with its epilogue on
+//              the first warpgroup (the diagram's code per value, the tile's store), and each
+//              CTA starts with its first loads from DRAM
+//   time     = max(compute, prologue and epilogue ALU, HBM, L2, pipeline) + fixed launch cost
 // A prologue CTA's shared memory: its stages, the output tile (staged for the TMA store), the
 // second warpgroup's f32 accumulator where there are two, and the ring's barriers.
 double prologue_cta_smem(const GemmProblem& p, const GemmSchedule& s) {
@@ -177,10 +179,11 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
   const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
   const double transformed_a = a_elems * static_cast<double>(n_tiles), transformed_b = b_elems * static_cast<double>(m_tiles);
-  const double alu_s = (transformed_a * (p.prologue_sfu_a / sfu + p.prologue_fma_a / fma) +
-                        transformed_b * (p.prologue_sfu_b / sfu + p.prologue_fma_b / fma)) /
-                       (busy_sms * clock);
   const double c_elems = static_cast<double>(p.m * p.n * p.l);
+  const double alu_s = (transformed_a * (p.prologue_sfu_a / sfu + p.prologue_fma_a / fma) +
+                        transformed_b * (p.prologue_sfu_b / sfu + p.prologue_fma_b / fma) +
+                        c_elems * (p.epilogue_sfu_per_element / sfu + p.epilogue_fma_per_element / fma)) /
+                       (busy_sms * clock);
   const double compulsory =
       (a_elems + b_elems) * in_bytes + c_elems * (p.out_bytes_per_element + p.epilogue_bytes_per_element);
   // Fitted on the H100 (bench/NOTES.md, 2026-11-27, the TMA/WGMMA mainloop): linear attention's
@@ -196,7 +199,13 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   // 2 / 3 / 4 / 6 stages): a TMA load's latency 0.75 us; a transform costs its warpgroup 200
   // cycles a stage (wait, fence, barrier, issue) and 10 a transformed element per thread, plus
   // its arithmetic at one warp per scheduler.
+  // The epilogue and the start, fitted on the H100 (bench/NOTES.md, 2026-11-27 seventh: ncu of
+  // gated_softplus, 1.9 K instructions a consumer warp a unit of two K tiles at 5.7 cycles an
+  // instruction; one-unit launches of gated_softplus and normalised_projection): 12 cycles a value
+  // and 20 a leaf it loads, its arithmetic as the transform's, 800 cycles a unit (two barriers,
+  // the tile's TMA store and the wait for the previous one), 1 us for a CTA's first loads.
   constexpr double kTmaLatencyS = 0.75e-6, kStageCycles = 200, kElementCycles = 10;
+  constexpr double kValueCycles = 12, kLeafCycles = 20, kUnitCycles = 800, kStartS = 1e-6;
   const double ctas_per_sm = std::min(resident, std::ceil(ctas / sms));
   const double mma_tile_s = 2.0 * static_cast<double>(s.tile_m * s.tile_n * s.tile_k) / (*rate / ctas_per_sm * clock);
   const double per_thread_a = static_cast<double>(s.tile_m * s.tile_k) / 128, per_thread_b = static_cast<double>(s.tile_n * s.tile_k) / 128;
@@ -211,7 +220,11 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
   // value, two barriers of both warpgroups).
   const double gather_s = s.warpgroups == 1 ? 0.0
                                             : (kStageCycles * 2 + 4.0 * static_cast<double>(s.tile_m * s.tile_n) / 128) / clock;
-  const double pipeline_s = units_per_cta * (static_cast<double>(unit_k_tiles) * k_tile_s + gather_s);
+  const double epilogue_s = (kUnitCycles + static_cast<double>(s.tile_m * s.tile_n) / 128 *
+                                                (kValueCycles + kLeafCycles * p.epilogue_leaves + p.epilogue_sfu_per_element * 4 +
+                                                 p.epilogue_fma_per_element)) /
+                            clock;
+  const double pipeline_s = kStartS + units_per_cta * (static_cast<double>(unit_k_tiles) * k_tile_s + gather_s + epilogue_s);
   const double main_s = std::max({compute_s, alu_s, hbm_s, l2_s, pipeline_s});
   v.estimate.time_s = main_s + kKernelFixedS;
   v.estimate.flops = flops;
@@ -223,9 +236,10 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
                                          : s.warpgroups == 1 ? "pipeline (one warpgroup: transform, then WGMMA)"
                                                              : "pipeline (each warpgroup: transform, then WGMMA)";
   v.estimate.detail = fmt::format(
-      "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, prologue ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us, "
-      "pipeline {:.4g} us ({:.3g} us a K tile)",
-      tiles, splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6, pipeline_s * 1e6, k_tile_s * 1e6);
+      "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us, "
+      "pipeline {:.4g} us ({:.0f} unit{} a CTA: {:.3g} us a K tile, {:.3g} us an epilogue)",
+      tiles, splits, busy_sms, compute_s * 1e6, alu_s * 1e6, hbm_s * 1e6, l2_s * 1e6, pipeline_s * 1e6, units_per_cta,
+      units_per_cta == 1 ? "" : "s", k_tile_s * 1e6, epilogue_s * 1e6);
   v.fits = true;
   return v;
 }

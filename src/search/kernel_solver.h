@@ -73,7 +73,10 @@ struct GemmProblem {
   DType operand = DType::bf16;        // A's and B's dtype (the tensor-core rate)
   double out_bytes_per_element = 2;   // C
   double epilogue_bytes_per_element = 0;  // epilogue reads per output element (aux tensors)
-  double epilogue_flop_per_element = 0;   // epilogue arithmetic (FMA-unit FLOP) per output element
+  // The epilogue's code per output element (each value evaluates all of it): transcendentals,
+  // other arithmetic, and the leaves it loads.
+  double epilogue_sfu_per_element = 0, epilogue_fma_per_element = 0;
+  int epilogue_leaves = 0;
   int outputs = 1;                    // 2 for a dual GEMM (two accumulators sharing A)
   // An operand computed from an input as it is loaded (the prologue mainloop): the transcendental
   // and other arithmetic per element of A and of B.
