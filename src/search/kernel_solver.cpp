@@ -233,8 +233,8 @@ GemmVerdict estimate_prologue_gemm(const GemmProblem& p, const GemmSchedule& s, 
                      : main_s == alu_s   ? "ALU"
                      : main_s == hbm_s   ? "HBM bandwidth"
                      : main_s == l2_s    ? "L2->SMEM bandwidth"
-                                         : s.warpgroups == 1 ? "pipeline (one warpgroup: transform, then WGMMA)"
-                                                             : "pipeline (each warpgroup: transform, then WGMMA)";
+                                         : s.warpgroups == 1 ? "pipeline (one warpgroup: transform, WGMMA, epilogue)"
+                                                             : "pipeline (two warpgroups: transform, WGMMA; the first, the epilogue)";
   v.estimate.detail = fmt::format(
       "{} tiles x {} splits on {:.0f} SMs; WGMMA {:.4g} us, ALU {:.4g} us, HBM {:.4g} us, L2->SMEM {:.4g} us, "
       "pipeline {:.4g} us ({:.0f} unit{} a CTA: {:.3g} us a K tile, {:.3g} us an epilogue)",
