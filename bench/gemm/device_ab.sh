@@ -10,8 +10,7 @@
 # Carried: $PV, build/devbin, build/cutlass.tar.xz (and build/plans). Logs under $OUT.
 source bench/gemm/device_lib.sh
 PV=${PV:-build/pv2}
-ls $PV/*/*/kernel*.cu | xargs -P 16 -I{} sh -c 'v=$(dirname $(dirname {})); inc=""; [ -d $v/include ] && inc="-I$v/include"; nvcc $inc '"$NVCC_FLAGS"' -c {} -o {}.o > {}.log 2>&1 || { echo "FAILED {}"; head -5 {}.log; }'
-for d in $PV/*/*/; do [ "$(basename $d)" = include ] || nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
+compile_plans $(ls -d $PV/*/*/ | grep -v '/include/$')
 if [ -d build/plans ]; then
   prologue=$(grep -l "napkin/gemm_prologue.h" build/plans/*/kernel*.cu | xargs -n1 dirname | sort -u)
   compile_plans $prologue build/plans/column_statistics build/plans/column_variance

@@ -10,7 +10,9 @@ export LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/bu
 B=$NAPKIN_BIN
 NVCC_FLAGS="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass -lineinfo"
 compile_plans() {
-  for d in "$@"; do ls $d/kernel*.cu; done | xargs -P 16 -I{} sh -c "nvcc $NVCC_FLAGS -c {} -o {}.o > {}.log 2>&1 || { echo 'FAILED {}'; head -20 {}.log; }"
+  # A variant's directory (<variant>/<case>) beside an include/ (another runtime, e.g. `git archive
+  # <rev> runtime/include`) compiles against it.
+  for d in "$@"; do ls $d/kernel*.cu; done | xargs -P 16 -I{} sh -c 'inc=$(dirname $(dirname {}))/include; [ -d $inc ] && inc="-I$inc" || inc=""; nvcc $inc '"$NVCC_FLAGS"' -c {} -o {}.o > {}.log 2>&1 || { echo "FAILED {}"; head -20 {}.log; }'
   for d in "$@"; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so || echo "LINK FAILED $d"; done
 }
 # The diagram and the sizes a plan directory was built for (its manifest), as napkin run takes them.

@@ -5,16 +5,9 @@
 # the first variant (napkin run at sizes no tile divides, compute-sanitizer), profiles it (ncu:
 # per-kernel duration and DRAM throughput), and times every variant with bench/gemm/run.py.
 # Carried: build/plans, build/pv2, build/devbin, build/cutlass.tar.xz. Logs under $OUT.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-tar -xJf build/cutlass.tar.xz -C build
-export LD_LIBRARY_PATH=$PWD/build/devbin:${LD_LIBRARY_PATH:-} NAPKIN_BIN=$PWD/build/devbin/napkin PYTHONUNBUFFERED=1
-flags="-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Xptxas=-warn-spills -Xcompiler=-fPIC -diag-suppress=177 -Iruntime/include -Ibuild/cutlass -lineinfo"
+source bench/gemm/device_lib.sh
 case=${CASE:-linear_attention}
-# A variant with its own include/ (another runtime, e.g. `git archive <rev> runtime/include`) compiles against it.
-ls build/plans/$case/kernel*.cu build/pv2/*/$case/kernel*.cu | xargs -P 16 -I{} sh -c 'v=$(dirname $(dirname {})); inc=""; [ -d $v/include ] && inc="-I$v/include"; nvcc $inc '"$flags"' -c {} -o {}.o > {}.log 2>&1 || echo "FAILED {}"'
-
-for d in build/plans/$case/ build/pv2/*/$case/; do nvcc -shared -gencode=arch=compute_90a,code=sm_90a $d/kernel*.cu.o -o $d/libkernel.so 2> $d/link.log || echo "LINK FAILED $d"; done
+compile_plans build/plans/$case/ build/pv2/*/$case/
 variants=$(ls build/pv2); first=$(echo $variants | cut -d' ' -f1)
 if [ -n "${SANITIZE:-}" ]; then  # the chosen plan's library, at sizes no tile divides
   L=build/plans/$case/libkernel.so

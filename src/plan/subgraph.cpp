@@ -682,31 +682,23 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
     if (sum_nodes.count(o.node)) epi += static_cast<double>(kd.elements(kd.node(o.node).axes)) * dtype_bytes(kd.node(o.node).dtype);
   p.epilogue_bytes_per_element = epi / out_elems;
   // The epilogue's code: what the output reads past the contraction, the operands' code and the
-  // row sums' summands (each evaluated per output element by the epilogue functor).
-  std::set<NodeId> before{ct};
-  std::vector<NodeId> stack{ct};
-  for (const RowSum& r : sums) stack.push_back(r.node);
-  while (!stack.empty()) {
-    const NodeId n = stack.back();
-    stack.pop_back();
-    before.insert(n);
-    for (NodeId o : kd.node(n).operands)
-      if (!before.count(o)) stack.push_back(o);
-  }
-  std::set<NodeId> seen;
-  stack = {out};
-  while (!stack.empty()) {
-    const NodeId n = stack.back();
-    stack.pop_back();
-    if (before.count(n) || !seen.insert(n).second) continue;
-    const Node& node = kd.node(n);
-    if (node.op == OpKind::input) {
-      ++p.epilogue_leaves;
-      continue;
+  // row sums' summands (each evaluated per output element by the epilogue functor). Node ids are
+  // topological, so one backward sweep marks each set.
+  std::vector<bool> before(kd.nodes.size(), false), read(kd.nodes.size(), false);
+  before[static_cast<std::size_t>(ct)] = true;
+  for (const RowSum& r : sums) before[static_cast<std::size_t>(r.node)] = true;
+  read[static_cast<std::size_t>(out)] = true;
+  for (auto n = static_cast<NodeId>(kd.nodes.size()) - 1; n >= 0; --n) {
+    const auto i = static_cast<std::size_t>(n);
+    for (NodeId o : kd.node(n).operands) {
+      if (before[i]) before[static_cast<std::size_t>(o)] = true;
+      if (read[i] && !before[i]) read[static_cast<std::size_t>(o)] = true;
     }
-    if (is_leaf(node)) continue;
-    (on_sfu(node.op) ? p.epilogue_sfu_per_element : p.epilogue_fma_per_element) += 1;
-    for (NodeId o : node.operands) stack.push_back(o);
+    if (!read[i] || before[i] || is_leaf(kd.node(n))) continue;
+    if (kd.node(n).op == OpKind::input)
+      ++p.epilogue_leaves;
+    else
+      (on_sfu(kd.node(n).op) ? p.epilogue_sfu_per_element : p.epilogue_fma_per_element) += 1;
   }
   return solved_gemm(p, m, top, KernelKind::gemm);
 }
