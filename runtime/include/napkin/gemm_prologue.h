@@ -38,10 +38,10 @@
 // plan fuses a prologue into one operand only).
 //
 // Row sums of the A operand: R_j[m l] = sum over k of summand_j(A'[m k l], k, l), where A' is the
-// operand as the WGMMAs read it (after its prologue). The consumer warpgroup reads each stage of A'
-// in shared memory once more, 16 bytes a load, after the stage's WGMMAs are issued: where A is
-// K-major each thread sums one row over a run of K; where it is M-major, 8 adjacent rows over a few
-// k. The threads' partial sums are added in a fixed order; the sums ride with the split partials,
+// operand as the WGMMAs read it (after its prologue). Where A is K-major each thread sums one row
+// over a run of K, reading the stage of A' once more, 16 bytes a load, after its WGMMAs are
+// issued; where it is M-major, 8 adjacent rows over a few k, in the same pass as A's prologue
+// where there is one. The threads' partial sums are added in a fixed order; the sums ride with the split partials,
 // and reach the epilogue as the row's values (its `rows` argument) and, where RowSums stores them,
 // memory (by the units of N tile 0). K past the tensor's edge is skipped (the zero-filled loads'
 // f(0) is not summed).
@@ -217,20 +217,14 @@ __device__ __forceinline__ PrologueUnit prologue_unit(Params const& p, int unit,
   return u;
 }
 
-// A 16-byte shared-memory load named as such: addresses that CuTe's swizzled layouts compute
-// reach the compiler as generic pointers, and a generic load waits on the long scoreboard.
-__device__ __forceinline__ uint4 load_shared_16(const void* p) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
-  return v;
-}
-// `count` elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
-// accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter.
-template <class F, class T, int kThreads>
-__device__ __forceinline__ void transform_stage(T* stage, int count, int thread) {
+// The kCount elements of one stage in shared memory through `f`, 8 a thread at a time (16-byte
+// accesses, conflict-free). Elementwise, so the stage's swizzled layout does not matter. (A
+// loop with a fixed trip count instead unrolls into every round's loads at once: 166-168
+// registers a thread beside the row sums' pass, a CTA a SM fewer.)
+template <class F, class T, int kThreads, int kCount>
+__device__ __forceinline__ void transform_stage(T* stage, int thread) {
   CUTLASS_PRAGMA_UNROLL
-  for (int i = thread * 8; i < count; i += kThreads * 8) {
+  for (int i = thread * 8; i < kCount; i += kThreads * 8) {
     uint4 v = *reinterpret_cast<const uint4*>(stage + i);
     T* e = reinterpret_cast<T*>(&v);
     CUTLASS_PRAGMA_UNROLL
@@ -328,9 +322,47 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
   const int sum_chunk = wt % kChunks, sum_seg = wt / kChunks;
   constexpr int kRowsAThread = Cfg::kAKMajorIn ? 1 : 8;
   float sums[kRowsAThread][kSums > 0 ? kSums : 1];
+  // A thread's row-sum elements as 16-byte chunks (K-major: chunk i is k = sum_k0 + 8i ..
+  // + 7 of its row; M-major: its 8 rows at k = sum_seg x kSegK + i), each at its offset in a
+  // stage of A, taken once: the swizzle's arithmetic stays out of the K loop.
+  constexpr int kSumChunks = Cfg::kAKMajorIn ? kRunK / 8 : kSegK;
+  int u_batch = 0;  // the unit's batch, for the summands
+  auto chunk_offset = [&](int i) {
+    return Cfg::kAKMajorIn ? static_cast<int>(&sA(sum_row, sum_k0 + 8 * i, 0) - ss.a)
+                           : static_cast<int>(&sA(sum_chunk * 8, sum_seg * kSegK + i, 0) - ss.a);
+  };
+  // Adds chunk i of the thread's row-sum elements (e: its 8 values as the WGMMAs read them) of
+  // the K tile at k_tile; kChecked: the tile crosses K's edge, past which the stage holds the
+  // prologue of TMA's zero fill, which the sums skip.
+  auto chunk_k = [&](int i, int64_t k_tile) {  // the k of chunk i's first element
+    return k_tile + (Cfg::kAKMajorIn ? sum_k0 + 8 * i : sum_seg * kSegK + i);
+  };
+  auto add_chunk = [&](const T* e, int i, int64_t k_tile, auto checked) {
+    constexpr bool kChecked = decltype(checked)::value;
+    if constexpr (Cfg::kAKMajorIn) {
+      const int64_t k = chunk_k(i, k_tile);
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < 8; ++j)
+        if (!kChecked || k + j < p.k) row_sums.add(sums[0], static_cast<float>(e[j]), k + j, u_batch, p.sums);
+    } else {
+      const int64_t k = chunk_k(i, k_tile);
+      if (!kChecked || k < p.k) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int r = 0; r < 8; ++r) row_sums.add(sums[r], static_cast<float>(e[r]), k, u_batch, p.sums);
+      }
+    }
+  };
+  // Row sums of an M-major A and its prologue in one pass: each thread transforms its own
+  // row-sum elements (every element of the stage once; a warp's 16-byte accesses cover whole
+  // 128-byte rows, conflict-free), stores them back and sums them as rounded for the WGMMAs.
+  // (K-major: two passes, the sums after the WGMMAs are issued. One pass there measured 3.7 %
+  // slower on the H100 with its chunks in turn, and unrolled it holds a chunk's summand leaves at
+  // once: 145 registers, a CTA a SM fewer. bench/NOTES.md, 2026-11-27 eighth.)
+  constexpr bool kSumsInTransform = kTransformA && kSums > 0 && !Cfg::kAKMajorIn;
 
   for (int unit = static_cast<int>(blockIdx.x); unit < lp.units; unit += static_cast<int>(gridDim.x)) {
     const PrologueUnit u = prologue_unit(p, unit, lp.k_tiles);
+    u_batch = u.batch;
     clear(acc);
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRowsAThread; ++r)
@@ -343,9 +375,30 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       if (kWGs > 1 && i % kWGs != wg) continue;
       st = napkin::device::warp_uniform(st);
       ss.ring.consumer_wait(st);
+      const int64_t k_tile = static_cast<int64_t>(u.first + i) * Cfg::kTileK;
+      const bool whole_tile = k_tile + Cfg::kTileK <= p.k;
       if constexpr (kTransformA || kTransformB) {
-        if constexpr (kTransformA) transform_stage<typename K::PrologueA, T, kWG>(ss.a + st.index * K::kStageA, K::kStageA, wt);
-        if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kWG>(ss.b + st.index * K::kStageB, K::kStageB, wt);
+        if constexpr (kSumsInTransform) {
+          T* stage_a = ss.a + st.index * K::kStageA;
+          auto chunk = [&](int c, auto checked) {
+            T* at = stage_a + chunk_offset(c);
+            uint4 v = *reinterpret_cast<const uint4*>(at);
+            T* e = reinterpret_cast<T*>(&v);
+            CUTLASS_PRAGMA_UNROLL
+            for (int j = 0; j < 8; ++j) e[j] = typename K::PrologueA{}(e[j]);
+            *reinterpret_cast<uint4*>(at) = v;
+            add_chunk(e, c, k_tile, checked);
+          };
+          auto pass = [&](auto checked) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kSumChunks; ++c) chunk(c, checked);
+          };
+          if (whole_tile) pass(std::false_type{});
+          else pass(std::true_type{});
+        } else if constexpr (kTransformA) {
+          transform_stage<typename K::PrologueA, T, kWG, K::kStageA>(ss.a + st.index * K::kStageA, wt);
+        }
+        if constexpr (kTransformB) transform_stage<typename K::PrologueB, T, kWG, K::kStageB>(ss.b + st.index * K::kStageB, wt);
         cutlass::arch::fence_view_async_shared();  // the generic proxy's writes, before WGMMA reads them
         cutlass::arch::NamedBarrier::sync(kWG, kPrologueTransformedBarrier + (kWGs > 1 ? wg : 0));
       }
@@ -354,40 +407,18 @@ __global__ void __launch_bounds__(K::Cfg_::kThreads, 1) prologue_gemm_kernel(con
       CUTE_UNROLL
       for (int kb = 0; kb < size<2>(tCrA); ++kb) cute::gemm(mma, tCrA(_, _, kb, st.index), tCrB(_, _, kb, st.index), acc);
       warpgroup_commit_batch();
-      if constexpr (kSums > 0 && Cfg::kAKMajorIn) {  // while the WGMMAs run: both only read the stage
-        const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_k0;
-        // 16-byte chunks of the row (the swizzle moves chunks, not elements). Past the K edge the
-        // stage holds the prologue of TMA's zero fill, which the sums skip: a run that crosses
-        // the edge takes its chunks with a bound per element (a whole run has none, so each
-        // chunk's leaf loads issue together).
-        if (k0 + kRunK <= p.k) {
+      if constexpr (kSums > 0 && !kSumsInTransform) {  // while the WGMMAs run: both only read the stage
+        const T* stage_a = ss.a + st.index * K::kStageA;
+        auto pass = [&](auto checked) {
 #pragma unroll 1
-          for (int c = 0; c < kRunK; c += 8) {
-            const uint4 v = load_shared_16(&sA(sum_row, sum_k0 + c, st.index));
-            const T* e = reinterpret_cast<const T*>(&v);
-            CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < 8; ++j) row_sums.add(sums[0], static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
+          for (int c = 0; c < kSumChunks; ++c) {
+            if (decltype(checked)::value && chunk_k(c, k_tile) >= p.k) break;  // past the edge (k ascends with c)
+            const uint4 v = *reinterpret_cast<const uint4*>(stage_a + chunk_offset(c));
+            add_chunk(reinterpret_cast<const T*>(&v), c, k_tile, checked);
           }
-        } else {
-#pragma unroll 1
-          for (int c = 0; c < kRunK && k0 + c < p.k; c += 8) {
-            const uint4 v = load_shared_16(&sA(sum_row, sum_k0 + c, st.index));
-            const T* e = reinterpret_cast<const T*>(&v);
-            CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < 8; ++j)
-              if (k0 + c + j < p.k) row_sums.add(sums[0], static_cast<float>(e[j]), k0 + c + j, u.batch, p.sums);
-          }
-        }
-      } else if constexpr (kSums > 0) {  // M-major: 8 rows a load, one k at a time (K past the edge skipped)
-        const int64_t k0 = static_cast<int64_t>(u.first + i) * Cfg::kTileK + sum_seg * kSegK;
-        CUTLASS_PRAGMA_UNROLL
-        for (int kk = 0; kk < kSegK; ++kk)
-          if (k0 + kk < p.k) {
-            const uint4 v = load_shared_16(&sA(sum_chunk * 8, sum_seg * kSegK + kk, st.index));
-            const T* e = reinterpret_cast<const T*>(&v);
-            CUTLASS_PRAGMA_UNROLL
-            for (int r = 0; r < 8; ++r) row_sums.add(sums[r], static_cast<float>(e[r]), k0 + kk, u.batch, p.sums);
-          }
+        };
+        if (whole_tile) pass(std::false_type{});
+        else pass(std::true_type{});
       }
       if constexpr (kWGs == 1) {
         warpgroup_wait<1>();  // the previous stage's WGMMAs have retired
