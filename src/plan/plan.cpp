@@ -54,6 +54,11 @@ class Partition {
     for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
       if (live[static_cast<std::size_t>(n)] && !index_expr[static_cast<std::size_t>(n)] && d.node(n).op != OpKind::input)
         owner_[static_cast<std::size_t>(n)] = n;
+    // An output computed from indices and constants alone is inlined where it is read, but as an
+    // output it is written by a kernel of its own (no kernel would write it otherwise).
+    for (const ir::Output& o : d.outputs)
+      if (index_expr[static_cast<std::size_t>(o.node)] && d.node(o.node).op != OpKind::input)
+        owner_[static_cast<std::size_t>(o.node)] = o.node;
   }
 
   // All non-leaf nodes in one kernel.
@@ -257,6 +262,7 @@ std::string kernel_name(const Kernel& k) {
   for (const ir::Output& o : k.diagram.outputs) outs.push_back(k.diagram.node(o.node).name);
   std::vector<std::string> ins;
   for (NodeId n : k.diagram.inputs()) ins.push_back(k.diagram.node(n).name);
+  if (ins.empty()) return fmt::format("{} {} <- indices and constants", kernel_kind_name(k.kind), fmt::join(outs, " "));
   return fmt::format("{} {} <- {}", kernel_kind_name(k.kind), fmt::join(outs, " "), fmt::join(ins, " "));
 }
 
@@ -356,6 +362,13 @@ std::string why_not(const Plan& loser, const Plan& winner) {
 
 Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& options) {
   if (d.outputs.empty()) return plain_error("the diagram has no outputs");
+  // An input named as an output: no kernel computes it, and a caller's output buffer would be
+  // left as it was allocated. Refused rather than copied (the caller holds the input already).
+  for (const ir::Output& o : d.outputs)
+    if (d.node(o.node).op == OpKind::input)
+      return plain_error(fmt::format("{}:{}: output '{}' is an input of the diagram: a plan writes computed values only "
+                                     "(use the input itself, or output a value computed from it)",
+                                     o.loc.line, o.loc.column, d.node(o.node).name));
   // 1. Variants: as written, then with each move that applies, and with all of them, one after
   // another (a move may open another: a sum pushed into an operand leaves a contraction of
   // single use, which then reassociates).

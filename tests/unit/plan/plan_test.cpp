@@ -683,4 +683,22 @@ TEST(Plan, DualGemmSchedules) {
 }
 
 }  // namespace
+// An output computed from indices and constants alone has a kernel that writes it (inlined where
+// it is read, it would otherwise be written by none); an input named as an output is refused at
+// its line and column, not left unwritten.
+TEST(Plan, EveryOutputIsWrittenByAKernel) {
+  const auto d = derive(parse("axes t=64 s=64 e=32 f=32\nin X[t e] bf16\nin W[e f] bf16\n"
+                              "Y = contract(X, W over e) as bf16\nM = select(t >= s, 0, -inf) as f32\nout Y\nout M\n"));
+  std::set<std::string> written;
+  for (const auto& k : d.chosen.kernels)
+    for (const auto& o : k.diagram.outputs) written.insert(k.diagram.node(o.node).name);
+  EXPECT_EQ(written, (std::set<std::string>{"Y", "M"}));
+  EXPECT_EQ(kinds(d.chosen), (std::vector<K>{K::gemm, K::elementwise}));
+  auto r = plan::derive_plan(parse("axes t=64 e=32 f=32\nin X[t e] bf16\nin W[e f] bf16\n"
+                                   "Y = contract(X, W over e) as bf16\nout Y\nout X\n"),
+                             h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("6:5: output 'X' is an input of the diagram"), std::string::npos) << r.error().message;
+}
+
 }  // namespace napkin
