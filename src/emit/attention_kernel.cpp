@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "emit/expression.h"
 #include "ir/printer.h"
 
 namespace napkin::emit {
@@ -543,14 +544,6 @@ class Recogniser {
 
 // ---------------------------------------------------------------- code generation
 
-std::string float_literal(double v) {
-  if (std::isnan(v)) return "NAN";
-  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s + "f";
-}
-
 enum class CType { boolean, integer, real };
 
 CType ctype_of(const Node& n) {
@@ -652,7 +645,7 @@ class BodyWriter {
   // The factor itself: the product of the factor nodes' multipliers, constant first.
   std::string factor(std::string& out) {
     const FactorParts parts = factor_parts(d_, f_, 0);
-    std::string s = float_literal(parts.constant);
+    std::string s = expression::literal(parts.constant);
     for (const auto& [m, divides] : parts.values)
       s += divides ? " * __fdividef(1.0f, " + real(m, out) + ")" : " * " + real(m, out);
     return s;
@@ -674,7 +667,7 @@ class BodyWriter {
       runtime += divides ? " * " + real(m, out) : " * __fdividef(1.0f, " + real(m, out) + ")";
     const double constant = 1.0 / parts.constant;
     if (constant == 1.0 && runtime.empty()) return "";
-    return runtime.empty() ? float_literal(constant) : "(" + float_literal(constant) + runtime + ")";
+    return runtime.empty() ? expression::literal(constant) : "(" + expression::literal(constant) + runtime + ")";
   }
   // `n` times the reciprocal r (a term beside the path): a per-head multiplier of n takes r first.
   std::string beside(NodeId n, const std::string& r, std::string& out) {
@@ -714,7 +707,7 @@ class BodyWriter {
           }
         }
       }
-      expr = fmt::format("napkin::device::fast_tanh({} * {})", real(v, out), float_literal(c));
+      expr = fmt::format("napkin::device::fast_tanh({} * {})", real(v, out), expression::literal(c));
     } else {
       const NodeId next = f_.score_path[i + 1];
       const int pi = x.operands[0] == next ? 0 : 1;
@@ -767,7 +760,7 @@ class BodyWriter {
         if (!x.name.empty())
           return t == CType::integer ? "static_cast<int>(a." + param_member(x.name) + ")"
                                      : "static_cast<float>(a." + param_member(x.name) + ")";
-        return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : float_literal(x.scalar);
+        return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : expression::literal(x.scalar);
       case OpKind::iota: return index_of(x.axis);
       case OpKind::input: return aux_read(n);
       case OpKind::exp: return "napkin::device::fast_exp(" + opf(0) + ")";
@@ -788,10 +781,10 @@ class BodyWriter {
       case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
       case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
       case OpKind::cast: return cast(x);
-      case OpKind::scale: return op(0) + " * " + float_literal(x.scalar);
+      case OpKind::scale: return op(0) + " * " + expression::literal(x.scalar);
       case OpKind::softcap:
-        return fmt::format("{} * napkin::device::fast_tanh({} * {})", float_literal(x.scalar), opf(0),
-                           float_literal(1.0 / x.scalar));
+        return fmt::format("{} * napkin::device::fast_tanh({} * {})", expression::literal(x.scalar), opf(0),
+                           expression::literal(1.0 / x.scalar));
       case OpKind::add: return op(0) + " + " + op(1);
       case OpKind::sub: return op(0) + " - " + op(1);
       case OpKind::mul: return op(0) + " * " + op(1);
@@ -1291,7 +1284,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      "napkin::AttentionDType::{}, {}}};\n\n",
                      d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
                      f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
-                     float_literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0));
+                     expression::literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0));
   if (entry_name.empty()) out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
   out += "}  // namespace\n\n";
   if (entry_name.empty())

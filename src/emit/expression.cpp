@@ -14,9 +14,11 @@ using ir::NodeId;
 using ir::OpKind;
 
 std::string literal(double v) {
-  if (std::isnan(v)) return "NAN";
-  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  // The constant as f32 holds it: a finite double past f32's range is an infinity there.
+  const float f = static_cast<float>(v);
+  if (std::isnan(f)) return "NAN";
+  if (std::isinf(f)) return f > 0 ? "INFINITY" : "-INFINITY";
+  std::string s = fmt::format("{:.9g}", f);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
 }

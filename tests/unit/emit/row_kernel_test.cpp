@@ -5,6 +5,7 @@
 // broadcast); the forms it finds; the launch
 // shapes it takes from a schedule over many row lengths; refusals located at the op with the
 // reason; and every row or elementwise kernel of the examples' plans accepted.
+#include <limits>
 #include <regex>
 #include <string>
 
@@ -13,6 +14,7 @@
 
 #include "arch/load.h"
 #include "common/test_util.h"
+#include "emit/expression.h"
 #include "emit/row_kernel.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -328,6 +330,16 @@ TEST(RowKernel, AcceptsEveryRowAndElementwiseKernelOfTheExamplesPlans) {
     }
   }
   EXPECT_GE(kernels, 4);
+}
+
+// A constant is written as f32 holds it: a finite double past f32's range is an infinity (a
+// PyTorch-style mask fill of -1e300), one below its smallest subnormal a zero.
+TEST(Expression, ConstantsAsF32HoldsThem) {
+  EXPECT_EQ(emit::expression::literal(-1e300), "-INFINITY");
+  EXPECT_EQ(emit::expression::literal(1e39), "INFINITY");
+  EXPECT_EQ(emit::expression::literal(1e-50), "0.0f");
+  EXPECT_EQ(emit::expression::literal(0.5), "0.5f");
+  EXPECT_EQ(emit::expression::literal(-std::numeric_limits<double>::infinity()), "-INFINITY");
 }
 
 }  // namespace
