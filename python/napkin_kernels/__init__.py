@@ -16,6 +16,7 @@ The output is allocated in the axis order of the diagram's `out` line; a diagram
 and what was expected.
 """
 import ctypes
+import hashlib
 import json
 import os
 import pathlib
@@ -221,15 +222,28 @@ def load(directory):
 def build(diagram, machine="h100-sxm5", out_dir=None, sets=(), napkin=None):
     """Builds (or takes from napkin's build cache) the kernel of `diagram`, a .napkin path or
     the diagram's text, and loads it."""
+    if isinstance(sets, str):
+        sets = [sets]
+    if not str(diagram).strip():
+        raise ValueError("build: the diagram is empty (expected a .napkin path or the diagram's text)")
     path = pathlib.Path(diagram) if "\n" not in str(diagram) else None
+    if path is not None and path.is_dir():
+        raise ValueError(f"build: {diagram} is a directory (expected a .napkin path or the diagram's text)")
+    text = path.read_text() if path is not None and path.exists() else str(diagram)
     if path is None or not path.exists():
         if path is not None and str(diagram).endswith(".napkin"):
             raise FileNotFoundError(f"{diagram}: no such diagram")
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix="napkin_")) / "diagram.napkin"
-        tmp.write_text(str(diagram))
-        path = tmp
+        path = None
     if out_dir is None:
-        out_dir = pathlib.Path(tempfile.gettempdir()) / "napkin_kernels" / path.stem
+        # One directory per diagram text, machine and sizes: a library loaded once stays loaded
+        # (dlopen returns it for its path), so another diagram must not reuse the path.
+        key = hashlib.sha256("\0".join([text, machine, *sets]).encode()).hexdigest()[:16]
+        out_dir = pathlib.Path(tempfile.gettempdir()) / "napkin_kernels" / f"{path.stem if path else 'diagram'}-{key}"
+    if path is None:
+        out_dir = pathlib.Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "diagram.napkin"
+        path.write_text(text)
     cmd = [str(napkin or napkin_binary()), "build", str(path), "--machine", machine, "-o", str(out_dir)]
     for s in sets:
         cmd += ["--set", s]
