@@ -434,11 +434,10 @@ Result<Machine> load_machine(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec))
     return plain_error(fmt::format("{}: is a directory; expected a machine file (.toml)", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return plain_error(fmt::format("{}: cannot read the machine file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_machine(text.str(), path);
+  if (!std::ifstream(path, std::ios::binary)) return plain_error(fmt::format("{}: cannot read the machine file", path));
+  auto text = read_source_file(path);  // bounded: a device file (/dev/zero) never ends
+  if (!text) return text.error();
+  return parse_machine(text->text, path);
 }
 
 std::vector<std::string> machine_names(const std::string& dir) {

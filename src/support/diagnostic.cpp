@@ -196,10 +196,17 @@ Result<SourceText> read_source_file(const std::string& path) {
     return plain_error(fmt::format("{}: is a directory; expected a file", path));
   std::ifstream f(path, std::ios::binary);
   if (!f) return plain_error(fmt::format("{}: cannot open the file", path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  // Read in blocks up to a bound: a device or a pipe (/dev/zero) never ends.
+  constexpr std::size_t kMaxSourceBytes = std::size_t{64} << 20;
+  std::string text;
+  char block[1 << 16];
+  while (f.read(block, sizeof block) || f.gcount() > 0) {
+    text.append(block, static_cast<std::size_t>(f.gcount()));
+    if (text.size() > kMaxSourceBytes)
+      return plain_error(fmt::format("{}: more than {} MiB; expected a diagram or machine file", path, kMaxSourceBytes >> 20));
+  }
   if (f.bad()) return plain_error(fmt::format("{}: cannot read the file", path));
-  return SourceText{path, ss.str()};
+  return SourceText{path, std::move(text)};
 }
 
 }  // namespace napkin

@@ -57,6 +57,14 @@ TEST(Diagnostic, ADirectoryIsNotAFile) {
   EXPECT_EQ(r.error().message, std::filesystem::temp_directory_path().string() + ": is a directory; expected a file");
 }
 
+// A file that never ends (a device) is refused past a bound instead of read forever.
+TEST(Diagnostic, AnEndlessFileIsRefused) {
+  if (!std::filesystem::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  auto r = read_source_file("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "/dev/zero: more than 64 MiB; expected a diagram or machine file");
+}
+
 TEST(Diagnostic, PlainErrorHasNoLocation) {
   EXPECT_EQ(plain_error("--set q: expected NAME=VALUE").format(),
             "error: --set q: expected NAME=VALUE");
