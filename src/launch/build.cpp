@@ -397,6 +397,9 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     fs::remove(b.dir / fmt::format("kernel_{}.cu", i), ec);
   if (!write_text(b.dir / "manifest.json", b.manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n"))
     return plain_error(fmt::format("-o {}: cannot write manifest.json", out_dir));
+  // An earlier build's library would be loaded beside these sources (--no-compile, or nvcc
+  // failing below): removed, so that the directory holds this build's library or none.
+  fs::remove(b.dir / "libkernel.so", ec);
   if (!compile) return b;
   std::string source;
   for (const auto& [name, text] : files) source += name + "\n" + text + "\n";

@@ -59,7 +59,8 @@ TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
   EXPECT_NE(r.out.find("mask bounded per block (skips blocks)"), std::string::npos) << r.out;
 }
 
-// A plan of fewer kernels built into the directory of a longer one leaves none of its units behind.
+// A plan of fewer kernels built into the directory of a longer one leaves none of its units
+// behind, nor the earlier build's library (which would be loaded beside the new sources).
 TEST(Build, ARebuildRemovesTheUnitsOfALongerPlan) {
   TempDir tmp("napkin_build_stale");
   launch::BuildOptions o;
@@ -68,9 +69,11 @@ TEST(Build, ARebuildRemovesTheUnitsOfALongerPlan) {
   o.compile = false;
   ASSERT_EQ(launch::build({example("gelu_mlp"), {}}, o).exit_code, 0);
   ASSERT_TRUE(fs::exists(tmp.path / "k" / "kernel_1.cu"));
+  std::ofstream(tmp.path / "k" / "libkernel.so") << "an earlier build's library";
   ASSERT_EQ(launch::build({example("matmul"), {}}, o).exit_code, 0);
   EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel_0.cu"));
   EXPECT_FALSE(fs::exists(tmp.path / "k" / "kernel_1.cu"));
+  EXPECT_FALSE(fs::exists(tmp.path / "k" / "libkernel.so"));
 }
 
 TEST(Build, ASecondBuildComesFromTheCache) {
