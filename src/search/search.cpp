@@ -73,8 +73,25 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
                                      const arch::Machine& m) {
   SearchResult r;
   r.method = "cost model over schedules";
-  const sched::Schedule base = cost::default_schedule(d, report, m);
+  const sched::Schedule default_base = cost::default_schedule(d, report, m);
+  // The executor and the kernels carry accumulators along one streamed axis: where the default
+  // streams several (attention whose V has a head dim of its own also streams Q K's d), each
+  // base streams one of them and keeps the others whole.
+  std::set<std::string> carrying;
+  for (const auto& l : default_base.levels)
+    for (const auto& st : l.streams)
+      if (!st.accumulators.empty()) carrying.insert(st.axis);
+  std::vector<sched::Schedule> bases;
+  if (carrying.size() <= 1) bases.push_back(default_base);
+  for (const std::string& kept : carrying) {
+    if (carrying.size() <= 1) break;
+    sched::Schedule b = default_base;
+    for (auto& l : b.levels)
+      std::erase_if(l.streams, [&](const auto& st) { return !st.accumulators.empty() && st.axis != kept; });
+    bases.push_back(std::move(b));
+  }
   std::set<std::string> seen;  // clamping to small axes makes some candidates the same schedule
+  for (const sched::Schedule& base : bases)
   for (std::int64_t tile : {16, 32, 64, 128, 256})
     for (std::int64_t chunk : {32, 64, 128})
       for (int stages : {1, 2, 3, 4}) {

@@ -228,8 +228,10 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
     return "";
   };
   Strides sq, sk, sv, so;
-  for (const std::string& e : {strides_of("Q", q, q_roles, 'q', 'd', &sq), strides_of("K", k, k_roles, 'k', 'd', &sk),
-                               strides_of("V", v, v_roles, 'k', 'e', &sv), strides_of("O", o, o_roles, 'q', 'e', &so)})
+  // Each tensor named as the diagram names it (its role where it has no name).
+  auto name_of = [](const napkin_tensor* t, const char* role) { return t->name != nullptr ? t->name : role; };
+  for (const std::string& e : {strides_of(name_of(q, "Q"), q, q_roles, 'q', 'd', &sq), strides_of(name_of(k, "K"), k, k_roles, 'k', 'd', &sk),
+                               strides_of(name_of(v, "V"), v, v_roles, 'k', 'e', &sv), strides_of(name_of(o, "O"), o, o_roles, 'q', 'e', &so)})
     if (!e.empty()) return e;
   a.q = q->data, a.k = k->data, a.v = v->data, a.o = o->data;
   a.q_batch_stride = sq.b, a.q_seq_stride = sq.s, a.q_head_stride = sq.h;

@@ -56,5 +56,21 @@ TEST(SideInputs, SegmentIdsAndABiasDerive) {
   }
 }
 
+// V with a head dim of its own (e): Q K's d is then reducible too, and the default schedule
+// streams it beside k. A schedule streams one axis with accumulators, so d is kept whole and
+// k streamed (every candidate was rejected before: "executor 60").
+TEST(SideInputs, AValueHeadDimOfItsOwnKeepsDWhole) {
+  const Fixture f = load("axes b=2 h=8 q=1024 k=1024 d=128 e=128\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                         "in V[b h k e] bf16\nP = softmax(contract(Q, K over d) * 0.08838834764831845 over k)\n"
+                         "O = contract(P, V over k) as bf16\nout O\n",
+                         false);
+  auto r = search(f.d, f.report, f.m);
+  ASSERT_TRUE(r.ok()) << r.error().format();
+  ASSERT_FALSE(r->ranked.empty());
+  EXPECT_EQ(r->rejected.count("executor"), 0u);
+  for (const auto& l : r->ranked.front().schedule.levels)
+    for (const auto& st : l.streams) EXPECT_EQ(st.axis, "k") << r->ranked.front().summary;
+}
+
 }  // namespace
 }  // namespace napkin::search
