@@ -167,7 +167,7 @@ json plan_json(const plan::Plan& p) {
                        {"hbm_bytes", k.hbm_bytes}, {"bound", k.bound}, {"detail", k.detail},
                        {"diagram", ir::print_diagram(k.diagram)}});
   return {{"name", p.name}, {"kernels", kernels}, {"materialised", p.materialised}, {"moves", p.moves},
-          {"predicted_s", p.predicted_s}, {"infeasible", p.infeasible}};
+          {"predicted_s", p.predicted_s}, {"infeasible", p.infeasible}, {"warnings", p.warnings}};
 }
 
 }  // namespace
@@ -251,6 +251,7 @@ CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, 
   s += p.materialised.empty() ? std::string("  materialised: nothing (every intermediate stays on chip)\n")
                               : fmt::format("  materialised: {}\n", fmt::join(p.materialised, "; "));
   s += plan_kernels_text(p, o.top, o.verbose);
+  for (const std::string& w : p.warnings) s += fmt::format("  warning: {}\n", w);
   if (!r.alternatives.empty()) {
     s += "\nalternatives:\n";
     for (const auto& a : r.alternatives) s += fmt::format("  {}: {}\n", a.plan.name, a.why_not);

@@ -379,6 +379,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     if (p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention) return form.error();
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),
                  p.predicted_s, ""};
+    for (const std::string& w : p.warnings) b.warning += (b.warning.empty() ? "" : "\n  warning: ") + w;
     b.manifest = plan_manifest(d, p, *m);
     emit::KernelProvenance prov{NAPKIN_VERSION, ir::diagram_key(d), args.file, b.derived.line};
     auto sources = plan_sources(d, p, *src, prov, b.manifest.dump());
@@ -457,8 +458,9 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
                                      (b.dir / "nvcc.log").string()));
     }
     if (output.find("spill") != std::string::npos)
-      b.warning = fmt::format("ptxas spilled registers in {} schedule(s) of this kernel: correct, but slower (see {})",
-                              count_lines(output, "spill"), (b.dir / "nvcc.log").string());
+      b.warning += (b.warning.empty() ? "" : "\n  warning: ") +
+                   fmt::format("ptxas spilled registers in {} schedule(s) of this kernel: correct, but slower (see {})",
+                               count_lines(output, "spill"), (b.dir / "nvcc.log").string());
     fs::rename(tmp, cached, ec);
     if (ec) return plain_error(fmt::format("cannot store the kernel in the cache {}: {}", cached.string(), ec.message()));
   }

@@ -67,6 +67,8 @@ class Partition {
       if (o >= 0) o = 0;
   }
 
+  const arch::Machine& machine() const { return m_; }
+
   std::vector<int> kernels() const {
     std::set<int> s;
     for (int o : owner_)
@@ -316,6 +318,8 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     kernel.considered = f.considered;
     kernel.rejected = f.rejected;
     kernel.name = kernel_name(kernel);
+    if (std::string why = tma_layout_error(kernel.diagram, part.machine(), f.kind); !why.empty())
+      p.warnings.push_back(fmt::format("at these sizes the kernel {} cannot run: {}", kernel.name, why));
     p.predicted_s += kernel.predicted_s;
     p.kernels.push_back(std::move(kernel));
   }

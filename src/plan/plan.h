@@ -62,6 +62,10 @@ struct Plan {
   // Empty when the plan is feasible; else why not (an infeasible alternative is still shown).
   std::string infeasible;
   std::string note;                        // e.g. why a feasible alternative has no kernel
+  // What the generated kernels cannot do at the diagram's sizes though the plan is right for
+  // them (a TMA row of other than a multiple of 16 bytes: the library refuses such a call at
+  // launch), each with the smallest change that runs.
+  std::vector<std::string> warnings;
 };
 
 struct Derivation {

@@ -137,4 +137,10 @@ struct Family {
 };
 Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top);
 
+// Why a GEMM-family kernel cannot move its operands or output as stored at the diagram's sizes
+// (TMA: rows of a multiple of 16 bytes; its launch refuses such a call), with the smallest
+// padding that would; "" where it can. A warning on a plan, not a refusal: sizes are the
+// library's run-time arguments, and the plan is right for the sizes that run.
+std::string tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind);
+
 }  // namespace napkin::plan

@@ -701,4 +701,16 @@ TEST(Plan, EveryOutputIsWrittenByAKernel) {
   EXPECT_NE(r.error().message.find("6:5: output 'X' is an input of the diagram"), std::string::npos) << r.error().message;
 }
 
+// A GEMM whose rows TMA cannot move at the diagram's sizes (a vocabulary of 50257, 2 bytes an
+// element): the plan stands, with a warning that names the tensor and the smallest padding (the
+// library refuses such a call at launch).
+TEST(Plan, ATmaRowOfOddBytesIsAWarningWithThePadding) {
+  const auto d = derive(parse("axes t=64 e=768 v=50257\nin H[t e] bf16\nin W[e v] bf16\nY = contract(H, W over e) as bf16\nout Y\n"));
+  ASSERT_EQ(d.chosen.warnings.size(), 1u);
+  EXPECT_NE(d.chosen.warnings[0].find("W's innermost GEMM mode [v] holds 50257 elements"), std::string::npos) << d.chosen.warnings[0];
+  EXPECT_NE(d.chosen.warnings[0].find("pad v to 50264"), std::string::npos) << d.chosen.warnings[0];
+  EXPECT_TRUE(derive(parse("axes t=64 e=768 v=50264\nin H[t e] bf16\nin W[e v] bf16\nY = contract(H, W over e) as bf16\nout Y\n"))
+                  .chosen.warnings.empty());
+}
+
 }  // namespace napkin
