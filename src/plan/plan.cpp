@@ -328,6 +328,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     for (const ir::Output& o : d.outputs) is_output |= o.node == n;
     if (is_output) continue;
     const double bytes = static_cast<double>(d.elements(d.node(n).axes)) * dtype_bytes(b.dtype);
+    p.materialised_bytes += bytes;
     p.materialised.push_back(fmt::format("{}[{}] {} ({:.4g} MB){}", b.name, fmt::join(b.order, " "), dtype_name(b.dtype),
                                          bytes / 1e6, b.note.empty() ? "" : "; " + b.note));
   }
@@ -445,6 +446,22 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     return plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
   }
   out.chosen = std::move(*best);
+  // The tensors a call holds at once (inputs, outputs, the materialised intermediates, all live
+  // together in the worst case) against the GPU's memory: a plan that cannot be allocated says so.
+  {
+    double bytes = 0;
+    for (const ir::Node& n : d.nodes)
+      if (n.op == OpKind::input) bytes += static_cast<double>(d.elements(n.axes)) * dtype_bytes(n.dtype);
+    for (const ir::Output& o : d.outputs)
+      if (d.node(o.node).op != OpKind::input)
+        bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
+    const double held = bytes + out.chosen.materialised_bytes;
+    const double hbm = static_cast<double>(m.total_capacity_bytes(arch::kGmem));
+    if (hbm > 0 && held > hbm)
+      out.chosen.warnings.push_back(fmt::format("the inputs, outputs and materialised intermediates take {:.4g} GB, more than "
+                                                "{}'s {:.4g} GB of memory: no call at these sizes can be allocated",
+                                                held / 1e9, m.name, hbm / 1e9));
+  }
   out.chosen.name = "chosen";
   auto same = [](const Plan& a, const Plan& b) {
     if (a.kernels.size() != b.kernels.size()) return false;

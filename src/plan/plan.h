@@ -57,6 +57,7 @@ struct Plan {
   std::string name;                        // "chosen", "fully fused", "fully unfused"
   std::vector<Kernel> kernels;             // in execution order
   std::vector<std::string> materialised;   // intermediates written to and read back from gmem
+  double materialised_bytes = 0;           // their sizes, summed
   std::vector<std::string> moves;          // algebraic moves applied, one line each
   double predicted_s = 0;                  // sum over the kernels
   // Empty when the plan is feasible; else why not (an infeasible alternative is still shown).

@@ -870,8 +870,9 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
                                      kd.label(n), kd.axis(x).name));
     }
     p.row_elements = kd.axis(*r).size;
-    if (p.row_elements > 65536 && !p.columns)
-      return invalid(fmt::format("rows of {} elements: a row kernel keeps a row on chip (at most 65536)", p.row_elements));
+    // (Rows too long for registers are re-read from L1/L2 in each pass: emit/row_kernel.)
+    if (p.row_elements > (std::int64_t{1} << 30) && !p.columns)
+      return invalid(fmt::format("rows of {} elements: a row kernel takes at most 2^30", p.row_elements));
     p.rows = static_cast<std::int64_t>(widest) / p.row_elements;
   } else {
     p.rows = 1;

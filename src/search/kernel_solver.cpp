@@ -466,7 +466,11 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   if (p.columns) c.schedule = {1, 256, true};
   const double hbm_bps = hbm_bytes_per_s(m);
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
-  const double mem_s = (p.bytes + p.strided_bytes) / hbm_bps;
+  // A reduced row is one CTA's: fewer such rows than SMs leave the others idle (elementwise
+  // kernels and column kernels spread over every SM).
+  const bool row_per_cta = !p.columns && p.reductions > 0 && p.row_elements > 1024;
+  const double busy = row_per_cta ? std::min(1.0, static_cast<double>(std::max<std::int64_t>(p.rows, 1)) / sms) : 1.0;
+  const double mem_s = (p.bytes + p.strided_bytes) / (hbm_bps * busy);
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
   const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
   const double alu_s = (p.sfu_ops / sfu + p.fma_ops / fma) / (sms * clock);

@@ -713,4 +713,17 @@ TEST(Plan, ATmaRowOfOddBytesIsAWarningWithThePadding) {
                   .chosen.warnings.empty());
 }
 
+// A plain sum over a row longer than registers hold (a 262144-element row) is one row kernel
+// (its rows re-read from L1/L2 in each pass where a pass needs them), predicted with one SM a
+// row where the rows are fewer than the SMs; a problem larger than the GPU's memory warns.
+TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
+  const auto d = derive(parse("axes t=64 v=262144\nin X[t v] f32\nZ = sum(X over v)\nout Z\n"));
+  EXPECT_EQ(kinds(d.chosen), (std::vector<K>{K::row_reduction}));
+  EXPECT_GT(d.chosen.predicted_s, 2 * 67.1e6 / 3.35e12);  // 64 of 132 SMs stream it
+  EXPECT_TRUE(d.chosen.warnings.empty());
+  const auto huge = derive(parse("axes m=1000000 k=1000000 n=64\nin A[m k] bf16\nin B[k n] bf16\nY = contract(A, B over k) as bf16\nout Y\n"));
+  ASSERT_EQ(huge.chosen.warnings.size(), 1u);
+  EXPECT_NE(huge.chosen.warnings[0].find("more than h100-sxm5's"), std::string::npos) << huge.chosen.warnings[0];
+}
+
 }  // namespace napkin
