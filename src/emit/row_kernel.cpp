@@ -431,13 +431,21 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
     why.push_back(fmt::format("fewer threads per row: {} vectors in flight per thread", kMinVectorsPerThread));
   }
   auto elements = [&](int threads) { return ceil_div(vectors, threads) * l.vector; };
-  if (rows_in * elements(t) > kRowBytes && t < 1024) {
-    while (rows_in * elements(t) > kRowBytes && t < 1024) t = threads_up(t);
-    why.push_back(fmt::format("more threads per row: the row in at most {} bytes of registers per thread", kRowBytes));
+  // What a thread may keep at `threads` a row (a CTA of them): kRowBytes, less where the CTA's
+  // size caps its registers (65536 / threads) below the row, the next row loaded ahead and the
+  // ~40 the rest needs (at 1024 threads, 64 registers: a row of 128256 bf16 in registers spilled
+  // 1.2 KB a thread).
+  auto budget = [&](int threads) {
+    const int cap = std::min(255, 65536 / std::max(threads, 1));
+    return std::min(kRowBytes, std::max(0, (cap - 40) * 4 / 2));
+  };
+  if (rows_in * elements(t) > budget(t) && t < 1024) {
+    while (rows_in * elements(t) > budget(t) && t < 1024) t = threads_up(t);
+    why.push_back(fmt::format("more threads per row: the row in at most {} bytes of registers per thread", budget(t)));
   }
   l.threads_per_row = t;
-  l.in_registers = rows_in * elements(t) <= kRowBytes;
-  l.hoisted = l.in_registers && (rows_in + along) * elements(t) <= kRowBytes;
+  l.in_registers = rows_in * elements(t) <= budget(t);
+  l.hoisted = l.in_registers && (rows_in + along) * elements(t) <= budget(t);
   if (!l.in_registers) why.push_back("rows re-read from L1/L2 in every pass: too long for registers");
   // The schedule's rows per CTA, more where its row is shorter than 4 warps: a CTA of at least
   // 128 threads, whole warps, at most 1024.

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "python"))
 EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
             "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
-            "key_inputs", "gqa_decode"]
+            "key_inputs", "gqa_decode", "mask_fill", "value_axis"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},

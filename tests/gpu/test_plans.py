@@ -16,7 +16,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection",
             "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection",
             "column_statistics", "column_variance", "feature_sums",
-            "normalised_projection", "scaled_projection", "gated_softplus"]
+            "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows"]
 
 
 def napkin_bin():
