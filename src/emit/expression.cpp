@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "emit/expression.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -14,10 +16,13 @@ using ir::NodeId;
 using ir::OpKind;
 
 std::string literal(double v) {
-  // The constant as f32 holds it: a finite double past f32's range is an infinity there.
-  const float f = static_cast<float>(v);
-  if (std::isnan(f)) return "NAN";
-  if (std::isinf(f)) return f > 0 ? "INFINITY" : "-INFINITY";
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  // A finite double past f32's range stays finite, at f32's largest (the reference interpreter
+  // computes in f64: a -1e300 mask fill must leave a row it masks whole uniform there, not NaN
+  // or zero, so it is no infinity here either).
+  const double largest = std::numeric_limits<float>::max();
+  const float f = static_cast<float>(std::clamp(v, -largest, largest));
   std::string s = fmt::format("{:.9g}", f);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
