@@ -18,10 +18,12 @@ using ir::OpKind;
 std::string literal(double v) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-  // A finite double past f32's range stays finite, at f32's largest (the reference interpreter
-  // computes in f64: a -1e300 mask fill must leave a row it masks whole uniform there, not NaN
-  // or zero, so it is no infinity here either).
-  const double largest = std::numeric_limits<float>::max();
+  // A finite double past f32's range stays finite (the reference interpreter computes in f64:
+  // a -1e300 mask fill leaves a row it masks whole uniform there, not NaN or zero), at f32's
+  // largest / 16: headroom for the scaling a kernel applies after the diagram's code (the
+  // attention kernel's log2 e and a temperature; at f32's largest it overflowed to -inf and the
+  // masked rows came out NaN on the H100).
+  const double largest = std::numeric_limits<float>::max() / 16;
   const float f = static_cast<float>(std::clamp(v, -largest, largest));
   std::string s = fmt::format("{:.9g}", f);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
