@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ir/ir.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -138,7 +141,11 @@ std::vector<NodeId> Diagram::users(NodeId n) const {
 
 std::string Diagram::label(NodeId n) const {
   const Node& nd = node(n);
-  if (!nd.name.empty()) return "'" + nd.name + "'";
+  // A plan names the unnamed values its kernels pass "t<id>" (plan::boundary_name): where such a
+  // value was written in the source, the op and its place say more to the user.
+  const bool generated = nd.name.size() > 1 && nd.name[0] == 't' &&
+                         std::all_of(nd.name.begin() + 1, nd.name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
+  if (!nd.name.empty() && !(generated && nd.loc.line > 0)) return "'" + nd.name + "'";
   std::string what = fmt::format("'{}'", op_symbol(nd.op));
   if (nd.op == OpKind::constant) what = "the constant";
   if (nd.op == OpKind::iota) what = fmt::format("axis index '{}'", axis(nd.axis).name);

@@ -297,10 +297,13 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
       if (p.infeasible.empty())
         p.infeasible = fmt::format("no kernel family runs {{{}}}: {}", fmt::join([&] {
                                      std::vector<std::string> v;
-                                     for (const ir::Node& n : kernel.diagram.nodes)
-                                       if (!n.name.empty() && n.op != OpKind::input && n.op != OpKind::constant) v.push_back(n.name);
+                                     for (NodeId id = 0; id < static_cast<NodeId>(kernel.diagram.nodes.size()); ++id) {
+                                       const ir::Node& n = kernel.diagram.node(id);
+                                       if (!n.name.empty() && n.op != OpKind::input && n.op != OpKind::constant)
+                                         v.push_back(kernel.diagram.label(id));
+                                     }
                                      return v;
-                                   }(), " "), f.why);
+                                   }(), ", "), f.why);
       kernel.bound = "infeasible";
       p.kernels.push_back(std::move(kernel));
       continue;

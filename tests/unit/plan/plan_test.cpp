@@ -726,4 +726,13 @@ TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
   EXPECT_NE(huge.chosen.warnings[0].find("more than h100-sxm5's"), std::string::npos) << huge.chosen.warnings[0];
 }
 
+// A plan's refusal names an unnamed value by its op and place in the source, not by the name the
+// plan gives it at a kernel boundary ("t1").
+TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
+  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y x c] bf16\nM = sum(X over b y x) / 256\nout M\n"), h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no kernel family runs {the 'sum' at 3:5}: the 'sum' at 3:5 reduces over 3 axes"),
+            std::string::npos) << r.error().message;
+}
+
 }  // namespace napkin
