@@ -293,6 +293,10 @@ class Parser {
 
  private:
   [[noreturn]] void fail(SourceLoc at, std::string message, std::string note = {}) {
+    // An error past the line of a '(' still open: most likely that '(' lacks its ')' (the
+    // newlines inside it did not end the statement).
+    if (note.empty() && !open_parens_.empty() && at.line > open_parens_.back().line)
+      note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line, open_parens_.back().column);
     throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
   }
   [[noreturn]] void expected(std::string_view what) {
