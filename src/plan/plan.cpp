@@ -57,8 +57,7 @@ class Partition {
     // An output computed from indices and constants alone is inlined where it is read, but as an
     // output it is written by a kernel of its own (no kernel would write it otherwise).
     for (const ir::Output& o : d.outputs)
-      if (index_expr[static_cast<std::size_t>(o.node)] && d.node(o.node).op != OpKind::input)
-        owner_[static_cast<std::size_t>(o.node)] = o.node;
+      if (index_expr[static_cast<std::size_t>(o.node)]) owner_[static_cast<std::size_t>(o.node)] = o.node;
   }
 
   // All non-leaf nodes in one kernel.
@@ -455,9 +454,8 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     double bytes = 0;
     for (const ir::Node& n : d.nodes)
       if (n.op == OpKind::input) bytes += static_cast<double>(d.elements(n.axes)) * dtype_bytes(n.dtype);
-    for (const ir::Output& o : d.outputs)
-      if (d.node(o.node).op != OpKind::input)
-        bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
+    for (const ir::Output& o : d.outputs)  // (none is an input: refused above)
+      bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
     const double held = bytes + out.chosen.materialised_bytes;
     const double hbm = static_cast<double>(m.total_capacity_bytes(arch::kGmem));
     if (hbm > 0 && held > hbm)

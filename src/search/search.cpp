@@ -83,8 +83,7 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
       if (!st.accumulators.empty()) carrying.insert(st.axis);
   std::vector<sched::Schedule> bases;
   if (carrying.size() <= 1) bases.push_back(default_base);
-  for (const std::string& kept : carrying) {
-    if (carrying.size() <= 1) break;
+  else for (const std::string& kept : carrying) {
     sched::Schedule b = default_base;
     for (auto& l : b.levels)
       std::erase_if(l.streams, [&](const auto& st) { return !st.accumulators.empty() && st.axis != kept; });
@@ -117,18 +116,6 @@ Result<SearchResult> schedule_search(const ir::Diagram& d, const sched::Streamin
         if (auto invalid = sched::validate_schedule(s, d)) {  // never rank what analyze would refuse
           ++r.rejected["invalid"];
           r.rejections.push_back({line, invalid->message});
-          continue;
-        }
-        // The executor (exec/executor.h) and the kernels carry accumulators along one streamed
-        // axis; a schedule streaming two with accumulators is not ranked.
-        std::set<std::string> carrying;
-        for (const auto& l : s.levels)
-          for (const auto& st : l.streams)
-            if (!st.accumulators.empty()) carrying.insert(st.axis);
-        if (carrying.size() > 1) {
-          ++r.rejected["executor"];
-          r.rejections.push_back({line, fmt::format("streams {} axes with accumulators ({}): a kernel carries them along one",
-                                                    carrying.size(), fmt::join(carrying, ", "))});
           continue;
         }
         auto e = cost::estimate(d, s, m);
