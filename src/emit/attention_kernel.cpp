@@ -253,16 +253,35 @@ class Recogniser {
         return refuse(q.loc, fmt::format("K has axis '{}' that Q lacks: each key row must belong to a query's batch and head",
                                          d_.axis(x).name));
     if (!has_axis(k, f.dim) || !has_axis(q, f.dim)) return refuse(d_.node(f.qk).loc, "Q and K must both carry the contracted axis");
+    // A Q-only axis declared before the head that K shares is a batch whose every query reads
+    // one K and V (K[h k d] beside Q[b h q d]); one after it is the GQA group.
+    if (shared.size() == 1 && q_only.size() >= 2) {
+      const auto& qa = q.axes;
+      const auto head_at = std::find(qa.begin(), qa.end(), shared[0]);
+      if (std::find(qa.begin(), qa.end(), q_only.front()) < head_at) {
+        f.batch = q_only.front();
+        q_only.erase(q_only.begin());
+      }
+    }
     if (q_only.empty() || q_only.size() > 2)
       return refuse(q.loc, fmt::format("Q must have one query axis (and at most one GQA group axis) besides K's; it has {}",
                                        q_only.size()));
     if (shared.size() > 2)
       return refuse(q.loc, "Q and K may share at most two axes besides the head dim (batch and head)");
-    // The query axis: the larger of two Q-only axes (the other is the GQA group).
+    // Of two Q-only axes, the GQA group is the one declared right after the KV head (the two
+    // then merge into one head index in a contiguous Q), else the smaller; the other is the
+    // query axis. Not by size alone: a decoding build (one query row) would make the query the
+    // group, and refuse more rows at launch. (Where the fused code reads neither, the launch
+    // makes the larger the tile's rows: with_larger_axis_as_rows.)
     f.query = q_only.back();
     if (q_only.size() == 2) {
       f.group = q_only.front();
-      if (d_.axis(f.group).size > d_.axis(f.query).size) std::swap(f.query, f.group);
+      const AxisId head = shared.empty() ? -1 : shared.back();
+      const auto at = std::find(q.axes.begin(), q.axes.end(), head);
+      const bool query_follows_head = head >= 0 && at + 1 < q.axes.end() && *(at + 1) == f.query;
+      const bool group_follows_head = head >= 0 && at + 1 < q.axes.end() && *(at + 1) == f.group;
+      if (query_follows_head || (!group_follows_head && d_.axis(f.group).size > d_.axis(f.query).size))
+        std::swap(f.query, f.group);
     }
     if (shared.size() == 2) {
       f.batch = shared[0];
@@ -271,15 +290,15 @@ class Recogniser {
       f.head = shared[0];
     }
     for (AxisId x : v.axes) {
-      if (x == f.key || x == f.batch || x == f.head) continue;
-      if (f.vdim >= 0 || x == f.query || x == f.group)
+      if (x == f.key || (x == f.batch && has_axis(k, x)) || x == f.head) continue;
+      if (f.vdim >= 0 || x == f.query || x == f.group || x == f.batch)
         return refuse(v.loc, fmt::format("V's axes must be K's batch and head axes, the key axis and one head dim; '{}' is not",
                                          d_.axis(x).name));
       f.vdim = x;
     }
     if (f.vdim < 0) return refuse(v.loc, "V needs a head-dim axis of its own");
     for (AxisId x : {f.batch, f.head})
-      if (x >= 0 && !has_axis(v, x))
+      if (x >= 0 && has_axis(k, x) && !has_axis(v, x))
         return refuse(v.loc, fmt::format("V must carry K's axis '{}'", d_.axis(x).name));
     f.q_roles = roles_of(f, q.axes, false);
     f.k_roles = roles_of(f, k.axes, false);
@@ -1285,10 +1304,13 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                      d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
                      f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
                      expression::literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0));
-  if (entry_name.empty()) out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n\n";
+  if (entry_name.empty()) {
+    out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n";
+    out += "const char* const kNames[] = {" + expression::library_names(d) + "nullptr};\n\n";
+  }
   out += "}  // namespace\n\n";
   if (entry_name.empty())
-    out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kManifest)\n", element, f.head_dim);
+    out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kNames, kManifest)\n", element, f.head_dim);
   else
     out += fmt::format("NAPKIN_ATTENTION_ENTRY({}, Fusion, {}, {}, kSpec, bind_fusion)\n", entry_name, element, f.head_dim);
   return out;

@@ -30,6 +30,15 @@ std::string literal(double v) {
   return s + "f";
 }
 
+std::string library_names(const ir::Diagram& d) {
+  std::string out;
+  for (ir::NodeId n : d.inputs()) out += "\"" + d.node(n).name + "\", ";
+  for (const ir::Output& o : d.outputs) out += "\"" + (d.node(o.node).name.empty() ? "O" : d.node(o.node).name) + "\", ";
+  for (const ir::Node& n : d.nodes)
+    if (n.op == ir::OpKind::constant && !n.name.empty()) out += "\"" + n.name + "\", ";
+  return out;
+}
+
 CType ctype_of(const Node& n) {
   if (n.dtype == DType::boolean) return CType::boolean;
   if (n.dtype == DType::i32 && n.op != OpKind::div) return CType::integer;

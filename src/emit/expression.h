@@ -15,6 +15,9 @@
 namespace napkin::emit::expression {
 
 std::string literal(double v);  // a float literal ("0.5f", "INFINITY")
+// Every name a library built from `d` takes (its inputs, outputs and params), as the quoted
+// elements of a C array that the caller closes with nullptr: `"Q", "K", "O", "w", `.
+std::string library_names(const ir::Diagram& d);
 
 enum class CType { boolean, integer, real };
 CType ctype_of(const ir::Node& n);

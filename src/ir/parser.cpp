@@ -844,15 +844,22 @@ class Elaborator {
     return out;
   }
 
-  // A compile-time scalar: a literal or a param.
+  // The value of a param named by `e`, or none.
+  std::optional<Value> param_value(const Expr& e) {
+    if (e.kind != Expr::Kind::ref) return std::nullopt;
+    auto it = values_.find(e.name);
+    if (it == values_.end()) return std::nullopt;
+    const Node& n = b_.diagram().node(it->second.id);
+    if (n.op != OpKind::constant || n.name.empty()) return std::nullopt;
+    return it->second;
+  }
+
+  // A literal, or a name defined as one (a param is taken by param_value first).
   std::optional<double> scalar_arg(const Expr& e, std::string_view what) {
     if (e.kind == Expr::Kind::number) return e.number;
-    if (e.kind == Expr::Kind::ref) {
-      if (auto it = values_.find(e.name); it != values_.end()) {
-        const Node& n = b_.diagram().node(it->second.id);
-        if (n.op == OpKind::constant) return n.scalar;
-      }
-    }
+    if (e.kind == Expr::Kind::ref)
+      if (auto it = values_.find(e.name); it != values_.end())
+        if (const Node& n = b_.diagram().node(it->second.id); n.op == OpKind::constant) return n.scalar;
     b_.fail(e.loc, fmt::format("{} must be a number or a param", what));
     return std::nullopt;
   }
@@ -944,6 +951,12 @@ class Elaborator {
     if (f == "scale" || f == "softcap") {
       if (!want(e, 2, false, fmt::format("a value and a number: {}(x, c)", f))) return {};
       Value x = elaborate(*e.args[0]);
+      // A param stays a kernel argument (a literal would fold it into the build): the op's own
+      // formula over it, x * c or c * tanh(x / c).
+      if (auto p = param_value(*e.args[1])) {
+        if (f == "scale") return b_.binary(OpKind::mul, x, *p, e.loc);
+        return b_.binary(OpKind::mul, *p, b_.unary(OpKind::tanh, b_.binary(OpKind::div, x, *p, e.loc), e.loc), e.loc);
+      }
       auto c = scalar_arg(*e.args[1], fmt::format("{}'s second argument", f));
       if (!c) return {};
       return f == "scale" ? b_.scale(x, *c, e.loc) : b_.softcap(x, *c, e.loc);

@@ -20,6 +20,7 @@
 
 #include "napkin/kernel_abi.h"  // runtime/include: the C interface of a generated kernel
 #include "emit/attention_kernel.h"
+#include "emit/expression.h"
 #include "emit/gemm_kernel.h"
 #include "emit/row_kernel.h"
 #include "plan/plan.h"
@@ -331,11 +332,12 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
       "const napkin::PlanTensor kIO[] = {{\n{}}};\n"
       "const napkin::PlanTensor kIntermediates[] = {{\n{}    {{\"\", NAPKIN_F32, 0, {{}}}}}};\n"
       "const napkin::PlanKernel kKernels[] = {{\n{}}};\n"
-      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}}};\n\n"
+      "const char* const kNames[] = {{{}nullptr}};\n"
+      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames}};\n\n"
       "constexpr char kManifest[] = R\"napkin_manifest({})napkin_manifest\";\n\n}}  // namespace\n\n"
       "NAPKIN_GENERATED_PLAN(kPlan, kManifest)\n",
       prov.napkin_version, prov.source_name, prov.diagram_key, p.kernels.size(), p.predicted_s * 1e6, decls, io, inter, kernels,
-      d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(), manifest);
+      emit::expression::library_names(d), d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(), manifest);
   files.insert(files.begin(), {"kernel.cu", plan_cu});
   return files;
 }

@@ -22,7 +22,8 @@ sys.path.insert(0, str(REPO / "python"))
 EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", "sigmoid_attention",
             "key_padding", "relative_bias", "document_mask", "prefix_lm", "chunked_local",
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
-            "key_inputs", "gqa_decode", "mask_fill", "value_axis"]
+            "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
+            "softcap_param"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -34,7 +35,8 @@ CASES = [
 ]
 # Small params so the masks cut inside the tiles at these lengths (c not a power of two: the
 # kernel's floor(q / c) must land exact multiples on their integer, as the reference does).
-PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"]}
+PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"],
+          "softcap_param": ["cap=2", "temp=0.1"]}
 
 
 def napkin_bin():
@@ -164,6 +166,22 @@ def check_against_reference(name, case, strided=None):
     bound = 2 * (baseline - want)[finite].abs().max().item() + ulp
     max_err = (got - want)[finite].abs().max().item()
     assert max_err <= bound, f"{name} {sizes}: max error {max_err:.3g} > 2 x baseline + ulp = {bound:.3g}"
+
+
+def test_keys_shared_across_the_batch_at_stride_zero():
+    """K and V expanded over the batch (stride 0, one copy for every sequence) against the same
+    kernel on their contiguous copies."""
+    import torch
+    kernel = kernel_for("attention")
+    built = next(a["size"] for a in kernel.inputs[0]["axes"] if a["role"] == "head_dim")
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q = torch.randn(3, 2, 150, built, generator=gen, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(1, 2, 170, built, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    shared = kernel(q, k.expand(3, -1, -1, -1), v.expand(3, -1, -1, -1))
+    copied = kernel(q, k.expand(3, -1, -1, -1).contiguous(), v.expand(3, -1, -1, -1).contiguous())
+    assert torch.equal(shared, copied)
+    with pytest.raises(ValueError, match="both's or neither's"):
+        kernel(q, k.expand(3, -1, -1, -1), v.expand(3, -1, -1, -1).contiguous())
 
 
 def test_wrong_inputs_are_named():

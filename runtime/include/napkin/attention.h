@@ -32,7 +32,7 @@ struct AttentionFwdArgs {
   float* lse = nullptr;  // [batch, heads_q, seqlen_q] contiguous f32, or null
   // Element strides of the batch, sequence and head axes (the head_dim axis has stride 1).
   int64_t q_batch_stride = 0, q_seq_stride = 0, q_head_stride = 0;
-  int64_t k_batch_stride = 0, k_seq_stride = 0, k_head_stride = 0;
+  int64_t k_batch_stride = 0, k_seq_stride = 0, k_head_stride = 0;  // K's and V's batch stride 0: one copy for every batch
   int64_t v_batch_stride = 0, v_seq_stride = 0, v_head_stride = 0;
   int64_t o_batch_stride = 0, o_seq_stride = 0, o_head_stride = 0;
   float softmax_scale = 0.f;
@@ -46,8 +46,9 @@ namespace detail {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-inline std::string check_strides(const char* name, int64_t b, int64_t s, int64_t h) {
-  for (int64_t st : {b, s, h}) {
+// `batch_may_be_zero`: K and V, whose batch stride 0 gives every batch one copy.
+inline std::string check_strides(const char* name, int64_t b, int64_t s, int64_t h, bool batch_may_be_zero = false) {
+  for (int64_t st : {batch_may_be_zero && b == 0 ? int64_t{8} : b, s, h}) {
     if (st <= 0 || st % 8 != 0)
       return std::string(name) + ": batch/seq/head strides must be positive multiples of 8 elements (16 bytes) for TMA, got (" +
              std::to_string(b) + ", " + std::to_string(s) + ", " + std::to_string(h) + ")";
@@ -71,9 +72,11 @@ inline std::string attention_fwd_check(const AttentionFwdArgs& a) {
   if (!a.q || !a.k || !a.v || !a.o) return "q, k, v and o must be non-null";
   if (!detail::aligned16(a.q) || !detail::aligned16(a.k) || !detail::aligned16(a.v) || !detail::aligned16(a.o))
     return "q, k, v and o must be 16-byte aligned";
+  if ((a.k_batch_stride == 0) != (a.v_batch_stride == 0))
+    return "k and v: a batch stride of 0 (one K and V for every batch) must be both's or neither's";
   for (const std::string& e : {detail::check_strides("q", a.q_batch_stride, a.q_seq_stride, a.q_head_stride),
-                               detail::check_strides("k", a.k_batch_stride, a.k_seq_stride, a.k_head_stride),
-                               detail::check_strides("v", a.v_batch_stride, a.v_seq_stride, a.v_head_stride),
+                               detail::check_strides("k", a.k_batch_stride, a.k_seq_stride, a.k_head_stride, true),
+                               detail::check_strides("v", a.v_batch_stride, a.v_seq_stride, a.v_head_stride, true),
                                detail::check_strides("o", a.o_batch_stride, a.o_seq_stride, a.o_head_stride)})
     if (!e.empty()) return e;
   return "";

@@ -205,7 +205,7 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
     int64_t b, s, h;
   };
   // Strides for the kernel's (batch, seq, head) of one tensor; absent roles get a stride past
-  // the tensor's extent (their index is always 0).
+  // the tensor's extent (their index is always 0), but for K's and V's batch.
   auto strides_of = [&](const char* name, const napkin_tensor* t, const char* roles, char seq, char dim,
                         Strides* st) -> std::string {
     if (TensorBinder::stride(t, roles, dim) != 1)
@@ -213,7 +213,8 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
     int64_t extent = 8;
     for (int i = 0; i < t->rank; ++i) extent = std::max(extent, t->strides[i] * t->shape[i]);
     const bool has_b = std::strchr(roles, 'b'), has_h = std::strchr(roles, 'h'), has_g = std::strchr(roles, 'g');
-    st->b = has_b ? TensorBinder::stride(t, roles, 'b') : extent;
+    // K and V without the batch axis (one copy for every batch): batch stride 0 (launch_fmha_fwd).
+    st->b = has_b ? TensorBinder::stride(t, roles, 'b') : seq == 'k' ? 0 : extent;
     st->s = TensorBinder::stride(t, roles, seq);
     // The kernel's head index is h * G + g: g's stride where G > 1 (h's must then be G times
     // it), else h's (a group of one head, whatever its stride, has index 0).
@@ -335,11 +336,14 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
                                                                  err_len);                                         \
   }
 
-#define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, spec, bind_fusion, manifest)                      \
+// `names`: every tensor and param the library takes, null-terminated (others are refused).
+#define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, spec, bind_fusion, names, manifest)               \
   extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }                           \
   extern "C" const char* napkin_kernel_manifest() { return manifest; }                                           \
   extern "C" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,   \
                                           int32_t err_len) {                                                     \
+    if (std::string e = napkin::host::unknown_tensor(tensors, count, names); !e.empty())                        \
+      return napkin::report_error(e, err, err_len);                                                              \
     return napkin::launch_generated<FusionT, ElementT, kHeadDim>(spec, bind_fusion, tensors, count, stream, err,  \
                                                                  err_len);                                       \
   }                                                                                                              \

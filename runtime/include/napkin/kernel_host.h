@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -117,6 +118,23 @@ struct DeviceTensors {
     return "";
   }
 };
+
+// The first tensor of a call that is none of `known` (null-terminated: the library's inputs,
+// outputs and params), as a message; "" where there is none. A misspelt param would otherwise
+// keep the diagram's value silently.
+inline std::string unknown_tensor(const napkin_tensor* tensors, int32_t count, const char* const* known) {
+  for (int32_t i = 0; i < count; ++i) {
+    const char* name = tensors[i].name;
+    if (name == nullptr) return "tensor " + std::to_string(i) + " has no name";
+    bool found = false;
+    for (const char* const* k = known; *k != nullptr && !found; ++k) found = std::strcmp(name, *k) == 0;
+    if (found) continue;
+    std::string names;
+    for (const char* const* k = known; *k != nullptr; ++k) names += (names.empty() ? "" : ", ") + std::string(*k);
+    return std::string("tensor '") + name + "': the kernel has no input, output or param of that name (it takes " + names + ")";
+  }
+  return "";
+}
 
 inline int32_t fail(const std::string& message, char* err, int32_t err_len) {
   if (err != nullptr && err_len > 0) std::snprintf(err, static_cast<size_t>(err_len), "%s", message.c_str());

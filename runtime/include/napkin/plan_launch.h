@@ -42,11 +42,13 @@ struct PlanSpec {
   int intermediate_count;
   const PlanKernel* kernels;
   int kernel_count;
+  const char* const* names;          // the io's names and the params', null-terminated (others are refused)
 };
 
 inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int32_t count, void* stream, char* err,
                            int32_t err_len) {
   auto fail = [&](const std::string& m) { return host::fail(m, err, err_len); };
+  if (std::string e = host::unknown_tensor(tensors, count, p.names); !e.empty()) return fail(e);
   std::map<std::string, const napkin_tensor*> by_name;
   for (int i = 0; i < count; ++i)
     if (tensors[i].name != nullptr) by_name[tensors[i].name] = &tensors[i];

@@ -24,7 +24,8 @@ void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummari
 constexpr napkin::AttentionSpec kSpec{"Q", "bhgqd", "K", "bhkd", "V", "bhke", "O", "bqhge", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
 
 constexpr char kManifest[] = R"napkin_manifest({})napkin_manifest";
+const char* const kNames[] = {"Q", "K", "V", "O", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kNames, kManifest)

@@ -34,10 +34,11 @@ void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummari
   a.in_kv_len = tb.aux<int32_t, napkin::kAuxB>(tb.bind("kv_len", NAPKIN_I32, "b"), "b");
 }
 
-constexpr napkin::AttentionSpec kSpec{"Q", "bghqd", "K", "bkhd", "V", "bkhe", "O", "bghqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
+constexpr napkin::AttentionSpec kSpec{"Q", "bqhgd", "K", "bkhd", "V", "bkhe", "O", "bqhge", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
 
 constexpr char kManifest[] = R"napkin_manifest({})napkin_manifest";
+const char* const kNames[] = {"Q", "K", "V", "kv_len", "O", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kNames, kManifest)

@@ -37,7 +37,8 @@ void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummari
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 0.0883883461f};
 
 constexpr char kManifest[] = R"napkin_manifest({})napkin_manifest";
+const char* const kNames[] = {"Q", "K", "V", "allowed", "O", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kNames, kManifest)

@@ -105,6 +105,22 @@ TEST(AttentionKernel, FindsRolesMasksAndBlockBounds) {
   EXPECT_EQ(form("sliding_window").params.size(), 1u);
 }
 
+// K and V without Q's batch axis are one copy that every batch reads (batch stride 0 at launch),
+// not a GQA group: the group is the Q-only axis after the head, the batch the one before it.
+TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
+  auto roles = [](const std::string& q, const std::string& kv) {
+    const Loaded l = parse("shared.napkin", "axes b=2 h=4 g=2 q=64 k=300 d=64 e=64\nin Q[" + q + "] bf16\nin K[" + kv +
+                                                " d] bf16\nin V[" + kv + " e] bf16\n"
+                                                "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n");
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    return f.ok() ? f->q_roles + " " + f->k_roles + " " + f->v_roles : f.error().format();
+  };
+  EXPECT_EQ(roles("b h q d", "h k"), "bhqd hkd hke");
+  EXPECT_EQ(roles("b h g q d", "h k"), "bhgqd hkd hke");
+  EXPECT_EQ(roles("b h g q d", "b h k"), "bhgqd bhkd bhke");
+  EXPECT_EQ(roles("b h q d", "b k"), "hgqd hkd hke");  // MQA: b the KV head (one per sequence), h its group
+}
+
 // Where the fused code reads neither the query row nor the GQA group, the launch may make either
 // the tile's rows (decoding packs a KV group's heads into one tile); any read of either keeps the
 // build's roles.

@@ -71,6 +71,22 @@ TEST(Parser, ActivationsAreTheirWrittenOutForms) {
   EXPECT_NE(unknown.error().format().find("gelu_tanh"), std::string::npos) << unknown.error().format();
 }
 
+// scale and softcap by a param keep the param a value of the diagram (a kernel argument), as
+// their written-out forms; by a number they stay one op with the number folded in.
+TEST(Parser, ScaleAndSoftcapByAParamAreTheirWrittenOutForms) {
+  auto diagram = [](const std::string& expr) {
+    auto p = parse("axes t=4 e=8\nparam c = 30\nin X[t e] f32\nY = " + expr + "\nout Y\n");
+    EXPECT_TRUE(p.ok()) << expr << ": " << (p.ok() ? "" : p.error().format());
+    return p.ok() ? p->diagram : Diagram{};
+  };
+  EXPECT_TRUE(diagram("softcap(X, c)") == diagram("c * tanh(X / c)"));
+  EXPECT_TRUE(diagram("scale(X, c)") == diagram("X * c"));
+  EXPECT_EQ(diagram("softcap(X, 30)").node(*diagram("softcap(X, 30)").find_node("Y")).op, OpKind::softcap);
+  auto expr = parse("axes t=4\nin X[t] f32\nY = softcap(X, X)\nout Y\n");
+  ASSERT_FALSE(expr.ok());
+  EXPECT_NE(expr.error().format().find("must be a number or a param"), std::string::npos) << expr.error().format();
+}
+
 TEST(Parser, BindingsOverrideSizesAndParams) {
   auto p = parse("axes q=8 k=8\nparam w = 3\nin S[q k] f32\nM = select(|q - k| < w, S, 0)\nout M\n",
                  {{"q", 4, "q=4"}, {"w", 2, "w=2"}});

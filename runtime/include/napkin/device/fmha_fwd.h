@@ -288,6 +288,7 @@ struct FwdParams {
   typename Cfg::Element* o;       // for tiles with every row masked (written directly)
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
+  int kv_batches;                 // batch, or 1 where every batch reads one K and V (batch stride 0)
   int* tile_counter;              // zero at launch, zero again at exit (see the producer)
   float scale_log2;  // softmax_scale * log2(e) (times |Fusion::score_factor| per tile)
   typename Cfg::Fusion::Args fusion;
@@ -533,8 +534,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     if (warp == 0 && (Cfg::kWarpSearch || cute::elect_one_sync())) {
       const bool leader = !Cfg::kWarpSearch || lane == 0;
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
-      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
-      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.batch));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.kv_batches));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.kv_batches));
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
       Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
       auto tma_q = p.tma_q.get_slice(0);
@@ -621,9 +622,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
                                   typename Cfg::SmemLayoutQ{});                                // (64, D)
           copy(p.tma_q.with(ss.q_bar[qb].bar, 0, kQCacheHint), tma_q.partition_S(gQ), tma_q.partition_D(sQ));
         }
-        const int head_kv = tc.head / p.group;
-        Tensor gK = local_tile(mK(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
-        Tensor gV = local_tile(mV(_, _, head_kv, tc.batch), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+        const int head_kv = tc.head / p.group, batch_kv = p.kv_batches == 1 ? 0 : tc.batch;
+        Tensor gK = local_tile(mK(_, _, head_kv, batch_kv), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+        Tensor gV = local_tile(mV(_, _, head_kv, batch_kv), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
         Tensor tKgK = tma_k.partition_S(gK);
         Tensor tKsK = tma_k.partition_D(sK);
         Tensor tVgV = tma_v.partition_S(gV);
@@ -1248,10 +1249,14 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
                             typename Cfg::Fusion::Args const& fusion = {}) {
   using namespace cute;
   using Element = typename Cfg::Element;
-  // strides: {batch, seq, head}
+  // strides: {batch, seq, head}. A batch stride of 0 (K and V only: one copy for every batch)
+  // becomes a batch extent of 1, read at batch 0; TMA takes no zero stride, so the descriptor
+  // gets one past the copy's extent.
+  const int kv_batches = k_strides[0] == 0 ? 1 : batch;
   auto layout = [&](int seqlen, int heads, const int64_t (&st)[3]) {
-    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kHeadDim, heads, batch),
-                                    make_stride(st[1], _1{}, st[2], st[0]));
+    const int64_t past = std::max(st[1] * seqlen, st[2] * heads);
+    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kHeadDim, heads, st[0] == 0 ? 1 : batch),
+                                    make_stride(st[1], _1{}, st[2], st[0] == 0 ? past : st[0]));
   };
   FwdParams<Cfg> p;
   p.tma_q = make_tma_copy(SM90_TMA_LOAD{},
@@ -1270,6 +1275,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.batch = batch;
   p.heads_q = heads_q;
   p.heads_kv = heads_kv;
+  p.kv_batches = kv_batches;
   p.group = heads_q / heads_kv;
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
