@@ -576,6 +576,8 @@ const char* ctype_name(CType t) { return t == CType::boolean ? "bool" : t == CTy
 // other, from Args' own `group` and from C++'s keywords (an input `float`, a param `group`).
 std::string input_member(const std::string& name) { return "in_" + name; }
 std::string param_member(const std::string& name) { return "param_" + name; }
+// The param in f32, converted once at launch (per score, F2F from f64 is a slow conversion).
+std::string param_float_member(const std::string& name) { return "param_" + name + "_f32"; }
 std::string summary_member(const std::string& name) { return "blocks_" + name; }
 std::string divisor_member(const std::string& name) { return "divisor_" + name; }
 std::string range_member(const std::string& name) { return "range_" + name; }
@@ -777,8 +779,7 @@ class BodyWriter {
     switch (x.op) {
       case OpKind::constant:
         if (!x.name.empty())
-          return t == CType::integer ? "static_cast<int>(a." + param_member(x.name) + ")"
-                                     : "static_cast<float>(a." + param_member(x.name) + ")";
+          return t == CType::integer ? "static_cast<int>(a." + param_member(x.name) + ")" : "a." + param_float_member(x.name);
         return t == CType::integer ? fmt::format("{}", static_cast<long long>(x.scalar)) : expression::literal(x.scalar);
       case OpKind::iota: return index_of(x.axis);
       case OpKind::input: return aux_read(n);
@@ -1126,8 +1127,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += "#include \"napkin/attention_kernel.h\"\n\nnamespace {\n\n";
   out += "struct Fusion : napkin::device::FusionDefaults {\n  struct Args {\n    int group;  // query heads per KV head\n";
   for (NodeId p : f.params)
-    out += fmt::format("    double {};  // param {} (default {})\n", param_member(d.node(p).name), d.node(p).name,
-                       ir::format_number(d.node(p).scalar));
+    out += fmt::format("    double {};  // param {} (default {})\n    float {};\n", param_member(d.node(p).name), d.node(p).name,
+                       ir::format_number(d.node(p).scalar), param_float_member(d.node(p).name));
   for (const AuxInput& x : f.aux)
     out += fmt::format("    napkin::AuxView<{}, {}> {};  // {}[{}]\n", aux_type(d.node(x.node).dtype), aux_roles_mask(x.roles),
                        input_member(d.node(x.node).name), d.node(x.node).name, x.roles);
@@ -1291,8 +1292,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
       out += fmt::format("  a.{} = s.of(a.{}, tb, '{}');\n", summary_member(name), input_member(name), summarised.at(x.node));
   }
   for (NodeId p : f.params)
-    out += fmt::format("  a.{} = tb.param(\"{}\", {});\n", param_member(d.node(p).name), d.node(p).name,
-                       ir::format_number(d.node(p).scalar));
+    out += fmt::format("  a.{0} = tb.param(\"{1}\", {2});\n  a.{3} = static_cast<float>(a.{0});\n", param_member(d.node(p).name),
+                       d.node(p).name, ir::format_number(d.node(p).scalar), param_float_member(d.node(p).name));
   for (const std::string& p : divisors)
     out += fmt::format("  a.{} = napkin::device::make_divisor(a.{});\n", divisor_member(p), param_member(p));
   for (const std::string& p : ranges)

@@ -35,8 +35,7 @@ CASES = [
 ]
 # Small params so the masks cut inside the tiles at these lengths (c not a power of two: the
 # kernel's floor(q / c) must land exact multiples on their integer, as the reference does).
-PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"],
-          "softcap_param": ["cap=2", "temp=0.1"]}
+PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"], "softcap_param": ["cap=2", "temp=0.1"]}
 
 
 def napkin_bin():
@@ -182,6 +181,29 @@ def test_keys_shared_across_the_batch_at_stride_zero():
     assert torch.equal(shared, copied)
     with pytest.raises(ValueError, match="both's or neither's"):
         kernel(q, k.expand(3, -1, -1, -1), v.expand(3, -1, -1, -1).contiguous())
+
+
+def test_c_entry_refuses_names_it_does_not_take():
+    """The C entry (napkin_kernel_launch, as C++ callers use it) refuses a misspelt param, which
+    would otherwise keep the diagram's value, naming it and what the library takes."""
+    import ctypes
+    import torch
+    import napkin_kernels
+    kernel = kernel_for("sliding_window")
+    built = next(a["size"] for a in kernel.inputs[0]["axes"] if a["role"] == "head_dim")
+    q = torch.randn(1, 2, 64, built, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty_like(q)
+    arr = (napkin_kernels._Tensor * 5)()
+    for i, (n, t) in enumerate([("Q", q), ("K", q), ("V", q), ("O", o)]):
+        arr[i].name, arr[i].data, arr[i].dtype, arr[i].rank = n.encode(), t.data_ptr(), 2, 4
+        arr[i].shape[:4], arr[i].strides[:4] = t.shape, t.stride()
+    window = ctypes.c_double(8.0)
+    arr[4].name, arr[4].data, arr[4].dtype, arr[4].rank = b"W", ctypes.addressof(window), 5, 0
+    err = ctypes.create_string_buffer(512)
+    assert kernel._launch(arr, 5, None, err, 512) == 1
+    assert "tensor 'W': the kernel has no input, output or param of that name (it takes Q, K, V, O, w)" in err.value.decode()
+    arr[4].name = b"w"
+    assert kernel._launch(arr, 5, None, err, 512) == 0, err.value.decode()
 
 
 def test_wrong_inputs_are_named():

@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_c;  // param c (default 2048)
+    float param_c_f32;
     napkin::device::Divisor divisor_c;  // param c as the bound's divisor
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
@@ -20,10 +21,10 @@ struct Fusion : napkin::device::FusionDefaults {
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
     const bool v9 = q >= k;
-    const float v11 = napkin::device::index_float(q) * __fdividef(1.0f, static_cast<float>(a.param_c));
-    const float v12 = napkin::device::floor_quotient(napkin::device::index_float(q), static_cast<float>(a.param_c));
-    const float v14 = napkin::device::index_float(k) * __fdividef(1.0f, static_cast<float>(a.param_c));
-    const float v15 = napkin::device::floor_quotient(napkin::device::index_float(k), static_cast<float>(a.param_c));
+    const float v11 = napkin::device::index_float(q) * __fdividef(1.0f, a.param_c_f32);
+    const float v12 = napkin::device::floor_quotient(napkin::device::index_float(q), a.param_c_f32);
+    const float v14 = napkin::device::index_float(k) * __fdividef(1.0f, a.param_c_f32);
+    const float v15 = napkin::device::floor_quotient(napkin::device::index_float(k), a.param_c_f32);
     const bool v16 = v12 == v15;
     const bool v17 = v9 & v16;  // visible
     return v17;
@@ -43,6 +44,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_c = tb.param("c", 2048);
+  a.param_c_f32 = static_cast<float>(a.param_c);
   a.divisor_c = napkin::device::make_divisor(a.param_c);
 }
 

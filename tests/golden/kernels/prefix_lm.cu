@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_p;  // param p (default 1024)
+    float param_p_f32;
     napkin::device::IntRange range_p;  // param p's floor and ceiling, for the bound
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
@@ -18,7 +19,7 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kBlockOnHost = true;
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
-    const bool v8 = napkin::device::index_float(k) < static_cast<float>(a.param_p);
+    const bool v8 = napkin::device::index_float(k) < a.param_p_f32;
     const bool v11 = q >= k;
     const bool v12 = v8 | v11;  // visible
     return v12;
@@ -36,6 +37,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_p = tb.param("p", 1024);
+  a.param_p_f32 = static_cast<float>(a.param_p);
   a.range_p = napkin::device::range_of_real(a.param_p);
 }
 

@@ -11,13 +11,14 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_bias;  // param bias (default -9)
+    float param_bias_f32;
   };
   static constexpr bool kScoreMod = false, kMask = false, kSkipsBlocks = false, kNormalise = false;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
   template <class Reads>
   __device__ static float prob(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {
     const float v6 = raw * 0.0883883461f;
-    const float v7 = v6 + static_cast<float>(a.param_bias);  // S
+    const float v7 = v6 + a.param_bias_f32;  // S
     const float v10 = -v7;
     const float v11 = napkin::device::fast_exp(v10);
     const float v12 = 1.0f + v11;
@@ -28,6 +29,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_bias = tb.param("bias", -9);
+  a.param_bias_f32 = static_cast<float>(a.param_bias);
 }
 
 constexpr napkin::AttentionSpec kSpec{"Q", "bhqd", "K", "bhkd", "V", "bhke", "O", "bhqe", 128, napkin::AttentionDType::kBF16, 1.0f};

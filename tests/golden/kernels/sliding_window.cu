@@ -11,6 +11,7 @@ struct Fusion : napkin::device::FusionDefaults {
   struct Args {
     int group;  // query heads per KV head
     double param_w;  // param w (default 4096)
+    float param_w_f32;
     napkin::device::IntRange range_w;  // param w's floor and ceiling, for the bound
   };
   static constexpr bool kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true;
@@ -22,7 +23,7 @@ struct Fusion : napkin::device::FusionDefaults {
     const bool v9 = q >= k;
     const int v12 = q - k;
     const int v13 = abs(v12);
-    const bool v14 = napkin::device::index_float(v13) < static_cast<float>(a.param_w);
+    const bool v14 = napkin::device::index_float(v13) < a.param_w_f32;
     const bool v15 = v9 & v14;  // visible
     return v15;
   }
@@ -41,6 +42,7 @@ struct Fusion : napkin::device::FusionDefaults {
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {
   a.param_w = tb.param("w", 4096);
+  a.param_w_f32 = static_cast<float>(a.param_w);
   a.range_w = napkin::device::range_of_real(a.param_w);
 }
 
