@@ -283,7 +283,7 @@ TEST(AttentionKernel, FloorOfAQuotientIsExact) {
                          "P = softmax(select(floor(q / c) == floor(k / c), S, -inf) over k)\n"
                          "O = contract(P, V over k) as bf16\nout O\n");
   const std::string cu = emit_for(l);
-  EXPECT_NE(cu.find("napkin::device::floor_quotient(napkin::device::index_float(q), static_cast<float>(a.param_c))"), std::string::npos);
+  EXPECT_NE(cu.find("napkin::device::floor_quotient(napkin::device::index_float(q), a.param_c_f32)"), std::string::npos);
   EXPECT_EQ(cu.find("floorf(__fdividef"), std::string::npos);
 }
 
