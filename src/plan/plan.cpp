@@ -40,6 +40,18 @@ std::string_view kernel_kind_name(KernelKind k) {
 
 namespace {
 
+// Where a kernel's refusal points: the first op of the kernel that `why` names, else its last op.
+SourceLoc first_named_in(const ir::Diagram& kd, const std::string& why) {
+  SourceLoc last;
+  for (NodeId id = 0; id < static_cast<NodeId>(kd.nodes.size()); ++id) {
+    const ir::Node& n = kd.node(id);
+    if (n.op == OpKind::input || n.op == OpKind::constant || n.loc.line == 0) continue;
+    if (why.find(kd.label(id)) != std::string::npos) return n.loc;
+    last = n.loc;
+  }
+  return last;
+}
+
 constexpr std::size_t kMaxFused = 128;
 
 // A partition of a diagram's non-leaf, non-input nodes into kernels, with each kernel's family.
@@ -294,6 +306,8 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     const Family& f = part.family({k});
     if (!f.valid) {
       if (p.infeasible.empty())
+        p.infeasible_at = first_named_in(kernel.diagram, f.why);
+      if (p.infeasible.empty())
         p.infeasible = fmt::format("no kernel family runs {{{}}}: {}", fmt::join([&] {
                                      std::vector<std::string> v;
                                      for (NodeId id = 0; id < static_cast<NodeId>(kernel.diagram.nodes.size()); ++id) {
@@ -445,7 +459,9 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     if (p->infeasible.empty() && p->note.empty() && (!best || p->predicted_s < best->predicted_s * 0.999)) best = *p;
   if (!best) {
     std::string why = unfused_plan.infeasible.empty() ? "no feasible plan" : unfused_plan.infeasible;
-    return plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
+    Diagnostic e = plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
+    if (unfused_plan.infeasible_at.line > 0) e.file = d.source_name, e.loc = unfused_plan.infeasible_at;
+    return e;
   }
   out.chosen = std::move(*best);
   // The tensors a call holds at once (inputs, outputs, the materialised intermediates, all live

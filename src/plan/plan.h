@@ -62,6 +62,7 @@ struct Plan {
   double predicted_s = 0;                  // sum over the kernels
   // Empty when the plan is feasible; else why not (an infeasible alternative is still shown).
   std::string infeasible;
+  SourceLoc infeasible_at;  // the op the reason is about, where one is
   std::string note;                        // e.g. why a feasible alternative has no kernel
   // What the generated kernels cannot do at the diagram's sizes though the plan is right for
   // them (a TMA row of other than a multiple of 16 bytes: the library refuses such a call at

@@ -823,8 +823,14 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
   std::optional<AxisId> r;
   for (NodeId n : c.reductions) {
     const Node& node = kd.node(n);
-    if (node.over.size() != 1)
-      return invalid(fmt::format("{} reduces over {} axes: a row kernel reduces over one", kd.label(n), node.over.size()));
+    if (node.over.size() != 1) {
+      std::vector<std::string> names;
+      std::int64_t size = 1;
+      for (AxisId a : node.over) names.push_back(kd.axis(a).name), size *= kd.axis(a).size;
+      return invalid(fmt::format("{} reduces over {} axes ({}): a row kernel reduces over one; where they are adjacent in "
+                                 "every tensor, declare them as one axis of size {}",
+                                 kd.label(n), node.over.size(), fmt::join(names, " "), size));
+    }
     if (r && *r != node.over[0])
       return invalid(fmt::format("reductions over {} and {}: a row kernel reduces over one axis", kd.axis(*r).name,
                                  kd.axis(node.over[0]).name));

@@ -733,6 +733,11 @@ TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("no kernel family runs {the 'sum' at 3:5}: the 'sum' at 3:5 reduces over 3 axes"),
             std::string::npos) << r.error().message;
+  // It points at the op in the diagram's file, and says what would derive.
+  EXPECT_EQ(r.error().headline().substr(0, 14), "test.napkin:3:") << r.error().headline();
+  EXPECT_NE(r.error().message.find("(b y x): a row kernel reduces over one; where they are adjacent in every tensor, "
+                                   "declare them as one axis of size 256"),
+            std::string::npos) << r.error().message;
 }
 
 }  // namespace napkin
