@@ -30,10 +30,6 @@ using expression::Writer;
 // A thread keeps at least this many vectors in flight (4 x 16 bytes: as Apex's LayerNorm
 // kernels, whose tuned configurations issue 4 LDG.128 per thread for rows of 1-8k).
 constexpr int kMinVectorsPerThread = 4;
-// Bytes of registers a thread may give to the rows it keeps, as loaded (64 registers; the rest
-// of the kernel needs about 40); past it, threads per row grow, then the rows are re-read from
-// L1/L2 in every pass.
-constexpr int kRowBytes = 256;
 // Rows longer than this are refused (element indices are 32-bit, vectors per row too).
 constexpr std::int64_t kMaxRowLength = std::int64_t{1} << 30;
 
@@ -431,16 +427,11 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
     why.push_back(fmt::format("fewer threads per row: {} vectors in flight per thread", kMinVectorsPerThread));
   }
   auto elements = [&](int threads) { return ceil_div(vectors, threads) * l.vector; };
-  // What a thread may keep at `threads` a row (a CTA of them): kRowBytes, less where the CTA's
-  // size caps its registers (65536 / threads) below the row, the next row loaded ahead and the
-  // ~40 the rest needs (at 1024 threads, 64 registers: a row of 128256 bf16 in registers spilled
-  // 1.2 KB a thread).
-  auto budget = [&](int threads) {
-    const int cap = std::min(255, 65536 / std::max(threads, 1));
-    return std::min(kRowBytes, std::max(0, (cap - 40) * 4 / 2));
-  };
-  if (rows_in * elements(t) > budget(t) && t < 1024) {
-    while (rows_in * elements(t) > budget(t) && t < 1024) t = threads_up(t);
+  // What a thread may keep at `threads` a row (a CTA of them); past it, threads per row grow,
+  // then the rows are re-read from L1/L2 in every pass.
+  auto budget = [](int threads) { return search::row_register_bytes(threads); };
+  if (rows_in * elements(t) > budget(t) && t < search::kMaxRowThreads) {
+    while (rows_in * elements(t) > budget(t) && t < search::kMaxRowThreads) t = threads_up(t);
     why.push_back(fmt::format("more threads per row: the row in at most {} bytes of registers per thread", budget(t)));
   }
   l.threads_per_row = t;

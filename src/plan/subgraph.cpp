@@ -442,11 +442,15 @@ std::pair<double, double> alu_ops(const ir::Diagram& kd) {
       sfu += e;
       continue;
     }
+    // A reduction's work is over its operand's elements (a logsumexp's exp too).
+    const double over = n.operands.empty() ? e : static_cast<double>(kd.elements(kd.node(n.operands[0]).axes));
     switch (n.op) {
-      case OpKind::softmax: case OpKind::logsumexp: sfu += e; fma += 3 * e; break;
+      case OpKind::softmax: sfu += e; fma += 3 * e; break;
+      case OpKind::logsumexp: sfu += over; fma += 3 * over; break;
       case OpKind::rmsnorm: case OpKind::layernorm: fma += 3 * e; break;
       default:
-        if (ir::is_elementwise(n.op) || ir::op_class(n.op) == OpClass::reduction) fma += e;
+        if (ir::op_class(n.op) == OpClass::reduction) fma += over;
+        else if (ir::is_elementwise(n.op)) fma += e;
     }
   }
   return {sfu, fma};
@@ -877,6 +881,17 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
     }
     p.row_elements = kd.axis(*r).size;
     // (Rows too long for registers are re-read from L1/L2 in each pass: emit/row_kernel.)
+    for (NodeId n : c.inputs)
+      if (std::find(kd.node(n).axes.begin(), kd.node(n).axes.end(), *r) != kd.node(n).axes.end()) p.row_bytes_per_element += dtype_bytes(kd.node(n).dtype);
+    // Block-wide reductions per row, as the kernel runs them: a softmax's, a logsumexp's and a
+    // layernorm's two (the max, or the mean, first), an rmsnorm's one.
+    p.reductions = 0;
+    for (NodeId n : c.reductions) {
+      const OpKind op = kd.node(n).op;
+      p.reductions += op == OpKind::softmax || op == OpKind::logsumexp || op == OpKind::layernorm ? 2 : 1;
+    }
+    for (const ir::Output& o : kd.outputs)
+      p.writes_rows = p.writes_rows || std::find(o.axes.begin(), o.axes.end(), *r) != o.axes.end();
     if (p.row_elements > (std::int64_t{1} << 30) && !p.columns)
       return invalid(fmt::format("rows of {} elements: a row kernel takes at most 2^30", p.row_elements));
     p.rows = static_cast<std::int64_t>(widest) / p.row_elements;

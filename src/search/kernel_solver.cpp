@@ -456,6 +456,11 @@ Result<KernelSearch> solve_gemm(const GemmProblem& p, const arch::Machine& m) {
   return out;
 }
 
+int row_register_bytes(int threads) {
+  const int cap = std::min(255, 65536 / std::max(threads, 1));
+  return std::min(256, std::max(0, (cap - 40) * 4 / 2));
+}
+
 RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   RowCandidate c;
   // A warp per row up to 1024 elements (32 lanes x 32), else a CTA of up to 256 threads with
@@ -470,7 +475,16 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   // kernels and column kernels spread over every SM).
   const bool row_per_cta = !p.columns && p.reductions > 0 && p.row_elements > 1024;
   const double busy = row_per_cta ? std::min(1.0, static_cast<double>(std::max<std::int64_t>(p.rows, 1)) / sms) : 1.0;
-  const double mem_s = (p.bytes + p.strided_bytes) / (hbm_bps * busy);
+  // A row longer than the registers of a CTA's threads hold is read again in each pass after the
+  // first (one per reduction, one more for outputs along it), from L2 where the CTAs' rows fit.
+  const bool reread = !p.columns && p.reductions > 0 &&
+                      static_cast<double>(p.row_bytes_per_element) * static_cast<double>(p.row_elements) >
+                          static_cast<double>(kMaxRowThreads) * row_register_bytes(kMaxRowThreads);
+  const double reread_bytes = reread ? static_cast<double>(p.rows) * static_cast<double>(p.row_elements) *
+                                           p.row_bytes_per_element * (p.reductions - 1 + (p.writes_rows ? 1 : 0))
+                                     : 0;
+  const double l2_s = reread_bytes / (m.bytes_per_s(arch::kSmem) * busy);
+  const double mem_s = (p.bytes + p.strided_bytes) / (hbm_bps * busy) + l2_s;
   const double sfu = m.ops_per_clk_per_sm(arch::Unit::sfu, DType::f32).value_or(16);
   const double fma = m.ops_per_clk_per_sm(arch::Unit::fma, DType::f32).value_or(128);
   const double alu_s = (p.sfu_ops / sfu + p.fma_ops / fma) / (sms * clock);
@@ -480,11 +494,14 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   c.estimate.hbm_bytes = p.bytes + p.strided_bytes;
   c.estimate.compulsory_bytes = p.bytes;
   c.estimate.bound = main_s == mem_s ? "HBM bandwidth" : "ALU";
-  c.estimate.detail = fmt::format("{} {} of {}: HBM {:.4g} us for {:.4g} MB{}, ALU {:.4g} us", p.rows,
-                                  p.columns ? "columns" : "rows", p.row_elements, mem_s * 1e6, p.bytes / 1e6,
+  c.estimate.detail = fmt::format("{} {} of {}: HBM {:.4g} us for {:.4g} MB{}{}, ALU {:.4g} us", p.rows,
+                                  p.columns ? "columns" : "rows", p.row_elements, (mem_s - l2_s) * 1e6, p.bytes / 1e6,
                                   p.strided_bytes > 0 ? fmt::format(" and {:.4g} MB of sectors read or written across "
                                                                     "the storage order", p.strided_bytes / 1e6)
                                                       : std::string(),
+                                  reread ? fmt::format(", then L2 {:.4g} us for {:.4g} MB re-read (rows too long for "
+                                                       "registers)", l2_s * 1e6, reread_bytes / 1e6)
+                                         : std::string(),
                                   alu_s * 1e6);
   return c;
 }

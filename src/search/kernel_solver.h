@@ -66,6 +66,14 @@ struct RowSchedule {
 };
 std::string row_schedule_text(const RowSchedule& s);  // "rows/CTA 4 threads/row 32", "columns, split along the reduced axis"
 
+// Bytes of registers a thread of a row kernel may give to the rows it keeps, as loaded, at
+// `threads` a CTA: 256 (64 registers; the rest of the kernel needs about 40), less where the
+// CTA's size caps its registers (65536 / threads) below that (at 1024 threads, 64 registers: a
+// row of 128256 bf16 kept in registers spilled 1.2 KB a thread). A longer row is re-read from
+// L1/L2 in every pass over it (emit/row_kernel).
+int row_register_bytes(int threads);
+inline constexpr int kMaxRowThreads = 1024;
+
 // What a GEMM kernel computes, for the solver: C[L, M, N] = sum_K A[L, M, K] B[L, K, N], plus
 // epilogue inputs read once per output element (bias, a gate, a residual).
 struct GemmProblem {
@@ -127,6 +135,8 @@ struct RowProblem {
   double strided_bytes = 0;  // more traffic: elements read or written across their storage order
   double sfu_ops = 0, fma_ops = 0;
   int reductions = 0;  // block-wide reductions per row
+  int row_bytes_per_element = 0;  // of the inputs read along the row (kept in registers where they fit)
+  bool writes_rows = false;       // an output along the row (written in a pass of its own)
   bool columns = false;  // a column kernel: `rows` columns reduced over `row_elements`
 };
 struct RowCandidate {
