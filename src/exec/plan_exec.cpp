@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "exec/plan_exec.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -33,11 +34,48 @@ reference::Tensor from_named(const ir::Diagram& d, const Named& n, const std::ve
   return t.permuted(axes);
 }
 
+// `n` with each run of a merge's parts (adjacent, in order) as its one axis: the same data.
+void merge_axes(Named& n, const std::vector<plan::AxisMerge>& merges) {
+  for (const plan::AxisMerge& m : merges) {
+    auto at = std::find(n.axes.begin(), n.axes.end(), m.parts.front());
+    if (at == n.axes.end()) continue;
+    const auto i = static_cast<std::size_t>(at - n.axes.begin());
+    std::int64_t size = 1;
+    for (std::size_t j = 0; j < m.parts.size(); ++j) size *= n.tensor.sizes[i + j];
+    n.axes[i] = m.name, n.tensor.sizes[i] = size;
+    const auto first = static_cast<std::ptrdiff_t>(i + 1), last = static_cast<std::ptrdiff_t>(i + m.parts.size());
+    n.axes.erase(n.axes.begin() + first, n.axes.begin() + last);
+    n.tensor.sizes.erase(n.tensor.sizes.begin() + first, n.tensor.sizes.begin() + last);
+    n.tensor.axes.erase(n.tensor.axes.begin() + first, n.tensor.axes.begin() + last);
+  }
+}
+
+// The inverse of merge_axes: each merged axis as its parts again, sized as in `d`.
+void split_axes(Named& n, const std::vector<plan::AxisMerge>& merges, const ir::Diagram& d) {
+  for (auto m = merges.rbegin(); m != merges.rend(); ++m) {
+    auto at = std::find(n.axes.begin(), n.axes.end(), m->name);
+    if (at == n.axes.end()) continue;
+    const auto i = at - n.axes.begin();
+    std::vector<std::int64_t> sizes;
+    for (const std::string& part : m->parts) sizes.push_back(d.axis(*d.find_axis(part)).size);
+    n.axes.erase(n.axes.begin() + i);
+    n.axes.insert(n.axes.begin() + i, m->parts.begin(), m->parts.end());
+    n.tensor.sizes.erase(n.tensor.sizes.begin() + i);
+    n.tensor.sizes.insert(n.tensor.sizes.begin() + i, sizes.begin(), sizes.end());
+    n.tensor.axes.insert(n.tensor.axes.begin() + i, m->parts.size() - 1, ir::AxisId{-1});
+  }
+}
+
 }  // namespace
 
 Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, const reference::TensorMap& inputs) {
   std::map<std::string, Named> tensors;
-  for (const auto& [name, t] : inputs) tensors[name] = to_named(d, t);
+  for (const auto& [name, t] : inputs) {
+    // In the input's declared order, where a merge's parts are adjacent.
+    const auto node = d.find_node(name);
+    tensors[name] = to_named(d, node && !p.merged_axes.empty() ? t.permuted(d.node(*node).axes) : t);
+    merge_axes(tensors[name], p.merged_axes);
+  }
   PlanExecution out;
   for (const plan::Kernel& k : p.kernels) {
     const ir::Diagram& kd = k.diagram;
@@ -69,7 +107,9 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
     const std::string& name = d.node(o.node).name;
     auto it = tensors.find(name);
     if (it == tensors.end()) return plain_error(fmt::format("the plan computes no output '{}'", name));
-    out.outputs[name] = from_named(d, it->second, o.axes);
+    Named whole = it->second;
+    split_axes(whole, p.merged_axes, d);
+    out.outputs[name] = from_named(d, whole, o.axes);
   }
   return out;
 }

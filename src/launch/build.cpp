@@ -212,6 +212,9 @@ std::set<std::string> fixed_axes(const plan::Plan& p) {
     if (k.kind == plan::KernelKind::attention && k.streamed)
       for (const auto& l : k.streamed->schedule.levels)
         for (const auto& st : l.streams) fixed.erase(st.axis);
+  // A merged axis fixes its parts (the library checks their product).
+  for (const plan::AxisMerge& m : p.merged_axes)
+    if (fixed.count(m.name)) fixed.insert(m.parts.begin(), m.parts.end());
   return fixed;
 }
 
@@ -321,6 +324,12 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
     }
     kernels += fmt::format("    {{{}, \"{}\", {}, {{{}}}}},\n", entry, fmt::format("{} ({})", i + 1, k.name), names.size(), fmt::join(names, ", "));
   }
+  std::string merges;
+  for (const plan::AxisMerge& m : p.merged_axes) {
+    std::vector<std::string> parts;
+    for (const std::string& part : m.parts) parts.push_back("\"" + part + "\"");
+    merges += fmt::format("    {{\"{}\", {}, {{{}}}}},\n", m.name, m.parts.size(), fmt::join(parts, ", "));
+  }
   std::string io;
   for (ir::NodeId n : d.inputs()) io += "    " + plan_tensor_literal(d, d.node(n).name, d.node(n).axes, d.node(n).dtype) + ",\n";
   for (const ir::Output& o : d.outputs) io += "    " + plan_tensor_literal(d, d.node(o.node).name, o.axes, d.node(o.node).dtype) + ",\n";
@@ -333,11 +342,13 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
       "const napkin::PlanTensor kIntermediates[] = {{\n{}    {{\"\", NAPKIN_F32, 0, {{}}}}}};\n"
       "const napkin::PlanKernel kKernels[] = {{\n{}}};\n"
       "const char* const kNames[] = {{{}nullptr}};\n"
-      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames}};\n\n"
+      "const napkin::PlanMerge kMerges[] = {{\n{}    {{\"\", 0, {{}}}}}};\n"
+      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames, kMerges, {}}};\n\n"
       "constexpr char kManifest[] = R\"napkin_manifest({})napkin_manifest\";\n\n}}  // namespace\n\n"
       "NAPKIN_GENERATED_PLAN(kPlan, kManifest)\n",
       prov.napkin_version, prov.source_name, prov.diagram_key, p.kernels.size(), p.predicted_s * 1e6, decls, io, inter, kernels,
-      emit::expression::library_names(d), d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(), manifest);
+      emit::expression::library_names(d), merges, d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(),
+      p.merged_axes.size(), manifest);
   files.insert(files.begin(), {"kernel.cu", plan_cu});
   return files;
 }

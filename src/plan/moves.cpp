@@ -461,3 +461,90 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
 }
 
 }  // namespace napkin::plan
+
+namespace napkin::plan {
+
+namespace {
+
+// Whether `run` (axes in the order a reduction's operand holds them) can be one axis of `d`.
+bool mergeable(const ir::Diagram& d, const std::vector<ir::AxisId>& run) {
+  auto adjacent = [&](const std::vector<ir::AxisId>& axes) {
+    std::vector<std::size_t> at;
+    for (ir::AxisId a : run)
+      if (auto it = std::find(axes.begin(), axes.end(), a); it != axes.end()) at.push_back(static_cast<std::size_t>(it - axes.begin()));
+    if (at.empty()) return true;
+    if (at.size() != run.size()) return false;
+    for (std::size_t i = 1; i < at.size(); ++i)
+      if (at[i] != at[i - 1] + 1) return false;
+    return true;
+  };
+  auto all_or_none = [&](const std::vector<ir::AxisId>& over) {
+    const auto n = std::count_if(run.begin(), run.end(), [&](ir::AxisId a) { return std::find(over.begin(), over.end(), a) != over.end(); });
+    return n == 0 || n == static_cast<long>(run.size());
+  };
+  for (const ir::Node& n : d.nodes) {
+    if (n.op == ir::OpKind::iota && std::find(run.begin(), run.end(), n.axis) != run.end()) return false;
+    if (!adjacent(n.axes) || !all_or_none(n.over)) return false;
+  }
+  for (const ir::Output& o : d.outputs)
+    if (!adjacent(o.axes)) return false;
+  return true;
+}
+
+// `d` with `run` as one axis (at the first one's place), and the merge.
+std::pair<ir::Diagram, AxisMerge> merged(const ir::Diagram& d, const std::vector<ir::AxisId>& run) {
+  AxisMerge m;
+  std::int64_t size = 1;
+  for (ir::AxisId a : run) m.parts.push_back(d.axis(a).name), size *= d.axis(a).size;
+  m.name = fmt::format("{}", fmt::join(m.parts, "_"));
+  while (d.find_axis(m.name)) m.name += "_";
+  ir::Diagram out = d;
+  std::vector<ir::AxisId> id(d.axes.size(), -1);
+  out.axes.clear();
+  for (std::size_t a = 0; a < d.axes.size(); ++a) {
+    const auto at = std::find(run.begin(), run.end(), static_cast<ir::AxisId>(a));
+    if (at != run.begin() && at != run.end()) continue;
+    id[a] = static_cast<ir::AxisId>(out.axes.size());
+    out.axes.push_back(d.axes[a]);
+    if (at == run.begin()) out.axes.back().name = m.name, out.axes.back().size = size;
+  }
+  auto relabel = [&](std::vector<ir::AxisId>& axes) {
+    std::vector<ir::AxisId> kept;
+    for (ir::AxisId a : axes)  // (the run is adjacent: its first axis stands for it, the rest go)
+      if (id[static_cast<std::size_t>(a)] >= 0) kept.push_back(id[static_cast<std::size_t>(a)]);
+    axes = std::move(kept);
+  };
+  for (ir::Node& n : out.nodes) {
+    relabel(n.axes);
+    relabel(n.over);
+    if (n.axis >= 0) n.axis = id[static_cast<std::size_t>(n.axis)];
+  }
+  for (ir::Output& o : out.outputs) relabel(o.axes);
+  return {std::move(out), std::move(m)};
+}
+
+}  // namespace
+
+MergedAxes merge_reduced_axes(const ir::Diagram& d) {
+  MergedAxes out{d, {}};
+  for (bool more = true; more;) {
+    more = false;
+    const ir::Diagram& cur = out.diagram;
+    for (const ir::Node& n : cur.nodes) {
+      const ir::OpClass c = ir::op_class(n.op);
+      if (n.over.size() < 2 || (c != ir::OpClass::reduction && c != ir::OpClass::composite)) continue;
+      std::vector<ir::AxisId> run;
+      for (ir::AxisId a : cur.node(n.operands[0]).axes)
+        if (std::find(n.over.begin(), n.over.end(), a) != n.over.end()) run.push_back(a);
+      if (run.size() != n.over.size() || !mergeable(cur, run)) continue;
+      auto [next, m] = merged(cur, run);
+      out.diagram = std::move(next);
+      out.merges.push_back(std::move(m));
+      more = true;
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace napkin::plan

@@ -30,4 +30,20 @@ struct Variant {
 // only where the plan fuses: not past the planner's bound on fused kernels).
 std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute = true);
 
+// Axes merged into one (their product), outermost first: `name` stands for `parts`.
+struct AxisMerge {
+  std::string name;
+  std::vector<std::string> parts;
+};
+struct MergedAxes {
+  ir::Diagram diagram;
+  std::vector<AxisMerge> merges;
+};
+// The axes a reduction runs over together, as one axis of their product, where every tensor
+// that carries one carries all of them, adjacent and in one order, every reduction or
+// contraction takes all or none, and no index expression reads them (a row kernel reduces over
+// one axis: BatchNorm's statistics over b y x, a norm over a token's heads and head dims). The
+// merged diagram's inputs and outputs are its tensors' views, with the same data.
+MergedAxes merge_reduced_axes(const ir::Diagram& d);
+
 }  // namespace napkin::plan

@@ -381,8 +381,15 @@ std::string why_not(const Plan& loser, const Plan& winner) {
 
 }  // namespace
 
-Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, const PlanOptions& options) {
-  if (d.outputs.empty()) return plain_error("the diagram has no outputs");
+Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options) {
+  if (written.outputs.empty()) return plain_error("the diagram has no outputs");
+  // Axes reduced together, as one: every kernel below sees the merged diagram.
+  const MergedAxes merging = merge_reduced_axes(written);
+  const ir::Diagram& d = merging.diagram;
+  std::vector<std::string> merge_moves;
+  for (const AxisMerge& mg : merging.merges)
+    merge_moves.push_back(fmt::format("axes {} taken as one axis {} (reduced together, adjacent in every tensor)",
+                                      fmt::join(mg.parts, " "), mg.name));
   // An input named as an output: no kernel computes it, and a caller's output buffer would be
   // left as it was allocated. Refused rather than copied (the caller holds the input already).
   for (const ir::Output& o : d.outputs)
@@ -497,6 +504,12 @@ Result<Derivation> derive_plan(const ir::Diagram& d, const arch::Machine& m, con
     if (p->infeasible.empty() && p->predicted_s < out.chosen.predicted_s)
       w = fmt::format("{} predicted, faster than the chosen plan, but {}", time_text(p->predicted_s), p->note);
     out.alternatives.push_back({std::move(*p), std::move(w)});
+  }
+  for (Plan* p : {&out.chosen}) p->merged_axes = merging.merges;
+  for (auto& a : out.alternatives) a.plan.merged_axes = merging.merges;
+  if (!merge_moves.empty()) {
+    out.chosen.moves.insert(out.chosen.moves.begin(), merge_moves.begin(), merge_moves.end());
+    for (auto& a : out.alternatives) a.plan.moves.insert(a.plan.moves.begin(), merge_moves.begin(), merge_moves.end());
   }
   return out;
 }

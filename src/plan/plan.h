@@ -25,6 +25,7 @@
 #include "ir/ir.h"
 #include "search/kernel_solver.h"
 #include "search/search.h"
+#include "plan/moves.h"
 #include "plan/subgraph.h"
 #include "support/diagnostic.h"
 
@@ -68,6 +69,9 @@ struct Plan {
   // them (a TMA row of other than a multiple of 16 bytes: the library refuses such a call at
   // launch), each with the smallest change that runs.
   std::vector<std::string> warnings;
+  // Axes the kernels take as one (merge_reduced_axes): their diagrams' inputs and outputs are
+  // views of the diagram's, each run of `parts` one axis `name`.
+  std::vector<AxisMerge> merged_axes;
 };
 
 struct Derivation {

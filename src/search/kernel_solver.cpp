@@ -499,7 +499,7 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
                                   p.strided_bytes > 0 ? fmt::format(" and {:.4g} MB of sectors read or written across "
                                                                     "the storage order", p.strided_bytes / 1e6)
                                                       : std::string(),
-                                  reread ? fmt::format(", then L2 {:.4g} us for {:.4g} MB re-read (rows too long for "
+                                  reread_bytes > 0 ? fmt::format(", then L2 {:.4g} us for {:.4g} MB re-read (rows too long for "
                                                        "registers)", l2_s * 1e6, reread_bytes / 1e6)
                                          : std::string(),
                                   alu_s * 1e6);

@@ -16,7 +16,8 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "matmul_chain", "linear_attention", "softmax_over_q", "normalised_linear_attention", "attention_projection",
             "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection",
             "column_statistics", "column_variance", "feature_sums",
-            "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows"]
+            "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
+            "token_norm", "batch_statistics"]
 
 
 def napkin_bin():
@@ -41,6 +42,27 @@ def test_plan_matches_the_reference(name, tmp_path):
                         "--library", str(lib), "--iters", "0"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "validation" in r.stdout and " ok" in r.stdout, r.stdout
+
+
+def test_axes_taken_as_one_must_be_contiguous(tmp_path):
+    """token_norm's kernel reduces over h and d as one axis: a view of X whose h and d are not
+    contiguous with each other is refused, naming the tensor and the axes; a contiguous one
+    matches PyTorch."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("token_norm", tmp_path).parent)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    X = torch.randn(300, 32, 128, device="cuda", generator=g).bfloat16()
+    w = torch.randn(32, 128, device="cuda", generator=g).bfloat16()
+    Y = k(X, w)
+    x = X.float()
+    want = (x / torch.sqrt((x * x).mean(dim=(1, 2), keepdim=True) + 1e-6) * w.float()).bfloat16()
+    assert (Y.float() - want.float()).abs().max().item() <= 2 * 2 ** -7 * want.float().abs().max().item()
+    apart = torch.randn(300, 128, 32, device="cuda", generator=g).bfloat16().transpose(1, 2)
+    with pytest.raises(ValueError, match="tensor 'X': dims 1..2 \\(axes h..d\\) must be contiguous"):
+        k(apart, w)
 
 
 def test_dual_gemm_takes_its_b_operands_from_anywhere(tmp_path):

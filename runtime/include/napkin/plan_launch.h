@@ -35,6 +35,14 @@ struct PlanKernel {
   const char* tensors[32];
 };
 
+// Axes the plan's kernels take as one (plan::AxisMerge): `name` stands for the `count` axes
+// `parts`, adjacent in every tensor that has them; the kernels get views of the caller's tensors.
+struct PlanMerge {
+  const char* name;
+  int count;
+  const char* parts[NAPKIN_MAX_RANK];
+};
+
 struct PlanSpec {
   const PlanTensor* io;              // the diagram's inputs and outputs
   int io_count;
@@ -43,7 +51,42 @@ struct PlanSpec {
   const PlanKernel* kernels;
   int kernel_count;
   const char* const* names;          // the io's names and the params', null-terminated (others are refused)
+  const PlanMerge* merges;
+  int merge_count;
 };
+
+// `t` (over `axes`, the caller's) with each merge's parts as one dim, where it has them; the
+// parts' dims must be contiguous with one another. "" or the reason.
+inline std::string merged_view(napkin_tensor& t, std::vector<const char*> axes, const PlanSpec& p) {
+  for (int m = 0; m < p.merge_count; ++m) {
+    const PlanMerge& mg = p.merges[m];
+    int at = -1;
+    for (int i = 0; i < t.rank; ++i)
+      if (std::strcmp(axes[static_cast<size_t>(i)], mg.parts[0]) == 0) at = i;
+    if (at < 0) continue;
+    int64_t size = 1;
+    for (int j = 0; j < mg.count; ++j) {
+      const int d = at + j;
+      if (d >= t.rank || std::strcmp(axes[static_cast<size_t>(d)], mg.parts[j]) != 0)
+        return std::string("tensor '") + t.name + "': the plan takes its axes as one axis " + mg.name + " but they are not adjacent";
+      if (j + 1 < mg.count && t.shape[d] > 1 && t.strides[d] != t.strides[d + 1] * t.shape[d + 1])
+        return std::string("tensor '") + t.name + "': dims " + std::to_string(at) + ".." + std::to_string(at + mg.count - 1) +
+               " (axes " + mg.parts[0] + ".." + mg.parts[mg.count - 1] +
+               ") must be contiguous with one another (stride of each = the next's stride x size): the kernels reduce over them as one axis";
+      size *= t.shape[d];
+    }
+    t.shape[at] = size;
+    t.strides[at] = t.strides[at + mg.count - 1];
+    for (int i = at + 1; i + mg.count - 1 < t.rank; ++i) {
+      t.shape[i] = t.shape[i + mg.count - 1];
+      t.strides[i] = t.strides[i + mg.count - 1];
+    }
+    t.rank -= mg.count - 1;
+    axes.erase(axes.begin() + at + 1, axes.begin() + at + mg.count);
+    axes[static_cast<size_t>(at)] = mg.name;
+  }
+  return "";
+}
 
 inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int32_t count, void* stream, char* err,
                            int32_t err_len) {
@@ -67,6 +110,24 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
         return fail(std::string("tensor '") + t.name + "': axis " + t.axes[a] + " has size " +
                     std::to_string(it->second->shape[a]) + ", expected " + std::to_string(s) + " as in the tensors before it");
     }
+  }
+  // The kernels' views of the caller's tensors where axes merge (the merged axes' sizes too).
+  std::vector<napkin_tensor> views(static_cast<size_t>(p.merge_count > 0 ? p.io_count : 0));
+  for (size_t i = 0; i < views.size(); ++i) {
+    const PlanTensor& t = p.io[i];
+    views[i] = *by_name[t.name];
+    if (std::string e = merged_view(views[i], std::vector<const char*>(t.axes, t.axes + t.rank), p); !e.empty()) return fail(e);
+    by_name[t.name] = &views[i];
+  }
+  for (int m = 0; m < p.merge_count; ++m) {
+    int64_t product = 1;
+    bool known = true;
+    for (int j = 0; j < p.merges[m].count; ++j) {
+      auto it = size.find(p.merges[m].parts[j]);
+      known = known && it != size.end();
+      if (known) product *= it->second;
+    }
+    if (known) size[p.merges[m].name] = product;
   }
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (p.intermediate_count > 0) host::keep_pool_memory();

@@ -726,10 +726,31 @@ TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
   EXPECT_NE(huge.chosen.warnings[0].find("more than h100-sxm5's"), std::string::npos) << huge.chosen.warnings[0];
 }
 
+// Axes reduced together and adjacent in every tensor are one axis to the kernels (a row kernel
+// reduces over one): the plan says so and keeps the merge for the launch's views.
+TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
+  auto r = plan::derive_plan(parse("axes t=64 h=4 d=32\nin X[t h d] bf16\nin g[h d] bf16\n"
+                                   "Y = rmsnorm(X over h d) * g as bf16\nout Y\n"), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->chosen.merged_axes.size(), 1u);
+  EXPECT_EQ(r->chosen.merged_axes[0].name, "h_d");
+  EXPECT_EQ(r->chosen.merged_axes[0].parts, (std::vector<std::string>{"h", "d"}));
+  EXPECT_EQ(r->chosen.moves.front(), "axes h d taken as one axis h_d (reduced together, adjacent in every tensor)");
+  ASSERT_EQ(r->chosen.kernels.size(), 1u);
+  EXPECT_EQ(r->chosen.kernels[0].kind, plan::KernelKind::row_reduction);
+  // Not where a tensor holds them apart, nor where an index expression reads one of them.
+  for (const char* body : {"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
+                           "in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n"}) {
+    auto other = plan::derive_plan(parse(std::string("axes t=64 h=4 d=32\n") + body), h100());
+    EXPECT_TRUE(!other.ok() || other->chosen.merged_axes.empty()) << body;
+  }
+}
+
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
-  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y x c] bf16\nM = sum(X over b y x) / 256\nout M\n"), h100());
+  // (x is not adjacent to b and y in X: the three cannot be taken as one axis.)
+  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = sum(X over b y x) / 256\nout M\n"), h100());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("no kernel family runs {the 'sum' at 3:5}: the 'sum' at 3:5 reduces over 3 axes"),
             std::string::npos) << r.error().message;
