@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -364,12 +365,16 @@ std::optional<Variant> apply_recomputes(const ir::Diagram& d, const std::vector<
   return out;
 }
 
-// A contraction of three or more operands, as a pair contracted first (the pair whose product
-// is smallest, summing the axes no other operand and not the result has) and the rest after:
-// GEMMs take two operands. Applied again (the chained variant) until every contraction is of two.
-std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
+// A contraction of three or more operands, as a pair contracted first (summing the axes no other
+// operand and not the result has) and the rest after: GEMMs take two operands. One variant per
+// pair, the smallest product first (the chained variant applies it again until every
+// contraction is of two); the plan's cost model decides between them (which pair is cheaper
+// depends on the sizes and on what fuses).
+std::optional<Variant> split_pair(const ir::Diagram& d, NodeId c, std::size_t bi, std::size_t bj,
+                                  const std::vector<AxisId>& first_over);
+std::vector<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
   const Node& cn = d.node(c);
-  if (cn.op != OpKind::contract || cn.operands.size() < 3) return std::nullopt;
+  if (cn.op != OpKind::contract || cn.operands.size() < 3) return {};
   const std::set<AxisId> so = axes_of(d, c);
   const std::size_t n = cn.operands.size();
   // The axes the pair (i, j) can sum: contracted, and in no other operand.
@@ -383,8 +388,7 @@ std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
     }
     return out;
   };
-  std::size_t bi = 0, bj = 1;
-  double best = -1;
+  std::vector<std::tuple<double, std::size_t, std::size_t>> pairs;  // (the product's volume, i, j)
   // Operands over the same axes, or one over a subset of the other's: an elementwise product.
   auto elementwise = [&](std::size_t i, std::size_t j) {
     const std::set<AxisId> a = axes_of(d, cn.operands[i]), b = axes_of(d, cn.operands[j]);
@@ -396,11 +400,20 @@ std::optional<Variant> split_contraction(const ir::Diagram& d, NodeId c) {
       if (over.empty() && !elementwise(i, j)) continue;  // (an outer product first: never cheaper)
       std::set<AxisId> kept = set_union(axes_of(d, cn.operands[i]), axes_of(d, cn.operands[j]));
       for (AxisId x : over) kept.erase(x);
-      const double v = volume(d, kept);
-      if (best < 0 || v < best) best = v, bi = i, bj = j;
+      pairs.emplace_back(volume(d, kept), i, j);
     }
-  if (best < 0) return std::nullopt;
-  const std::vector<AxisId> first_over = summable(bi, bj);
+  std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::vector<Variant> out;
+  for (const auto& [product, bi, bj] : pairs)
+    if (auto v = split_pair(d, c, bi, bj, summable(bi, bj))) out.push_back(std::move(*v));
+  return out;
+}
+
+// The contraction `c` with operands bi and bj contracted first over `first_over`.
+std::optional<Variant> split_pair(const ir::Diagram& d, NodeId c, std::size_t bi, std::size_t bj,
+                                  const std::vector<AxisId>& first_over) {
+  const Node& cn = d.node(c);
+  const std::size_t n = cn.operands.size();
   const std::string name = fresh_name(d, plain_name(d, cn.operands[bi]) + plain_name(d, cn.operands[bj]));
   auto v = rebuild(d, [&](NodeId m, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
     if (m != c) return {};
@@ -448,7 +461,7 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
     if (auto v = vector_contraction(d, n)) out.push_back(std::move(*v));
-    if (auto v = split_contraction(d, n)) out.push_back(std::move(*v));
+    for (Variant& v : split_contraction(d, n)) out.push_back(std::move(v));
   }
   // Recomputes: the first few alone, and all of them together (each variant is a fusion search
   // of its own: a diagram of hundreds of feature maps must not make hundreds).
