@@ -51,12 +51,14 @@ TEST(Parser, BuilderProducesTheSameIr) {
 
 // The activations are the diagrams of their written-out forms (no IR node of their own), so
 // every emitter, executor and solver sees them as it would the hand-written expression.
+// The diagram of `Y = expr` over X[t e] (and a param c = 30).
+Diagram diagram(const std::string& expr) {
+  auto p = parse("axes t=4 e=8\nparam c = 30\nin X[t e] f32\nY = " + expr + "\nout Y\n");
+  EXPECT_TRUE(p.ok()) << expr << ": " << (p.ok() ? "" : p.error().format());
+  return p.ok() ? p->diagram : Diagram{};
+}
+
 TEST(Parser, ActivationsAreTheirWrittenOutForms) {
-  auto diagram = [](const std::string& expr) {
-    auto p = parse("axes t=4 e=8\nin X[t e] f32\nY = " + expr + "\nout Y\n");
-    EXPECT_TRUE(p.ok()) << expr << ": " << (p.ok() ? "" : p.error().format());
-    return p.ok() ? p->diagram : Diagram{};
-  };
   EXPECT_TRUE(diagram("silu(X)") == diagram("X / (1 + exp(-X))"));
   EXPECT_TRUE(diagram("sigmoid(X)") == diagram("1 / (1 + exp(-X))"));
   EXPECT_TRUE(diagram("relu(X)") == diagram("max(X, 0)"));
@@ -74,11 +76,6 @@ TEST(Parser, ActivationsAreTheirWrittenOutForms) {
 // scale and softcap by a param keep the param a value of the diagram (a kernel argument), as
 // their written-out forms; by a number they stay one op with the number folded in.
 TEST(Parser, ScaleAndSoftcapByAParamAreTheirWrittenOutForms) {
-  auto diagram = [](const std::string& expr) {
-    auto p = parse("axes t=4 e=8\nparam c = 30\nin X[t e] f32\nY = " + expr + "\nout Y\n");
-    EXPECT_TRUE(p.ok()) << expr << ": " << (p.ok() ? "" : p.error().format());
-    return p.ok() ? p->diagram : Diagram{};
-  };
   EXPECT_TRUE(diagram("softcap(X, c)") == diagram("c * tanh(X / c)"));
   EXPECT_TRUE(diagram("scale(X, c)") == diagram("X * c"));
   EXPECT_EQ(diagram("softcap(X, 30)").node(*diagram("softcap(X, 30)").find_node("Y")).op, OpKind::softcap);
