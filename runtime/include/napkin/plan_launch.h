@@ -180,7 +180,14 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
     char inner[512] = {0};
     if (kernel.launch(args.data(), static_cast<int32_t>(args.size()), stream, inner, sizeof(inner)) != 0) {
       release();
-      return fail(std::string("kernel ") + kernel.name + ": " + inner);
+      std::string why = std::string("kernel ") + kernel.name + ": " + inner;
+      for (int m = 0; m < p.merge_count; ++m)  // a merged axis named by the kernel, as the caller's axes
+        if (std::strstr(inner, (std::string("axis ") + p.merges[m].name + " ").c_str()) != nullptr) {
+          why += std::string(" (") + p.merges[m].name + ": the axes";
+          for (int j = 0; j < p.merges[m].count; ++j) why += std::string(" ") + p.merges[m].parts[j];
+          why += " taken as one)";
+        }
+      return fail(why);
     }
   }
   release();
