@@ -276,11 +276,17 @@ class Recogniser {
     f.query = q_only.back();
     if (q_only.size() == 2) {
       f.group = q_only.front();
+      // (In Q and in the output as written: a group that follows the head in one but not the
+      // other cannot merge in both, and the launch names the tensor.)
       const AxisId head = shared.empty() ? -1 : shared.back();
-      const auto at = std::find(q.axes.begin(), q.axes.end(), head);
-      const bool query_follows_head = head >= 0 && at + 1 < q.axes.end() && *(at + 1) == f.query;
-      const bool group_follows_head = head >= 0 && at + 1 < q.axes.end() && *(at + 1) == f.group;
-      if (query_follows_head || (!group_follows_head && d_.axis(f.group).size > d_.axis(f.query).size))
+      auto follows_head = [&](const std::vector<AxisId>& axes, AxisId x) {
+        const auto at = std::find(axes.begin(), axes.end(), head);
+        return head >= 0 && at != axes.end() && at + 1 < axes.end() && *(at + 1) == x;
+      };
+      const std::vector<AxisId>& out = d_.outputs[0].axes;
+      auto fits = [&](AxisId x) { return follows_head(q.axes, x) + follows_head(out, x); };
+      if (fits(f.query) > fits(f.group) ||
+          (fits(f.query) == fits(f.group) && d_.axis(f.group).size > d_.axis(f.query).size))
         std::swap(f.query, f.group);
     }
     if (shared.size() == 2) {

@@ -510,7 +510,7 @@ std::pair<ir::Diagram, AxisMerge> merged(const ir::Diagram& d, const std::vector
   std::int64_t size = 1;
   for (ir::AxisId a : run) m.parts.push_back(d.axis(a).name), size *= d.axis(a).size;
   m.name = fmt::format("{}", fmt::join(m.parts, "_"));
-  while (d.find_axis(m.name)) m.name += "_";
+  while (d.find_axis(m.name) || d.find_node(m.name)) m.name += "_";  // (axes and values share one namespace)
   ir::Diagram out = d;
   std::vector<ir::AxisId> id(d.axes.size(), -1);
   out.axes.clear();

@@ -144,7 +144,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
                                 const arch::Machine& m, const Config& c) {
   auto shape_r = shape_of(d, report);
   if (!shape_r) return shape_r.error();
-  const Shape sh = shape_r.value();
+  Shape sh = shape_r.value();
   const Diagram& dn = report.normalised.diagram;
   Configuration out;
   out.config = c;
@@ -154,6 +154,17 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   const double threads = static_cast<double>(wg_threads->value);
   const double clock = m.clock_hz.value, sms = static_cast<double>(m.sm_count.value);
   const std::string stream_name = d.axis(sh.stream).name;
+  // A warpgroup's rows take the row axes but the last whole (a GQA group's heads share the K
+  // and V chunks) where they divide w_q; where not (7 query heads a KV head), one element of
+  // them at a time, as a batch axis (each head its own tile, K and V read again from L2).
+  {
+    double others = 1;
+    for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) others *= static_cast<double>(d.axis(sh.rows[i]).size);
+    if (std::fmod(static_cast<double>(c.rows_per_warpgroup), others) != 0) {
+      sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end() - 1);
+      sh.rows.erase(sh.rows.begin(), sh.rows.end() - 1);
+    }
+  }
   // Per-row extents: a row is one element of the row axes; the chunk of the streamed axis.
   std::vector<std::pair<AxisId, std::int64_t>> per_row{{sh.stream, c.chunk}};
   for (AxisId a : sh.rows) per_row.emplace_back(a, 1);

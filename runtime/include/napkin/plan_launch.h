@@ -64,19 +64,24 @@ inline std::string merged_view(napkin_tensor& t, std::vector<const char*> axes, 
     for (int i = 0; i < t.rank; ++i)
       if (std::strcmp(axes[static_cast<size_t>(i)], mg.parts[0]) == 0) at = i;
     if (at < 0) continue;
-    int64_t size = 1;
-    for (int j = 0; j < mg.count; ++j) {
+    // Parts of size 1 address nothing: the others must be contiguous with one another, and the
+    // merged dim steps at the innermost of them.
+    int64_t size = 1, stride = 1, inner = -1;  // inner: the last part of size > 1 seen, as its dim
+    for (int j = mg.count - 1; j >= 0; --j) {
       const int d = at + j;
       if (d >= t.rank || std::strcmp(axes[static_cast<size_t>(d)], mg.parts[j]) != 0)
         return std::string("tensor '") + t.name + "': the plan takes its axes as one axis " + mg.name + " but they are not adjacent";
-      if (j + 1 < mg.count && t.shape[d] > 1 && t.strides[d] != t.strides[d + 1] * t.shape[d + 1])
+      if (t.shape[d] == 1) continue;
+      if (inner < 0) stride = t.strides[d];
+      else if (t.strides[d] != t.strides[inner] * t.shape[inner])
         return std::string("tensor '") + t.name + "': dims " + std::to_string(at) + ".." + std::to_string(at + mg.count - 1) +
                " (axes " + mg.parts[0] + ".." + mg.parts[mg.count - 1] +
                ") must be contiguous with one another (stride of each = the next's stride x size): the kernels reduce over them as one axis";
+      inner = d;
       size *= t.shape[d];
     }
     t.shape[at] = size;
-    t.strides[at] = t.strides[at + mg.count - 1];
+    t.strides[at] = stride;
     for (int i = at + 1; i + mg.count - 1 < t.rank; ++i) {
       t.shape[i] = t.shape[i + mg.count - 1];
       t.strides[i] = t.strides[i + mg.count - 1];

@@ -119,6 +119,9 @@ TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
   EXPECT_EQ(roles("b h g q d", "h k"), "bhgqd hkd hke");
   EXPECT_EQ(roles("b h g q d", "b h k"), "bhgqd bhkd bhke");
   EXPECT_EQ(roles("b h q d", "b k"), "hgqd hkd hke");  // MQA: b the KV head (one per sequence), h its group
+  // A group declared before the head in Q but after it in O (out O: [b h g q e]): O decides, and
+  // the launch names Q, whose heads cannot merge.
+  EXPECT_EQ(roles("b g h q d", "h k"), "bghqd hkd hke");
 }
 
 // Where the fused code reads neither the query row nor the GQA group, the launch may make either

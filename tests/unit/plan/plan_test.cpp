@@ -83,6 +83,17 @@ TEST(Plan, AttentionFamilyExamplesAreOneAttentionKernel) {
     EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::attention});
     EXPECT_TRUE(r.chosen.materialised.empty());
   }
+  // A GQA group that does not divide a warpgroup's 64 rows (7 query heads a KV head, as Qwen2's
+  // 28 over 4; K and V shared by 3 sequences): its heads are tiles of their own, not a 1.6 GB
+  // materialised score matrix.
+  for (const char* text : {"axes b=2 g=4 r=7 q=2048 k=2048 d=128\nin Q[b g r q d] bf16\nin K[b g k d] bf16\n"
+                           "in V[b g k d] bf16\nO = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n",
+                           "axes b=3 h=8 q=2048 k=2048 d=128\nin Q[b h q d] bf16\nin K[h k d] bf16\nin V[h k d] bf16\n"
+                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n"}) {
+    SCOPED_TRACE(text);
+    const auto r = derive(parse(text));
+    EXPECT_EQ(kinds(r.chosen), std::vector<K>{K::attention});
+  }
 }
 
 // On a machine without the Hopper configuration solver (the A100: the cost-model search), the
@@ -738,6 +749,11 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
   EXPECT_EQ(r->chosen.moves.front(), "axes h d taken as one axis h_d (reduced together, adjacent in every tensor)");
   ASSERT_EQ(r->chosen.kernels.size(), 1u);
   EXPECT_EQ(r->chosen.kernels[0].kind, plan::KernelKind::row_reduction);
+  // The merged axis's name is fresh among axes and values alike (an input named h_d).
+  auto named = plan::derive_plan(parse("axes t=64 h=4 d=32\nin X[t h d] bf16\nin h_d[t] bf16\n"
+                                       "Y = rmsnorm(X over h d) * h_d as bf16\nout Y\n"), h100());
+  ASSERT_TRUE(named.ok()) << named.error().message;
+  EXPECT_EQ(named->chosen.merged_axes.at(0).name, "h_d_");
   // Not where a tensor holds them apart, nor where an index expression reads one of them.
   for (const char* body : {"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
                            "in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n"}) {
