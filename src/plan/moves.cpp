@@ -479,29 +479,40 @@ namespace napkin::plan {
 
 namespace {
 
-// Whether `run` (axes in the order a reduction's operand holds them) can be one axis of `d`.
-bool mergeable(const ir::Diagram& d, const std::vector<ir::AxisId>& run) {
-  auto adjacent = [&](const std::vector<ir::AxisId>& axes) {
+// Why `run` (axes in the order a reduction's operand holds them) cannot be one axis of `d`, or
+// "" where it can.
+std::string why_not_mergeable(const ir::Diagram& d, const std::vector<ir::AxisId>& run) {
+  auto names = [&](const std::vector<ir::AxisId>& axes) {
+    std::vector<std::string> v;
+    for (ir::AxisId a : axes) v.push_back(d.axis(a).name);
+    return fmt::format("{}", fmt::join(v, " "));
+  };
+  // "" where `axes` holds all of the run, adjacent and in its order, or none of it.
+  auto layout = [&](const std::vector<ir::AxisId>& axes, const std::string& what) -> std::string {
     std::vector<std::size_t> at;
+    std::vector<ir::AxisId> missing;
     for (ir::AxisId a : run)
       if (auto it = std::find(axes.begin(), axes.end(), a); it != axes.end()) at.push_back(static_cast<std::size_t>(it - axes.begin()));
-    if (at.empty()) return true;
-    if (at.size() != run.size()) return false;
+      else missing.push_back(a);
+    if (at.empty()) return "";
+    if (!missing.empty()) return fmt::format("{} [{}] lacks {}", what, names(axes), names(missing));
     for (std::size_t i = 1; i < at.size(); ++i)
-      if (at[i] != at[i - 1] + 1) return false;
-    return true;
+      if (at[i] != at[i - 1] + 1)
+        return fmt::format("{} [{}] holds them {}", what, names(axes), at[i] > at[i - 1] ? "apart" : "in another order");
+    return "";
   };
-  auto all_or_none = [&](const std::vector<ir::AxisId>& over) {
-    const auto n = std::count_if(run.begin(), run.end(), [&](ir::AxisId a) { return std::find(over.begin(), over.end(), a) != over.end(); });
-    return n == 0 || n == static_cast<long>(run.size());
-  };
-  for (const ir::Node& n : d.nodes) {
-    if (n.op == ir::OpKind::iota && std::find(run.begin(), run.end(), n.axis) != run.end()) return false;
-    if (!adjacent(n.axes) || !all_or_none(n.over)) return false;
+  for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(d.nodes.size()); ++id) {
+    const ir::Node& n = d.node(id);
+    if (n.op == ir::OpKind::iota && std::find(run.begin(), run.end(), n.axis) != run.end())
+      return fmt::format("{} reads the index of {}", d.label(id), d.axis(n.axis).name);
+    if (std::string why = layout(n.axes, d.label(id)); !why.empty()) return why;
+    const auto over = std::count_if(run.begin(), run.end(), [&](ir::AxisId a) { return std::find(n.over.begin(), n.over.end(), a) != n.over.end(); });
+    if (over != 0 && over != static_cast<long>(run.size()))
+      return fmt::format("{} runs over part of them ({})", d.label(id), names(n.over));
   }
   for (const ir::Output& o : d.outputs)
-    if (!adjacent(o.axes)) return false;
-  return true;
+    if (std::string why = layout(o.axes, "the output " + d.label(o.node)); !why.empty()) return why;
+  return "";
 }
 
 // `d` with `run` as one axis (at the first one's place), and the merge.
@@ -542,6 +553,7 @@ MergedAxes merge_reduced_axes(const ir::Diagram& d) {
   MergedAxes out{d, {}};
   for (bool more = true; more;) {
     more = false;
+    out.refused.clear();  // (the last pass, which merges nothing, says what stays apart)
     const ir::Diagram& cur = out.diagram;
     for (const ir::Node& n : cur.nodes) {
       const ir::OpClass c = ir::op_class(n.op);
@@ -549,7 +561,16 @@ MergedAxes merge_reduced_axes(const ir::Diagram& d) {
       std::vector<ir::AxisId> run;
       for (ir::AxisId a : cur.node(n.operands[0]).axes)
         if (std::find(n.over.begin(), n.over.end(), a) != n.over.end()) run.push_back(a);
-      if (run.size() != n.over.size() || !mergeable(cur, run)) continue;
+      if (run.size() != n.over.size()) continue;
+      if (std::string why = why_not_mergeable(cur, run); !why.empty()) {
+        const std::string line = fmt::format("axes {} not taken as one: {}", fmt::format("{}", fmt::join([&] {
+                                                                               std::vector<std::string> v;
+                                                                               for (ir::AxisId a : run) v.push_back(cur.axis(a).name);
+                                                                               return v;
+                                                                             }(), " ")), why);
+        if (std::find(out.refused.begin(), out.refused.end(), line) == out.refused.end()) out.refused.push_back(line);
+        continue;
+      }
       auto [next, m] = merged(cur, run);
       out.diagram = std::move(next);
       out.merges.push_back(std::move(m));

@@ -38,6 +38,7 @@ struct AxisMerge {
 struct MergedAxes {
   ir::Diagram diagram;
   std::vector<AxisMerge> merges;
+  std::vector<std::string> refused;  // runs of axes reduced together not merged, each with why
 };
 // The axes a reduction runs over together, as one axis of their product, where every tensor
 // that carries one carries all of them, adjacent and in one order, every reduction or

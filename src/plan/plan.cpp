@@ -466,6 +466,7 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
     if (p->infeasible.empty() && p->note.empty() && (!best || p->predicted_s < best->predicted_s * 0.999)) best = *p;
   if (!best) {
     std::string why = unfused_plan.infeasible.empty() ? "no feasible plan" : unfused_plan.infeasible;
+    for (const std::string& r : merging.refused) why += "; " + r;
     Diagnostic e = plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
     if (unfused_plan.infeasible_at.line > 0) e.file = d.source_name, e.loc = unfused_plan.infeasible_at;
     return e;

@@ -755,10 +755,15 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
   ASSERT_TRUE(named.ok()) << named.error().message;
   EXPECT_EQ(named->chosen.merged_axes.at(0).name, "h_d_");
   // Not where a tensor holds them apart, nor where an index expression reads one of them.
-  for (const char* body : {"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
-                           "in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n"}) {
+  // The refusal says which tensor or op keeps them apart.
+  for (const auto& [body, why] :
+       {std::pair{"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
+                  "axes h d not taken as one: 'g' [d h] holds them in another order"},
+        std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n", "reads the index of h"},
+        std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) as bf16\nZ = sum(X over d)\nout Y\nout Z\n", "'Z' [t h] lacks d"}}) {
     auto other = plan::derive_plan(parse(std::string("axes t=64 h=4 d=32\n") + body), h100());
-    EXPECT_TRUE(!other.ok() || other->chosen.merged_axes.empty()) << body;
+    ASSERT_FALSE(other.ok()) << body;
+    EXPECT_NE(other.error().message.find(why), std::string::npos) << other.error().message;
   }
 }
 
