@@ -12,6 +12,7 @@
 #include "arch/load.h"
 #include "cost/cost.h"
 #include "driver/units.h"
+#include "emit/attention_kernel.h"
 #include "emit/pseudocode.h"
 #include "emit/svg.h"
 #include "ir/printer.h"
@@ -265,7 +266,28 @@ CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, 
   return out;
 }
 
+namespace {
+CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o);
+}  // namespace
+
+// The derivation, and where its plan is one attention kernel that the kernel generator does not
+// take (K with a batch axis V lacks, paged keys), the generator's reason: `napkin build` refuses.
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
+  CommandOutput out = derive_text(args, o);
+  if (out.exit_code != 0 || o.json) return out;
+  auto parsed = load(args);
+  auto m = load_machine(o.machine);
+  auto src = read_source_file(args.file);
+  if (!parsed || !m || !src) return out;
+  auto r = plan::derive_plan(parsed->diagram, *m);
+  if (!r || r->chosen.kernels.size() != 1 || r->chosen.kernels[0].kind != plan::KernelKind::attention) return out;
+  if (auto f = emit::recognise_attention(parsed->diagram, *src); !f)
+    out.out += fmt::format("\nnote: napkin build generates no kernel for it: {}\n", f.error().headline());
+  return out;
+}
+
+namespace {
+CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), o.json);
   const ir::Diagram& d = parsed->diagram;
@@ -409,5 +431,6 @@ CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
   out.out = s;
   return out;
 }
+}  // namespace
 
 }  // namespace napkin::driver

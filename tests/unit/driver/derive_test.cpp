@@ -57,6 +57,19 @@ TEST(Derive, PaperExampleTextMatchesGolden) {
   EXPECT_NE(v.out.find("divisibility: w_q = 64 is not a multiple of 128"), std::string::npos) << v.out.substr(0, 2000);
 }
 
+// An attention kernel the generator does not take (the fp8 paper example: V in f16) derives,
+// and says that `napkin build` refuses it and why; one it takes says nothing of the kind.
+TEST(Derive, SaysWhereBuildGeneratesNoKernel) {
+  auto paper = run_napkin("derive examples/attention_hopper_paper.napkin --machine h100-sxm5");
+  ASSERT_EQ(paper.exit_code, 0) << paper.err;
+  EXPECT_NE(paper.out.find("note: napkin build generates no kernel for it: examples/attention_hopper_paper.napkin:9:4: "
+                           "error: 'V' is f16 and 'Q' fp8e4m3"),
+            std::string::npos) << paper.out;
+  auto plain = run_napkin("derive examples/causal.napkin --machine h100-sxm5");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("generates no kernel"), std::string::npos);
+}
+
 TEST(Derive, PseudocodeOfTheBestSchedule) {
   auto r = run_napkin("derive examples/causal.napkin --machine h100-sxm5 --top 1 --pseudocode");
   ASSERT_EQ(r.exit_code, 0) << r.err;
