@@ -473,10 +473,6 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
   return out;
 }
 
-}  // namespace napkin::plan
-
-namespace napkin::plan {
-
 namespace {
 
 // Why `run` (axes in the order a reduction's operand holds them) cannot be one axis of `d`, or

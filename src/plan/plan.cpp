@@ -305,8 +305,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     kernel.diagram = std::move(*kd);
     const Family& f = part.family({k});
     if (!f.valid) {
-      if (p.infeasible.empty())
-        p.infeasible_at = first_named_in(kernel.diagram, f.why);
+      if (p.infeasible.empty()) p.infeasible_at = first_named_in(kernel.diagram, f.why);
       if (p.infeasible.empty())
         p.infeasible = fmt::format("no kernel family runs {{{}}}: {}", fmt::join([&] {
                                      std::vector<std::string> v;
