@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -267,27 +268,25 @@ CommandOutput derive_plan_output(const DiagramArgs& args, const ir::Diagram& d, 
 }
 
 namespace {
-CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o);
+// `attention`: set to the diagram where its plan is one attention kernel.
+CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::optional<ir::Diagram>* attention);
 }  // namespace
 
 // The derivation, and where its plan is one attention kernel that the kernel generator does not
 // take (K with a batch axis V lacks, paged keys), the generator's reason: `napkin build` refuses.
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
-  CommandOutput out = derive_text(args, o);
-  if (out.exit_code != 0 || o.json) return out;
-  auto parsed = load(args);
-  auto m = load_machine(o.machine);
+  std::optional<ir::Diagram> attention;
+  CommandOutput out = derive_text(args, o, &attention);
+  if (out.exit_code != 0 || o.json || !attention) return out;
   auto src = read_source_file(args.file);
-  if (!parsed || !m || !src) return out;
-  auto r = plan::derive_plan(parsed->diagram, *m);
-  if (!r || r->chosen.kernels.size() != 1 || r->chosen.kernels[0].kind != plan::KernelKind::attention) return out;
-  if (auto f = emit::recognise_attention(parsed->diagram, *src); !f)
+  if (!src) return out;
+  if (auto f = emit::recognise_attention(*attention, *src); !f)
     out.out += fmt::format("\nnote: napkin build generates no kernel for it: {}\n", f.error().headline());
   return out;
 }
 
 namespace {
-CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o) {
+CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::optional<ir::Diagram>* attention) {
   auto parsed = load(args);
   if (!parsed) return failure(parsed.error(), o.json);
   const ir::Diagram& d = parsed->diagram;
@@ -316,6 +315,7 @@ CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o) {
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!derivation) return failure(derivation.error(), o.json);
   const plan::Plan& chosen = derivation->chosen;
+  if (chosen.kernels.size() == 1 && chosen.kernels[0].kind == plan::KernelKind::attention) *attention = d;
   const bool one_attention_kernel = plan::one_attention_kernel(chosen);
   if (!one_attention_kernel) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
   const sched::StreamingReport report = sched::analyse_streaming(d);

@@ -268,16 +268,16 @@ class Recogniser {
                                        q_only.size()));
     if (shared.size() > 2)
       return refuse(q.loc, "Q and K may share at most two axes besides the head dim (batch and head)");
-    // Of two Q-only axes, the GQA group is the one declared right after the KV head (the two
-    // then merge into one head index in a contiguous Q), else the smaller; the other is the
-    // query axis. Not by size alone: a decoding build (one query row) would make the query the
-    // group, and refuse more rows at launch. (Where the fused code reads neither, the launch
-    // makes the larger the tile's rows: with_larger_axis_as_rows.)
+    // Of two Q-only axes, the GQA group is the one declared right after the KV head in Q and
+    // in the output as written (the two then merge into one head index; a group that follows
+    // the head in one but not the other cannot merge in both, and the launch names the tensor),
+    // on a tie the smaller; the other is the query axis. Not by size alone: a decoding build
+    // (one query row) would make the query the group, and refuse more rows at launch. (Where
+    // the fused code reads neither, the launch makes the larger the tile's rows:
+    // with_larger_axis_as_rows.)
     f.query = q_only.back();
     if (q_only.size() == 2) {
       f.group = q_only.front();
-      // (In Q and in the output as written: a group that follows the head in one but not the
-      // other cannot merge in both, and the launch names the tensor.)
       const AxisId head = shared.empty() ? -1 : shared.back();
       auto follows_head = [&](const std::vector<AxisId>& axes, AxisId x) {
         const auto at = std::find(axes.begin(), axes.end(), head);

@@ -427,9 +427,9 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
     why.push_back(fmt::format("fewer threads per row: {} vectors in flight per thread", kMinVectorsPerThread));
   }
   auto elements = [&](int threads) { return ceil_div(vectors, threads) * l.vector; };
-  // What a thread may keep at `threads` a row (a CTA of them); past it, threads per row grow,
-  // then the rows are re-read from L1/L2 in every pass.
-  auto budget = [](int threads) { return search::row_register_bytes(threads); };
+  // What a thread may keep at `threads` a row (a CTA of them, search::row_register_bytes); past
+  // it, threads per row grow, then the rows are re-read from L1/L2 in every pass.
+  const auto budget = search::row_register_bytes;
   if (rows_in * elements(t) > budget(t) && t < search::kMaxRowThreads) {
     while (rows_in * elements(t) > budget(t) && t < search::kMaxRowThreads) t = threads_up(t);
     why.push_back(fmt::format("more threads per row: the row in at most {} bytes of registers per thread", budget(t)));

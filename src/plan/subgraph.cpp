@@ -845,7 +845,12 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
   auto [sfu, fma] = alu_ops(kd);
   p.sfu_ops = sfu;
   p.fma_ops = fma;
-  p.reductions = static_cast<int>(c.reductions.size());
+  // Block-wide reductions per row, as the kernel runs them: a softmax's, a logsumexp's and a
+  // layernorm's two (the max, or the mean, first), an rmsnorm's one.
+  for (NodeId n : c.reductions) {
+    const OpKind op = kd.node(n).op;
+    p.reductions += op == OpKind::softmax || op == OpKind::logsumexp || op == OpKind::layernorm ? 2 : 1;
+  }
   double widest = 1;
   for (const Node& n : kd.nodes) widest = std::max(widest, static_cast<double>(kd.elements(n.axes)));
   if (r) {
@@ -883,13 +888,6 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
     // (Rows too long for registers are re-read from L1/L2 in each pass: emit/row_kernel.)
     for (NodeId n : c.inputs)
       if (std::find(kd.node(n).axes.begin(), kd.node(n).axes.end(), *r) != kd.node(n).axes.end()) p.row_bytes_per_element += dtype_bytes(kd.node(n).dtype);
-    // Block-wide reductions per row, as the kernel runs them: a softmax's, a logsumexp's and a
-    // layernorm's two (the max, or the mean, first), an rmsnorm's one.
-    p.reductions = 0;
-    for (NodeId n : c.reductions) {
-      const OpKind op = kd.node(n).op;
-      p.reductions += op == OpKind::softmax || op == OpKind::logsumexp || op == OpKind::layernorm ? 2 : 1;
-    }
     for (const ir::Output& o : kd.outputs)
       p.writes_rows = p.writes_rows || std::find(o.axes.begin(), o.axes.end(), *r) != o.axes.end();
     if (p.row_elements > (std::int64_t{1} << 30) && !p.columns)

@@ -154,24 +154,21 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   const double threads = static_cast<double>(wg_threads->value);
   const double clock = m.clock_hz.value, sms = static_cast<double>(m.sm_count.value);
   const std::string stream_name = d.axis(sh.stream).name;
-  // A warpgroup's rows take the row axes but the last whole (a GQA group's heads share the K
-  // and V chunks) where they divide w_q; where not (7 query heads a KV head), one element of
-  // them at a time, as a batch axis (each head its own tile, K and V read again from L2).
-  {
-    double others = 1;
-    for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) others *= static_cast<double>(d.axis(sh.rows[i]).size);
-    if (std::fmod(static_cast<double>(c.rows_per_warpgroup), others) != 0) {
-      sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end() - 1);
-      sh.rows.erase(sh.rows.begin(), sh.rows.end() - 1);
-    }
+  // Per-warpgroup tile extents: w_q rows over the last row axis, the others whole (a GQA group's
+  // heads share the K and V chunks) where they divide w_q; where not (7 query heads a KV head),
+  // one element of them at a time, as a batch axis (each head its own tile, K and V read again
+  // from L2).
+  double other_rows = 1;
+  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) other_rows *= static_cast<double>(d.axis(sh.rows[i]).size);
+  if (std::fmod(static_cast<double>(c.rows_per_warpgroup), other_rows) != 0) {
+    sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end() - 1);
+    sh.rows.erase(sh.rows.begin(), sh.rows.end() - 1);
+    other_rows = 1;
   }
   // Per-row extents: a row is one element of the row axes; the chunk of the streamed axis.
   std::vector<std::pair<AxisId, std::int64_t>> per_row{{sh.stream, c.chunk}};
   for (AxisId a : sh.rows) per_row.emplace_back(a, 1);
   for (AxisId a : sh.batch) per_row.emplace_back(a, 1);
-  // Per-warpgroup tile extents: w_q rows (over the last row axis; the others whole).
-  double other_rows = 1;
-  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) other_rows *= static_cast<double>(d.axis(sh.rows[i]).size);
   const AxisId last_row = sh.rows.back();
   const double last_per_wg = static_cast<double>(c.rows_per_warpgroup) / other_rows;
   std::vector<std::pair<AxisId, std::int64_t>> per_wg{{sh.stream, c.chunk}};
@@ -181,8 +178,6 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   auto reject = [&](std::string why) {
     if (!out.rejection) out.rejection = std::move(why);
   };
-  if (last_per_wg < 1 || std::floor(last_per_wg) != last_per_wg)
-    reject(fmt::format("rows: w_q = {} is not a multiple of the other row axes' {} rows", c.rows_per_warpgroup, other_rows));
 
   // §1 Divisibility: WGMMA shapes (M = 64 per warpgroup, N % 8, K % 16 for 16-bit and % 32
   // for 8-bit operands), one row per thread (RowLayout::thread only), and 128-byte coalescing

@@ -471,12 +471,10 @@ RowCandidate solve_rows(const RowProblem& p, const arch::Machine& m) {
   if (p.columns) c.schedule = {1, 256, true};
   const double hbm_bps = hbm_bytes_per_s(m);
   const double sms = static_cast<double>(m.sm_count.value), clock = m.clock_hz.value;
-  // A reduced row is one CTA's: fewer such rows than SMs leave the others idle (elementwise
-  // kernels and column kernels spread over every SM).
-  // Such rows run in waves of the CTAs resident at once (a 1024-thread CTA fills an SM's 64K
-  // registers at 64 a thread; smaller ones as the SM's 2048 threads allow): the last wave's idle
-  // SMs count (long_rows at t = 300, 2.27 waves of 132: measured 71 us, 2.2x the estimate
-  // without them).
+  // A reduced row is one CTA's (elementwise and column kernels spread over every SM): such rows
+  // run in waves of the CTAs resident at once (a 1024-thread CTA fills an SM's 64K registers at
+  // 64 a thread; smaller ones as the SM's 2048 threads allow), and the last wave's idle SMs count
+  // (long_rows at t = 300, 2.27 waves of 132: measured 71 us, 2.2x the estimate without them).
   const bool row_per_cta = !p.columns && p.reductions > 0 && p.row_elements > 1024;
   double busy = 1.0;
   if (row_per_cta) {
