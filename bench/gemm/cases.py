@@ -28,6 +28,10 @@ CASES.append(("scaled_projection", "tests/diagrams/scaled_projection.napkin", []
 # Small prologue GEMMs (a few tiles, one or two K tiles): launches whose start-up the estimate counts.
 CASES.append(("normalised_projection", "tests/diagrams/normalised_projection.napkin", [], "plan"))
 CASES.append(("gated_softplus", "tests/diagrams/gated_softplus.napkin", [], "plan"))
+for tokens in (2048, 8192):
+    # A language model's head and its loss (Llama 3's 128256-token vocabulary, e = 4096), the
+    # logits folded in the GEMM's epilogue: against PyTorch's linear + cross_entropy.
+    CASES.append((f"linear_cross_entropy_{tokens}", "examples/linear_cross_entropy.napkin", [f"t={tokens}"], "plan"))
 for columns in (512, 4096):
     # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
     # a column kernel.

@@ -21,8 +21,12 @@ from cases import CASES  # noqa: E402
 def inputs_for(kernel, torch, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     out = {}
+    sizes = {a["name"]: a["size"] for spec in kernel.inputs for a in spec["axes"]}
     for spec in kernel.inputs:
         shape = [a["size"] for a in spec["axes"]]
+        if spec["dtype"] == "i32":  # class indices (a cross-entropy's targets) over the vocabulary
+            out[spec["name"]] = torch.randint(0, sizes.get("v", 1000), shape, generator=g, device="cuda", dtype=torch.int32)
+            continue
         dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec["dtype"]]
         x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32)
         name = spec["name"]
@@ -110,6 +114,12 @@ def torch_impl(case, torch, F):
             if f32:
                 return (F_ @ t["W"].float()) / z * gate
             return ((F_.half() @ t["W"]).float() / z * gate).half()
+        return f
+    if case.startswith("linear_cross_entropy"):
+        def f(t, f32):
+            # As a PyTorch user writes it: the logits of nn.Linear (bf16), then cross_entropy.
+            X, W = (t[n].float() if f32 else t[n] for n in ("X", "W"))
+            return F.cross_entropy(X @ W.t(), t["target"].long(), reduction="none")
         return f
     if case.startswith("column_variance"):
         def f(t, f32):

@@ -39,6 +39,28 @@ std::string library_names(const ir::Diagram& d) {
   return out;
 }
 
+const char* memory_type(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::bf16: return "__nv_bfloat16";
+    case DType::f16: return "__half";
+    case DType::f64: return "double";
+    case DType::i32: return "int32_t";
+    case DType::boolean: return "uint8_t";
+    default: return nullptr;
+  }
+}
+const char* abi_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "NAPKIN_F32";
+    case DType::bf16: return "NAPKIN_BF16";
+    case DType::f16: return "NAPKIN_F16";
+    case DType::f64: return "NAPKIN_F64";
+    case DType::i32: return "NAPKIN_I32";
+    default: return "NAPKIN_BOOL";
+  }
+}
+
 CType ctype_of(const Node& n) {
   if (n.dtype == DType::boolean) return CType::boolean;
   if (n.dtype == DType::i32 && n.op != OpKind::div) return CType::integer;

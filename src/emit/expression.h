@@ -19,6 +19,11 @@ std::string literal(double v);  // a float literal ("0.5f", "INFINITY")
 // elements of a C array that the caller closes with nullptr: `"Q", "K", "O", "w", `.
 std::string library_names(const ir::Diagram& d);
 
+// A tensor's element type in device code (napkin::rows::load and store take it), or null for a
+// dtype kernels do not read (fp8, tf32); its dtype code of napkin/kernel_abi.h.
+const char* memory_type(DType t);
+const char* abi_dtype(DType t);
+
 enum class CType { boolean, integer, real };
 CType ctype_of(const ir::Node& n);
 const char* ctype_name(CType t);

@@ -35,14 +35,7 @@ const char* cutlass_type(DType t) {
     default: return nullptr;
   }
 }
-const char* abi_dtype(DType t) {
-  switch (t) {
-    case DType::bf16: return "NAPKIN_BF16";
-    case DType::f16: return "NAPKIN_F16";
-    case DType::f64: return "NAPKIN_F64";
-    default: return "NAPKIN_F32";
-  }
-}
+using expression::abi_dtype;
 
 // The role letters of napkin::TensorBinder (runtime/include/napkin/tensor_binder.h names them):
 // the i-th axis of a class, in its flattening order, takes the class's i-th letter.
@@ -85,6 +78,7 @@ class EpilogueText {
     const Node& x = d_.node(n);
     if (auto it = products_.find(n); it != products_.end()) return it->second;
     if (x.op == OpKind::input || (x.op == OpKind::constant && !x.name.empty())) return x.name;
+    if (x.op == OpKind::iota) return d_.axis(x.axis).name;
     if (x.op == OpKind::constant) return ir::format_number(x.scalar);
     if (!top && !x.name.empty() && uses_[n] > 1) {
       if (!defs_.count(n)) {
@@ -109,6 +103,12 @@ class EpilogueText {
         else s = fmt::format("{} {} {}", operand(0, p), ir::op_symbol(x.op), operand(1, p + 1));
         break;
       case OpClass::ternary: s = fmt::format("select({}, {}, {})", operand(0, 0), operand(1, 0), operand(2, 0)); break;
+      case OpClass::reduction: case OpClass::composite: {  // a folded GEMM's folds
+        std::vector<std::string> over;
+        for (AxisId a : x.over) over.push_back(d_.axis(a).name);
+        s = fmt::format("{}({} over {})", ir::op_name(x.op), operand(0, 0), fmt::join(over, " "));
+        break;
+      }
       default: s = std::string(ir::op_name(x.op)); break;  // refused before: never printed
     }
     return p < outer ? "(" + s + ")" : s;
@@ -129,6 +129,7 @@ class Recogniser {
     for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
       if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
     if (contractions.empty()) return refuse({}, "no contraction: a GEMM kernel has one");
+    if (const plan::GemmReduction gr = plan::gemm_reduction(d_); gr.why.empty()) return run_folded(gr);
     // Row sums of A beside the GEMM (the prologue GEMM's mainloop computes them): the GEMM is
     // then the one contraction of the form.
     std::set<NodeId> sum_code;  // the row sums and their summands' code
@@ -247,6 +248,67 @@ class Recogniser {
   }
 
  private:
+  // The folded GEMM (plan::GemmReduction has checked its shape): classes, operands, the code's
+  // inputs and outputs, and their element types.
+  Result<GemmForm> run_folded(const plan::GemmReduction& gr) {
+    GemmForm f;
+    f.contraction = gr.contraction;
+    const Node& c = d_.node(gr.contraction);
+    f.a = c.operands[0];
+    f.b = c.operands[1];
+    const Node& A = d_.node(f.a);
+    const Node& B = d_.node(f.b);
+    for (AxisId x : A.axes) (gr.m.count(x) ? f.m : gr.k.count(x) ? f.k : f.l).push_back(x);
+    for (AxisId x : B.axes)
+      if (gr.n.count(x)) f.n.push_back(x);
+    classes_ = {&f.m, &f.n, &f.k, &f.l};
+    for (int k = 0; k < 4; ++k)
+      if (classes_[k]->size() > kMaxAxesPerMode)
+        return refuse(c.loc, fmt::format("{} axes of class {} {}: the kernel flattens at most {} into one mode", classes_[k]->size(),
+                                         kClassName[k], axes_text(d_, *classes_[k]), kMaxAxesPerMode));
+    if (A.dtype != B.dtype || (A.dtype != DType::bf16 && A.dtype != DType::f16))
+      return refuse(c.loc, fmt::format("operands {} and {}: the GEMM kernel takes two bf16 or two f16 operands (fp8, tf32, "
+                                       "f32 and f64 are not generated)",
+                                       dtype_name(A.dtype), dtype_name(B.dtype)));
+    f.element = A.dtype;
+    const char* tma = "TMA needs unit stride along M, N or K";
+    if (auto e = layout_error(fmt::format("A '{}'", A.name), A.axes, {kM, kK}, tma); !e.empty()) return refuse(A.loc, e);
+    if (auto e = layout_error(fmt::format("B '{}'", B.name), B.axes, {kN, kK}, tma); !e.empty()) return refuse(B.loc, e);
+    f.a_k_major = class_of(A.axes.back()) == kK;
+    f.b_k_major = class_of(B.axes.back()) == kK;
+    f.folds = gr.reductions;
+    f.fold_inputs = gr.leaves;
+    f.fold_outputs = d_.outputs;
+    for (NodeId n : f.fold_inputs)
+      if (expression::memory_type(d_.node(n).dtype) == nullptr)
+        return refuse(d_.node(n).loc, fmt::format("input '{}' is {}: the epilogue reads bf16, f16, f32, f64, i32 and bool inputs",
+                                                  d_.node(n).name, dtype_name(d_.node(n).dtype)));
+    std::vector<std::string> outs, code;
+    std::set<NodeId> all;
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
+      all.insert(n);
+      if (d_.node(n).op == OpKind::constant && !d_.node(n).name.empty()) f.params.push_back(n);
+    }
+    EpilogueText text(d_, {{f.contraction, "acc"}}, all);
+    for (const ir::Output& o : f.fold_outputs) {
+      const Node& y = d_.node(o.node);
+      if (expression::memory_type(y.dtype) == nullptr)
+        return refuse(o.loc, fmt::format("output '{}' is {}: the kernel writes bf16, f16, f32, f64, i32 or bool", y.name,
+                                         dtype_name(y.dtype)));
+      outs.push_back(y.name + axes_text(d_, o.axes));
+      code.push_back(y.name + " = " + text.text(o.node));
+    }
+    f.output = f.fold_outputs.front().node;
+    f.out_axes = f.fold_outputs.front().axes;
+    f.out_dtype = d_.node(f.output).dtype;
+    f.out_n_major = false;
+    f.a_text = axes_text(d_, A.axes);
+    f.b_text = axes_text(d_, B.axes);
+    f.out_text = fmt::format("{}", fmt::join(outs, ", "));
+    f.epilogue_text = fmt::format("{}", fmt::join(code, "; "));
+    return f;
+  }
+
   Diagnostic error(SourceLoc loc, std::string message, std::string note = {}) const {
     if (note.empty())
       note = "the GEMM kernel fuses: Y = epilogue(contract(A, B over K)), A and B bf16 or f16 inputs, the epilogue "
@@ -493,6 +555,10 @@ std::string dims_of(const std::vector<AxisId>& order, const std::vector<AxisId>&
 Result<GemmForm> recognise_gemm(const ir::Diagram& d, const SourceText& src) { return Recogniser(d, src).run(); }
 
 std::string describe_gemm(const GemmForm& f) {
+  if (!f.folds.empty())
+    return fmt::format("gemm {}x{} folded over N -> {}; {}; {} input{} besides A and B{}", f.a_text, f.b_text, f.out_text,
+                       f.epilogue_text, f.fold_inputs.size(), f.fold_inputs.size() == 1 ? "" : "s",
+                       f.params.empty() ? "" : fmt::format(", {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s"));
   if (f.contraction1 >= 0)
     return fmt::format("dual gemm {}x{} for both B operands -> {}; epilogue: {}{}", f.a_text, f.b_text, f.out_text,
                        f.epilogue_text, f.params.empty() ? "" : fmt::format("; {} param{}", f.params.size(), f.params.size() == 1 ? "" : "s"));
@@ -526,9 +592,11 @@ std::string unit_head(const ir::Diagram& d, const GemmForm& f, const plan::GemmS
       "#include \"{}\"\n\nnamespace {{\n\n",
       prov.napkin_version, prov.source_name, prov.diagram_key, prov.derived, describe_gemm(f), plan::gemm_schedule_text(s),
       schedule_note, header);
-  out += fmt::format("// M = {}, N = {}, K = {}, L = {}: A {}{} {}-major, {}{} {}-major, D {}{} {}-major.\n", names(f.m), names(f.n),
-                     names(f.k), names(f.l), d.node(f.a).name, f.a_text, f.a_k_major ? "K" : "M", b_names, f.b_text,
-                     f.b_k_major ? "K" : "N", d.node(f.output).name, f.out_text, f.out_n_major ? "N" : "M");
+  const std::string written = f.folds.empty() ? fmt::format("D {}{} {}-major", d.node(f.output).name, f.out_text, f.out_n_major ? "N" : "M")
+                                              : "folded over N into " + f.out_text;
+  out += fmt::format("// M = {}, N = {}, K = {}, L = {}: A {}{} {}-major, {}{} {}-major, {}.\n", names(f.m), names(f.n), names(f.k),
+                     names(f.l), d.node(f.a).name, f.a_text, f.a_k_major ? "K" : "M", b_names, f.b_text, f.b_k_major ? "K" : "N",
+                     written);
   return out;
 }
 
@@ -852,8 +920,116 @@ std::string emit_prologue_gemm_kernel(const ir::Diagram& d, const GemmForm& f, c
 
 }  // namespace
 
+// The folded GEMM's translation unit (napkin/gemm_reduction.h): the summands of its folds at a
+// product element, the code after them at a row, both over the diagram's inputs through their
+// strides and its indices; an entry that binds every tensor and checks A and B as TMA reads them.
+std::string emit_folded_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
+                                    const KernelProvenance& prov, const std::string& entry_name) {
+  const Node& A = d.node(f.a);
+  const Node& B = d.node(f.b);
+  std::string out = unit_head(d, f, s, prov, "napkin/gemm_reduction.h", "", "B " + B.name);
+  out += fmt::format(
+      "using Config = napkin::gemm::Config<{0}, float, cutlass::layout::{1}, cutlass::layout::{2}, cutlass::layout::RowMajor,\n"
+      "                                    {3}, {4}, {5}, 1, 1, {6}, {7}, {8}{9}>;\n\n",
+      cutlass_type(f.element), f.a_k_major ? "RowMajor" : "ColumnMajor", f.b_k_major ? "ColumnMajor" : "RowMajor", s.tile_m,
+      s.tile_n, s.tile_k, s.stages, s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
+  // Arguments: every class axis's extent, each input's and output's pointer and strides, params.
+  std::string args = "  struct Arguments {\n";
+  for (const std::vector<AxisId>* cls : {&f.m, &f.n, &f.l})
+    for (AxisId a : *cls) args += fmt::format("    int64_t extent_{}_ = 1;\n", d.axis(a).name);
+  auto tensor_fields = [&](const Node& x, const std::vector<AxisId>& order, bool output) {
+    args += fmt::format("    {}{}* {} = nullptr;  // {}{}\n", output ? "" : "const ", expression::memory_type(x.dtype), x.name, x.name,
+                        axes_text(d, order));
+    for (AxisId a : order) args += fmt::format("    int64_t s_{}_{} = 0;\n", x.name, d.axis(a).name);
+  };
+  for (NodeId n : f.fold_inputs) tensor_fields(d.node(n), d.node(n).axes, false);
+  for (const ir::Output& o : f.fold_outputs) tensor_fields(d.node(o.node), o.axes, true);
+  for (NodeId p : f.params) args += fmt::format("    float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
+  args += "  };\n";
+  // Each class's flat index as the indices of its axes (outermost first; unused ones are dead code).
+  auto indices = [&](const std::vector<AxisId>& cls, const char* flat) {
+    std::string code;
+    std::string rest = flat;
+    for (std::size_t i = cls.size(); i-- > 0;) {
+      const std::string name = d.axis(cls[i]).name;
+      if (i == 0) code += fmt::format("    const int64_t i_{} = {};\n", name, rest);
+      else code += fmt::format("    const int64_t i_{0} = {1} % a.extent_{0}_;\n", name, rest);
+      rest = fmt::format("{} / a.extent_{}_", i == cls.size() - 1 ? std::string(flat) : "(" + rest + ")", name);
+    }
+    return code;
+  };
+  std::map<NodeId, std::string> known{{f.contraction, "acc"}};
+  expression::Writer summands(d, known);
+  std::string body, folds, assigns;
+  for (std::size_t j = 0; j < f.folds.size(); ++j) {
+    const Node& r = d.node(f.folds[j]);
+    const char* kind = r.op == OpKind::logsumexp ? "lse" : r.op == OpKind::reduce_max ? "max" : "sum";
+    folds += fmt::format("{}napkin::gemm::Fold::{}", j == 0 ? "" : ", ", kind);
+    assigns += fmt::format("    v[{}] = {};  // {}\n", j, summands.value(r.operands[0], body, "    "), d.label(f.folds[j]));
+  }
+  out += "// The folds of the product over N, and the code after them (in f32, the reference interpreter's rules).\n";
+  out += "struct Rows {\n";
+  out += fmt::format("  static constexpr int kFolds = {};\n", f.folds.size());
+  out += fmt::format("  CUTLASS_HOST_DEVICE static constexpr napkin::gemm::Fold fold(int j) {{\n"
+                     "    constexpr napkin::gemm::Fold kinds[] = {{{}}};\n    return kinds[j];\n  }}\n", folds);
+  out += args;
+  out += "  // The summands at product element (m, n, l): v[j] is fold j's.\n";
+  out += "  CUTLASS_DEVICE void summands(float acc, int64_t m, int64_t n, int64_t l, Arguments const& a, float* v) const {\n";
+  out += "    (void)acc, (void)m, (void)n, (void)l, (void)a;\n";
+  out += indices(f.m, "m") + indices(f.n, "n") + indices(f.l, "l") + body + assigns + "  }\n";
+  std::map<NodeId, std::string> folded;
+  for (std::size_t j = 0; j < f.folds.size(); ++j) folded[f.folds[j]] = fmt::format("r[{}]", j);
+  expression::Writer after(d, folded);
+  std::string after_body, stores;
+  for (const ir::Output& o : f.fold_outputs) {
+    const Node& y = d.node(o.node);
+    std::string offset;
+    for (AxisId ax : o.axes) offset += fmt::format(" + i_{0} * a.s_{1}_{0}", d.axis(ax).name, y.name);
+    stores += fmt::format("    napkin::rows::store(a.{} + (0{}), {});\n", y.name, offset, after.value(o.node, after_body, "    "));
+  }
+  out += "  // The row's outputs from its folded values r[j], at row (m, l).\n";
+  out += "  CUTLASS_DEVICE void finish(const float* r, int64_t m, int64_t l, Arguments const& a) const {\n";
+  out += "    (void)r, (void)m, (void)l;\n";
+  out += indices(f.m, "m") + indices(f.l, "l") + after_body + stores + "  }\n};\n\n";
+  out += "using Kernel = napkin::gemm::FoldedKernel<Config, Rows>;\n\n}  // namespace\n\n";
+
+  // The entry: bind, flatten and check, run.
+  out += fmt::format("extern \"C\" int32_t {}(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) {{\n",
+                     entry_name);
+  out += "  napkin::TensorBinder tb(tensors, count);\n";
+  out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes);
+  out += "  Rows::Arguments rows{};\n";
+  auto bind_fields = [&](const Node& x, const std::vector<AxisId>& order, bool output) {
+    out += fmt::format("  if (const napkin_tensor* t = tb.bind(\"{}\", {}, \"{}\")) {{\n", x.name, abi_dtype(x.dtype), roles(f, order));
+    out += fmt::format("    rows.{} = static_cast<{}{}*>(t->data);\n", x.name, output ? "" : "const ", expression::memory_type(x.dtype));
+    for (std::size_t i = 0; i < order.size(); ++i) out += fmt::format("    rows.s_{}_{} = t->strides[{}];\n", x.name, d.axis(order[i]).name, i);
+    out += "  }\n";
+  };
+  for (NodeId n : f.fold_inputs) bind_fields(d.node(n), d.node(n).axes, false);
+  for (const ir::Output& o : f.fold_outputs) bind_fields(d.node(o.node), o.axes, true);
+  for (NodeId p : f.params)
+    out += fmt::format("  rows.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
+  const std::vector<AxisId>* classes[4] = {&f.m, &f.n, &f.k, &f.l};
+  for (int k : {0, 1, 3})
+    for (std::size_t i = 0; i < classes[k]->size(); ++i)
+      out += fmt::format("  rows.extent_{}_ = tb.size('{}');\n", d.axis((*classes[k])[i]).name, kRoleLetters[k][i]);
+  out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
+  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl");
+  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
+                     f.a_k_major ? "am" : "ak");
+  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
+                     f.b_k_major ? "bn" : "bk");
+  out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
+  out += "  const std::string e = napkin::gemm::run_folded<Kernel>(A->data, am, ak, al, B->data, bn, bk, bl, rows,\n"
+         "                                                      static_cast<cudaStream_t>(stream), Config::kSwizzle);\n"
+         "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}\n";
+  return out;
+}
+
 std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s, const KernelProvenance& prov,
                              const std::string& entry_name) {
+  if (!f.folds.empty()) return emit_folded_gemm_kernel(d, f, s, prov, entry_name);
   if (f.contraction1 >= 0) return emit_dual_gemm_kernel(d, f, s, prov, entry_name);
   if (f.prologue_a >= 0 || f.prologue_b >= 0 || !f.row_sums.empty()) return emit_prologue_gemm_kernel(d, f, s, prov, entry_name);
   const Node& A = d.node(f.a);

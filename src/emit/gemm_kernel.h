@@ -29,6 +29,14 @@
 //   B0, B1      two inputs of one dtype and storage order (read through one TMA descriptor);
 //               the epilogue reads the two products, constants and params (a gated MLP's gate)
 //
+// The folded GEMM:  outputs = g( fold_j( f_j(contract(A, B over K), ...) over N ) )
+//   fold_j      sum, max or logsumexp over exactly the N axes (plan::GemmReduction): each tile
+//               folds its columns in registers into a partial state per row, and a second launch
+//               folds a row's tiles (napkin/gemm_reduction.h); the product is never stored
+//   f_j, g      elementwise code; f_j over the product, g over the folds, both over inputs of M,
+//               N and L axes (read element by element through their strides), indices, params
+//   outputs     over exactly M and L, any order and dtype but fp8 and tf32
+//
 // Axis classes, by set membership: M = in A and Y, not B; N = in B and Y, not A; K = in A and
 // B, not Y (contracted); L (batch) = in A, B and Y. The axes of one class are one GEMM mode: in
 // every tensor that has them they are adjacent in storage order and in the same relative order
@@ -98,6 +106,10 @@ struct GemmForm {
   // (the accumulator), the leaves' and params' names and constants.
   std::string a_text, b_text, out_text, epilogue_text;
   std::string prologue_text;             // "A = exp(Q)", or "" without a prologue
+  // A folded GEMM (napkin/gemm_reduction.h): the folds in node order, the inputs the code reads
+  // besides A and B, and the outputs; `output` is the first of them. Empty: the product is stored.
+  std::vector<ir::NodeId> folds, fold_inputs;
+  std::vector<ir::Output> fold_outputs;
   std::string row_sums_text;             // "Z = sum(A * z over d)", or "" without row sums
 };
 

@@ -33,27 +33,8 @@ constexpr int kMinVectorsPerThread = 4;
 // Rows longer than this are refused (element indices are 32-bit, vectors per row too).
 constexpr std::int64_t kMaxRowLength = std::int64_t{1} << 30;
 
-const char* memory_type(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::bf16: return "__nv_bfloat16";
-    case DType::f16: return "__half";
-    case DType::f64: return "double";
-    case DType::i32: return "int32_t";
-    case DType::boolean: return "uint8_t";
-    default: return nullptr;
-  }
-}
-const char* abi_dtype(DType t) {
-  switch (t) {
-    case DType::f32: return "NAPKIN_F32";
-    case DType::bf16: return "NAPKIN_BF16";
-    case DType::f16: return "NAPKIN_F16";
-    case DType::f64: return "NAPKIN_F64";
-    case DType::i32: return "NAPKIN_I32";
-    default: return "NAPKIN_BOOL";
-  }
-}
+using expression::abi_dtype;
+using expression::memory_type;
 
 bool contains(const std::vector<AxisId>& axes, AxisId a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
 

@@ -299,7 +299,7 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
         source = emit::emit_attention_kernel(kd, *f, kp, "{}", entry);
         break;
       }
-      case plan::KernelKind::gemm: case plan::KernelKind::dual_gemm: {
+      case plan::KernelKind::gemm: case plan::KernelKind::dual_gemm: case plan::KernelKind::gemm_reduction: {
         auto f = emit::recognise_gemm(kd, src);
         if (!f) return f.error();
         source = emit::emit_gemm_kernel(kd, *f, *k.gemm, kp, entry);

@@ -30,6 +30,7 @@ std::string_view kernel_kind_name(KernelKind k) {
   switch (k) {
     case KernelKind::gemm: return "gemm";
     case KernelKind::dual_gemm: return "dual_gemm";
+    case KernelKind::gemm_reduction: return "gemm_reduction";
     case KernelKind::attention: return "attention";
     case KernelKind::row_reduction: return "row_reduction";
     case KernelKind::column_reduction: return "column_reduction";
@@ -525,10 +526,41 @@ std::string kernel_schedule_text(const Kernel& k) {
   return "";
 }
 
+namespace {
+
+// A GEMM folded over N: its M tile, and its N axis streamed in tiles of tile_n with the folds'
+// accumulators (the product's K axis whole within a chunk); none where N is several axes (the
+// executor streams one axis) or M's innermost is not the tile's.
+Result<std::optional<sched::Schedule>> folded_loop_nest(const Kernel& k) {
+  const ir::Diagram& kd = k.diagram;
+  const GemmReduction gr = gemm_reduction(kd);
+  if (!gr.why.empty() || gr.n.size() != 1) return std::optional<sched::Schedule>();
+  const ir::AxisId n = *gr.n.begin();
+  const sched::StreamingReport streaming = sched::analyse_streaming(kd);
+  const sched::AxisStreaming& along = streaming.axes[static_cast<std::size_t>(n)];
+  if (along.kind != sched::AxisKind::streamed) return std::optional<sched::Schedule>();
+  const auto& a = kd.node(kd.node(gr.contraction).operands[0]).axes;
+  std::string tiled;  // M's innermost axis (as A stores it) takes the tile, the others one index a tile
+  std::vector<ir::AxisId> m_in_a;
+  for (ir::AxisId x : a)
+    if (gr.m.count(x)) m_in_a.push_back(x);
+  for (ir::AxisId x : kd.node(gr.contraction).axes)
+    if (gr.m.count(x) || gr.l.count(x))
+      tiled += fmt::format(" {}={}", kd.axis(x).name, x == m_in_a.back() ? k.gemm->tile_m : 1);
+  const std::string nest = fmt::format("smem{{tile{}; stream {}={}:{}}}", tiled, kd.axis(n).name, k.gemm->tile_n,
+                                       sched::accumulators_text(along.accumulators));
+  auto s = sched::parse_schedule(nest, kd);
+  if (!s) return plain_error(fmt::format("kernel '{}': schedule {}: {}", k.name, nest, s.error().message));
+  return std::optional<sched::Schedule>(*s);
+}
+
+}  // namespace
+
 Result<std::optional<sched::Schedule>> kernel_loop_nest(const Kernel& k) {
   if (k.streamed) return std::optional<sched::Schedule>(k.streamed->schedule);
   if (!k.gemm) return std::optional<sched::Schedule>();
   const ir::Diagram& kd = k.diagram;
+  if (k.kind == KernelKind::gemm_reduction) return folded_loop_nest(k);
   NodeId c = -1;
   for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n)
     if (kd.node(n).op == OpKind::contract) c = n;

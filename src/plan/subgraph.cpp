@@ -788,6 +788,20 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
   return solved_gemm(p, m, top, KernelKind::dual_gemm);
 }
 
+// A GEMM folded over N (gemm_reduction): the solver's schedules for its mainloop, the epilogue's
+// arithmetic per product element and its partial states.
+Family classify_gemm_reduction(const ir::Diagram& kd, const GemmReduction& gr, const arch::Machine& m, int top) {
+  const GemmClasses g = gemm_classes(kd, gr.contraction, m);
+  if (!g.why.empty()) return invalid(g.why);
+  search::GemmProblem p = gemm_problem(kd, g, kd.node(g.a.source).dtype, gr.contraction);
+  p.out_bytes_per_element = 0;  // the product is folded in registers, never stored
+  p.epilogue_sfu_per_element = gr.sfu;
+  p.epilogue_fma_per_element = gr.fma;
+  p.reduction_states = gr.states;
+  Family f = solved_gemm(p, m, top, KernelKind::gemm_reduction);
+  return f;
+}
+
 // Why a kernel that reduces over r, with `first` an input that stores r not innermost, is no column
 // kernel (emit/row_kernel.h), or "": the inputs with r store the same axes after it as `first` (or
 // r alone), every other axis is one of `first`'s, every output is over exactly the columns (the
@@ -1080,14 +1094,117 @@ RowSums row_sums(const ir::Diagram& kd) {
   return out;
 }
 
+GemmReduction gemm_reduction(const ir::Diagram& kd) {
+  GemmReduction out;
+  auto refuse = [&](std::string why) {
+    out.why = std::move(why);
+    return out;
+  };
+  const Census c = census(kd);
+  if (c.contracts.size() != 1) return refuse(fmt::format("{} contractions: a GEMM folded over N has one", c.contracts.size()));
+  if (c.reductions.empty()) return refuse("no reduction of the product");
+  const NodeId ct = c.contracts[0];
+  out.contraction = ct;
+  const Node& cn = kd.node(ct);
+  if (cn.operands.size() != 2) return refuse("a contraction of other than two operands has no GEMM kernel");
+  for (NodeId o : cn.operands)
+    if (kd.node(o).op != OpKind::input)
+      return refuse(fmt::format("the GEMM's operand {} is computed in the kernel: a GEMM folded over N reads its operands as "
+                                "they are in memory",
+                                kd.label(o)));
+  const NodeId a = cn.operands[0], b = cn.operands[1];
+  const std::set<AxisId> sa = axis_set(kd.node(a).axes), sb = axis_set(kd.node(b).axes), so = axis_set(cn.axes);
+  for (AxisId x : sa) (sb.count(x) ? (so.count(x) ? out.l : out.k) : out.m).insert(x);
+  for (AxisId x : sb)
+    if (!sa.count(x)) out.n.insert(x);
+  if (out.m.empty() || out.n.empty() || out.k.empty()) return refuse("the contraction is no GEMM (an axis of each operand alone, one contracted)");
+  std::set<AxisId> ml = out.m;
+  ml.insert(out.l.begin(), out.l.end());
+  // The summands: each reduction's code down to the product, the leaves and the indices.
+  std::set<NodeId> summand_code;
+  for (NodeId r : c.reductions) {
+    const Node& x = kd.node(r);
+    if (x.op != OpKind::reduce_sum && x.op != OpKind::reduce_max && x.op != OpKind::logsumexp)
+      return refuse(fmt::format("{} over the product keeps its axes: the GEMM's epilogue folds sums, maxima and logsumexps "
+                                "(materialise the product for a row kernel)",
+                                kd.label(r)));
+    if (axis_set(x.over) != out.n)
+      return refuse(fmt::format("{} reduces over [{}], not exactly the GEMM's N axes [{}]", kd.label(r), axis_names(kd, x.over),
+                                axis_names(kd, {out.n.begin(), out.n.end()})));
+    std::vector<NodeId> stack{x.operands[0]};
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second || n == ct) continue;
+      const Node& y = kd.node(n);
+      if (y.op == OpKind::input || y.op == OpKind::constant || y.op == OpKind::iota) continue;
+      if (!ir::is_elementwise(y.op))
+        return refuse(fmt::format("{} reads {}: a folded summand is elementwise code of the product (one pass over the tile)",
+                                  kd.label(r), kd.label(n)));
+      if (summand_code.insert(n).second) (on_sfu(y.op) ? out.sfu : out.fma) += x.op == OpKind::logsumexp ? 2 : 1;
+      for (NodeId o : y.operands) stack.push_back(o);
+    }
+    out.reductions.push_back(r);
+    out.states += x.op == OpKind::logsumexp ? 2 : 1;
+    if (x.op == OpKind::logsumexp) out.sfu += 1, out.fma += 2;  // exp(x - max); the max and the sum
+    else out.fma += 1;
+  }
+  // What follows the reductions: elementwise code over M and L that reads no product.
+  std::set<NodeId> reductions(out.reductions.begin(), out.reductions.end());
+  for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()); ++n) {
+    const Node& y = kd.node(n);
+    if (n == ct || reductions.count(n) || summand_code.count(n) || y.op == OpKind::constant || y.op == OpKind::iota) continue;
+    if (y.op == OpKind::input) {
+      if (n == a || n == b) continue;
+      for (AxisId x : y.axes)
+        if (!ml.count(x) && !out.n.count(x))
+          return refuse(fmt::format("epilogue input {} has axis {}: a folded GEMM's inputs besides A and B are over its M, N and L "
+                                    "axes",
+                                    y.name, kd.axis(x).name));
+      if (y.dtype == DType::fp8e4m3 || y.dtype == DType::fp8e5m2 || y.dtype == DType::tf32)
+        return refuse(fmt::format("epilogue input {} is {}: the epilogue reads bf16, f16, f32, f64, i32 and bool inputs", y.name,
+                                  dtype_name(y.dtype)));
+      out.leaves.push_back(n);
+      continue;
+    }
+    if (!ir::is_elementwise(y.op))
+      return refuse(fmt::format("{} after the folds: a folded GEMM runs elementwise code after its reductions", kd.label(n)));
+    for (AxisId x : y.axes)
+      if (!ml.count(x))
+        return refuse(fmt::format("{} is over {}, which the folds reduce: after them the kernel holds one value a row (its M and L "
+                                  "axes); the product is not stored",
+                                  kd.label(n), kd.axis(x).name));
+  }
+  for (NodeId user : kd.users(a))
+    if (user != ct) return refuse(fmt::format("{} reads the GEMM's operand {}: the kernel reads it in its mainloop only", kd.label(user), kd.node(a).name));
+  for (NodeId user : kd.users(b))
+    if (user != ct) return refuse(fmt::format("{} reads the GEMM's operand {}: the kernel reads it in its mainloop only", kd.label(user), kd.node(b).name));
+  for (const ir::Output& o : kd.outputs) {
+    if (o.node == ct || summand_code.count(o.node))
+      return refuse(fmt::format("the kernel writes {}, which varies along N: a folded GEMM writes one value a row", kd.label(o.node)));
+    if (axis_set(o.axes) != ml)
+      return refuse(fmt::format("output {} is over [{}], not the GEMM's M and L axes", kd.label(o.node), axis_names(kd, o.axes)));
+  }
+  if (!std::any_of(summand_code.begin(), summand_code.end(), [&](NodeId n) {
+        const auto& ops = kd.node(n).operands;
+        return std::find(ops.begin(), ops.end(), ct) != ops.end();
+      }) &&
+      !std::any_of(out.reductions.begin(), out.reductions.end(), [&](NodeId r) { return kd.node(r).operands[0] == ct; }))
+    return refuse("no reduction reads the product");
+  return out;
+}
+
 Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top) {
   const Census c = census(kd);
   if (c.contracts.empty()) return classify_rows(kd, c, m);
   if (const RowSums rs = row_sums(kd); rs.why.empty() && !rs.sums.empty()) return classify_gemm(kd, c, m, top, &rs);
   if (c.contracts.size() == 1) {
-    if (!c.reductions.empty())
-      return invalid(fmt::format("{} and a contraction in one kernel: no family reduces a GEMM's output "
-                                 "(materialise it for a row kernel)", kd.label(c.reductions[0])));
+    if (!c.reductions.empty()) {
+      const GemmReduction gr = gemm_reduction(kd);
+      if (!gr.why.empty()) return invalid(gr.why);
+      return classify_gemm_reduction(kd, gr, m, top);
+    }
     return classify_gemm(kd, c, m, top);
   }
   if (c.contracts.size() == 2) return dual_shape(kd, c).empty() ? classify_dual_gemm(kd, c, m, top) : classify_attention(kd, m, so);
@@ -1095,7 +1212,7 @@ Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::Sea
 }
 
 std::string tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind) {
-  if (kind != KernelKind::gemm && kind != KernelKind::dual_gemm) return "";
+  if (kind != KernelKind::gemm && kind != KernelKind::dual_gemm && kind != KernelKind::gemm_reduction) return "";
   NodeId ct = -1;
   for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()) && ct < 0; ++n)
     if (kd.node(n).op == OpKind::contract) ct = n;
@@ -1104,7 +1221,7 @@ std::string tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, Kern
   if (!g.why.empty()) return "";
   // The dual GEMM copies B0 and B1 side by side where one descriptor cannot read them, and
   // writes its output from registers: A alone is read as stored.
-  if (std::string why = operand_rows_error(kd, g, /*b_too=*/kind == KernelKind::gemm); !why.empty()) return why;
+  if (std::string why = operand_rows_error(kd, g, /*b_too=*/kind != KernelKind::dual_gemm); !why.empty()) return why;
   if (kind == KernelKind::gemm)
     for (const ir::Output& o : kd.outputs)  // the product (row sums, stored plainly, lack N)
       if (std::any_of(o.axes.begin(), o.axes.end(), [&](AxisId x) { return g.n.count(x) > 0; }))

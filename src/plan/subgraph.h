@@ -25,6 +25,8 @@ namespace napkin::plan {
 //                  same-shaped tensors (bias, activation, scales, gating, residual, cast)
 //   dual_gemm      two contractions sharing their first operand (X Wg, X Wu), combined by
 //                  elementwise epilogue code (a gated MLP reads X once)
+//   gemm_reduction a GEMM whose product is reduced over all of N in its epilogue (sum, max,
+//                  logsumexp of elementwise code) and never stored: a fused linear cross-entropy
 //   attention      the attention family (contract, score code, softmax or none, contract):
 //                  one streamed kernel, the configuration solver's schedule
 //   row_reduction  reductions over the innermost axis of rows (norm statistics, row sums),
@@ -32,7 +34,7 @@ namespace napkin::plan {
 //   column_reduction  reductions over an axis that is not innermost (a sum over k of K[b h k d],
 //                  batch statistics), elementwise code before them and per column after
 //   elementwise    elementwise code only
-enum class KernelKind : std::uint8_t { gemm, dual_gemm, attention, row_reduction, column_reduction, elementwise };
+enum class KernelKind : std::uint8_t { gemm, dual_gemm, gemm_reduction, attention, row_reduction, column_reduction, elementwise };
 std::string_view kernel_kind_name(KernelKind k);
 
 // How a tensor crosses a kernel boundary through global memory: its name in every kernel, its
@@ -121,6 +123,25 @@ struct RowSums {
 };
 // The GEMM and row sums of a kernel diagram with at least one contraction, or why it is not one.
 RowSums row_sums(const ir::Diagram& kd);
+
+// A GEMM whose product is reduced over all of its N axes in the epilogue and never stored
+// (napkin/gemm_reduction.h): each tile folds its columns into partial states per row, and a
+// second launch folds a row's tiles and runs the code after the reductions. The kernel diagram:
+//   P = contract(A, B over K)            A, B bf16 or f16 inputs, read only by the contraction
+//   R_j = fold_j(f_j(P, leaves, indices, params) over N)    fold: sum, max or logsumexp
+//   outputs = g(R, leaves, indices, params)                  over exactly M and L
+// f_j and g elementwise; leaves are inputs over M, N and L axes alone (a target index t[m], a
+// bias over N); no summand reads another reduction (one pass over the tile's registers).
+struct GemmReduction {
+  ir::NodeId contraction = -1;
+  std::vector<ir::NodeId> reductions;  // in node order
+  std::vector<ir::NodeId> leaves;      // inputs besides A and B, in node order
+  std::set<ir::AxisId> m, n, k, l;     // the axis classes
+  double sfu = 0, fma = 0;             // the epilogue's arithmetic per product element
+  int states = 0;                      // floats of a row's partial (2 a logsumexp, 1 a sum or max)
+  std::string why;                     // when the kernel is no such GEMM
+};
+GemmReduction gemm_reduction(const ir::Diagram& kd);
 
 // The family of a kernel diagram and its estimate, or why no family runs it.
 struct Family {

@@ -17,7 +17,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // Shared memory one CUTLASS sm90 epilogue takes: its staging tile (tile_m x 32 columns of C, two
 // stages) and one aux tile of the same size per epilogue input (the collective's own carveout).
 double epilogue_smem_bytes(const GemmProblem& p, const GemmSchedule& s) {
-  if (p.outputs > 1) return 0;  // the dual GEMM's epilogue stores from registers (napkin/gemm_dual.h)
+  // The dual GEMM's epilogue stores from registers (napkin/gemm_dual.h), a folded one stores none.
+  if (p.outputs > 1 || p.reduction_states > 0) return 0;
   const double tile = static_cast<double>(std::min<std::int64_t>(s.tile_m, 128)) * 32;
   return 2 * tile * (p.out_bytes_per_element + p.epilogue_bytes_per_element) + 1024;
 }
@@ -281,13 +282,20 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
     if (s.cluster_m * s.cluster_n > 1 || s.stream_k)
       return reject("cluster", "the dual GEMM runs without clusters and without stream-K");
   }
+  // A folded epilogue (napkin/gemm_reduction.h) reads one WGMMA's row layout along the tile's N
+  // (a quad of lanes a row): one WGMMA along N, no stream-K partial tiles.
+  if (p.reduction_states > 0 && (s.stream_k || s.cluster_m * s.cluster_n > 1))
+    return reject("cluster", "a GEMM folded over N runs without clusters and without stream-K");
   if (std::fmod(static_cast<double>(s.tile_k) * in_bytes, 128.0) != 0)
     return reject("divisibility", fmt::format("tile_k {} x {} B is not whole 128-byte rows", s.tile_k, in_bytes));
   // 2. Capacities. Registers: the f32 accumulators of a consumer thread (a dual GEMM holds two),
   // under the 240 a consumer warpgroup gets from setmaxnreg, with 40 for addresses and epilogue.
   const int consumer_threads = 128 * (s.pingpong ? 1 : 2);
   const double acc_regs = static_cast<double>(s.tile_m * s.tile_n) * p.outputs / consumer_threads;
-  const double reg_limit = std::min<double>(240, static_cast<double>(m.limits.registers_per_thread.value)) - 40;
+  // A folded epilogue keeps its row states, indices and summands beside the accumulators: ptxas
+  // spilled 336 bytes a thread at 192 accumulators (256 x 192, cooperative) and none at 128.
+  const double reg_limit = std::min<double>(240, static_cast<double>(m.limits.registers_per_thread.value)) -
+                           (p.reduction_states > 0 ? 80 : 40);
   if (acc_regs > reg_limit)
     return reject("registers", fmt::format("{:.0f} accumulator registers per consumer thread, {} fit", acc_regs, reg_limit));
   const double stage_bytes = static_cast<double>(s.tile_k) * static_cast<double>(s.tile_m + s.tile_n * p.outputs) * in_bytes;
@@ -371,7 +379,17 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // follows its mainloop; ping-pong hides it behind the other warpgroup's mainloop.
   const double epilogue_tile_s = static_cast<double>(s.tile_m * s.tile_n) *
                                  (p.out_bytes_per_element + p.epilogue_bytes_per_element) / (hbm_bps / sms);
-  const double epilogue_s = s.pingpong ? 0 : waves * epilogue_tile_s;
+  // A folded epilogue's arithmetic on the SM's FMA and SFU pipes (128 and 16 lanes a clock),
+  // two instructions a value for the fold itself; ping-pong hides it as it hides a store. Its
+  // partial states, written and read back by a second launch (one warp a row) from L2.
+  const double tile_elems = static_cast<double>(s.tile_m * s.tile_n);
+  const double fold_tile_s = p.reduction_states > 0 ? tile_elems * ((2 + p.epilogue_fma_per_element) / 128.0 +
+                                                                     p.epilogue_sfu_per_element / 16.0) / clock
+                                                    : 0;
+  const double partial_bytes = static_cast<double>(p.m * p.l) * static_cast<double>(ceil_div(p.n, s.tile_n)) * 4.0 *
+                               p.reduction_states;
+  const double combine_s = p.reduction_states > 0 ? 2.0 * partial_bytes / m.bytes_per_s(arch::kL2) + kKernelFixedS : 0;
+  const double epilogue_s = s.pingpong ? 0 : waves * (epilogue_tile_s + fold_tile_s);
   const double main_s = std::max({compute_s, hbm_s, l2_s});
   // A dual GEMM whose N is not whole tiles runs its last columns as a second launch, over a
   // zero-padded copy of both operands' last columns (napkin::gemm::run_dual): its tiles are
@@ -379,17 +397,18 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   const double tail_s = p.outputs > 1 && p.n % s.tile_n != 0
                             ? kKernelFixedS + 4.0 * static_cast<double>(p.k * s.tile_n * p.l) * in_bytes / hbm_bps
                             : 0;
-  v.estimate.time_s = main_s + epilogue_s + kKernelFixedS + tail_s;
+  v.estimate.time_s = main_s + epilogue_s + kKernelFixedS + tail_s + combine_s;
   v.estimate.flops = 2.0 * static_cast<double>(p.m * p.n) * static_cast<double>(p.k * p.l) * p.outputs;
   v.estimate.hbm_bytes = hbm;
   v.estimate.compulsory_bytes = compulsory;
   v.estimate.bound = main_s == compute_s ? "tensor_core" : main_s == hbm_s ? "HBM bandwidth" : "L2->SMEM bandwidth";
   v.estimate.detail = fmt::format(
       "{:.0f} tiles in {:.3g} waves; tensor cores {:.4g} us at {:.0f}% (smem read, pipelining{}), HBM {:.4g} us, L2->SMEM {:.4g} us, "
-      "epilogue {:.4g} us{}",
+      "epilogue {:.4g} us{}{}",
       tiles, waves, compute_s * 1e6, efficiency * 100, s.stream_k ? ", stream-K fix-up" : "", hbm_s * 1e6, l2_s * 1e6,
       epilogue_s * 1e6,
-      s.pingpong ? " (hidden: ping-pong)" : "");
+      s.pingpong ? " (hidden: ping-pong)" : "",
+      p.reduction_states > 0 ? fmt::format(", row partials folded by a second launch {:.4g} us", combine_s * 1e6) : "");
   v.fits = true;
   return v;
 }

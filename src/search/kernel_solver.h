@@ -86,6 +86,9 @@ struct GemmProblem {
   double epilogue_sfu_per_element = 0, epilogue_fma_per_element = 0;
   int epilogue_leaves = 0;
   int outputs = 1;                    // 2 for a dual GEMM (two accumulators sharing A)
+  // A GEMM whose product is folded over N in registers (gemm_reduction, no product stored): the
+  // floats of a row's partial state per N tile, which a second launch folds; 0 otherwise.
+  int reduction_states = 0;
   // An operand computed from an input as it is loaded (the prologue mainloop): the transcendental
   // and other arithmetic per element of A and of B.
   bool prologue = false;

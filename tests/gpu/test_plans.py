@@ -17,7 +17,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection",
             "column_statistics", "column_variance", "feature_sums",
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
-            "token_norm", "batch_statistics"]
+            "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits"]
 
 
 def napkin_bin():
@@ -118,3 +118,27 @@ def test_several_outputs_from_python(tmp_path):
     assert got[0].data_ptr() == outs[0].data_ptr() and torch.equal(got[0], M) and torch.equal(got[1], R)
     with pytest.raises(ValueError, match="out must hold 2 tensors"):
         k(X, w, gamma, out=outs[0])
+
+
+def test_folded_cross_entropy_matches_pytorch(tmp_path):
+    """linear_cross_entropy's GEMM folds the logits over the vocabulary in its epilogue: at sizes
+    no tile divides, targets spread over the whole vocabulary (every N tile picks some), its loss
+    matches PyTorch's cross_entropy of the f32 logits; a logit of +inf-scale magnitude stays
+    finite (the tile's max is taken before the exp), and a wrong target dtype is refused by name."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("linear_cross_entropy", tmp_path).parent)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    t, e, v = 1001, 264, 50000
+    X = torch.randn(t, e, device="cuda", generator=g).bfloat16()
+    W = (torch.randn(v, e, device="cuda", generator=g) / e ** 0.5).bfloat16()
+    X[7] *= 400  # logits in the thousands: exp overflows f32 without the max
+    target = torch.randint(0, v, (t,), device="cuda", generator=g, dtype=torch.int32)
+    loss = k(X, W, target)
+    want = torch.nn.functional.cross_entropy(X.float() @ W.float().t(), target.long(), reduction="none")
+    assert torch.isfinite(loss).all()
+    assert (loss - want).abs().max().item() <= 1e-3 * want.abs().max().item() + 1e-3
+    with pytest.raises(ValueError, match="target"):
+        k(X, W, target.long())

@@ -43,7 +43,7 @@ std::vector<std::string> emit_plan(const Loaded& l) {
   for (std::size_t i = 0; i < d->chosen.kernels.size(); ++i) {
     const plan::Kernel& k = d->chosen.kernels[i];
     const std::string entry = "napkin_plan_kernel_" + std::to_string(i);
-    if (k.kind == plan::KernelKind::gemm || k.kind == plan::KernelKind::dual_gemm) {
+    if (k.kind == plan::KernelKind::gemm || k.kind == plan::KernelKind::dual_gemm || k.kind == plan::KernelKind::gemm_reduction) {
       auto f = emit::recognise_gemm(k.diagram, l.src);
       EXPECT_TRUE(f.ok()) << k.name << ": " << (f.ok() ? "" : f.error().format());
       if (f.ok()) out.push_back(emit::emit_gemm_kernel(k.diagram, *f, *k.gemm, prov, entry));
@@ -61,7 +61,7 @@ std::vector<std::string> emit_plan(const Loaded& l) {
 
 TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   for (const char* stem : {"matmul", "gelu_mlp", "layernorm", "rmsnorm_matmul", "linear_attention", "softmax_over_q",
-                           "matmul_rmsnorm", "batched_matmul", "swiglu_mlp", "normalised_linear_attention"}) {
+                           "matmul_rmsnorm", "batched_matmul", "swiglu_mlp", "normalised_linear_attention", "linear_cross_entropy"}) {
     SCOPED_TRACE(stem);
     const Loaded l = load(std::string("examples/") + stem + ".napkin",
                           testing::read_text(testing::source_dir() / "examples" / (std::string(stem) + ".napkin")));

@@ -668,6 +668,44 @@ TEST(Plan, DualGemm) {
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
 }
 
+// A GEMM whose product is only reduced over N: its epilogue folds the rows, nothing of the
+// product is stored (a fused linear cross-entropy), and what keeps the product refuses with why.
+TEST(Plan, AGemmReducedOverNIsFoldedInItsEpilogue) {
+  auto r = derive(example("linear_cross_entropy"));
+  ASSERT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm_reduction}));
+  EXPECT_TRUE(r.chosen.materialised.empty());
+  const plan::Kernel& k = r.chosen.kernels[0];
+  ASSERT_TRUE(k.gemm.has_value());
+  EXPECT_FALSE(k.gemm->stream_k);
+  EXPECT_EQ(k.gemm->cluster_m * k.gemm->cluster_n, 1);
+  EXPECT_NE(k.detail.find("row partials folded by a second launch"), std::string::npos) << k.detail;
+  // Against storing the logits in f32 and reducing them: at least the 4.2 GB written and read back.
+  bool unfused = false;
+  for (const auto& a : r.alternatives)
+    if (a.plan.infeasible.empty()) unfused = unfused || a.plan.predicted_s > r.chosen.predicted_s * 1.2;
+  EXPECT_TRUE(unfused);
+  // The classes, the folds and the states the epilogue keeps.
+  const plan::GemmReduction gr = plan::gemm_reduction(k.diagram);
+  ASSERT_TRUE(gr.why.empty()) << gr.why;
+  EXPECT_EQ(gr.reductions.size(), 2u);
+  EXPECT_EQ(gr.states, 3);  // a sum, and a logsumexp's (max, sum)
+  EXPECT_EQ(gr.leaves.size(), 1u);  // target
+  // A softmax over N keeps the product's axes: no fold, the reason says so.
+  const char* head = "axes t=512 e=256 v=1024\nin X[t e] bf16\nin W[v e] bf16\nL = contract(X, W over e)\n";
+  const plan::GemmReduction soft = plan::gemm_reduction(parse(std::string(head) + "P = softmax(L over v)\nout P\n"));
+  EXPECT_NE(soft.why.find("keeps its axes"), std::string::npos) << soft.why;
+  // A reduction over M is no fold over N.
+  const plan::GemmReduction over_m = plan::gemm_reduction(parse(std::string(head) + "Z = sum(L over t)\nout Z\n"));
+  EXPECT_NE(over_m.why.find("not exactly the GEMM's N axes"), std::string::npos) << over_m.why;
+  // A summand that reads another fold needs two passes over the row.
+  const plan::GemmReduction two = plan::gemm_reduction(parse(std::string(head) + "Z = sum(exp(L - max(L over v)) over v)\nout Z\n"));
+  EXPECT_NE(two.why.find("a folded summand is elementwise code"), std::string::npos) << two.why;
+  // Both the product and its fold as outputs: the product is stored by a GEMM.
+  r = derive(parse(std::string(head) + "Z = logsumexp(L over v)\nout L\nout Z\n"));
+  const std::vector<K> stored = kinds(r.chosen);
+  EXPECT_EQ(std::count(stored.begin(), stored.end(), K::gemm_reduction), 0);
+}
+
 // The solver's constraints of the dual GEMM: one WGMMA tile over both products (N <= 256 in
 // multiples of 64 per product), no clusters, no stream-K; a partial last tile costs a launch.
 TEST(Plan, DualGemmSchedules) {
