@@ -223,7 +223,7 @@ def main():
         plan = k.manifest.get("plan", {})
         flops, hbm = plan.get("flops", 0), 0
         for spec in k.inputs + k.manifest["outputs"]:
-            hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4}[spec["dtype"]]
+            hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}[spec["dtype"]]
         roof = max(flops / gemm_rate, hbm / copy_bw)
         row.update(flops=flops, compulsory_bytes=hbm, roofline_s=roof)
         if hbm / copy_bw > flops / gemm_rate:

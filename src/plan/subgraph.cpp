@@ -798,6 +798,8 @@ Family classify_gemm_reduction(const ir::Diagram& kd, const GemmReduction& gr, c
   p.epilogue_sfu_per_element = gr.sfu;
   p.epilogue_fma_per_element = gr.fma;
   p.reduction_states = gr.states;
+  p.reduction_passes = std::any_of(gr.reductions.begin(), gr.reductions.end(),
+                                   [&](NodeId r) { return kd.node(r).op == OpKind::logsumexp; }) ? 2 : 1;
   Family f = solved_gemm(p, m, top, KernelKind::gemm_reduction);
   return f;
 }

@@ -323,7 +323,11 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // The pipeline must cover a TMA load's latency (~1 us) for every consumer it feeds: ping-pong
   // feeds two tiles from one pipeline. Measured on the H100 (bench/NOTES.md, GEMM kernels): 128x128x128
   // ping-pong with 3 stages ran at half of cuBLAS.
-  const int stages_per_consumer = s.pingpong ? stages / 2 : stages;
+  // A folded GEMM's ping-pong consumers spend their turns apart in a long register epilogue, so
+  // one of them has the pipeline most of the time (measured on the H200, the fused linear
+  // cross-entropy at 8192 x 4096 x 128256: 128 x 128 ping-pong 13.10 ms, 128 x 256 cooperative
+  // 14.88 ms; bench/NOTES.md, 2026-11-28 tenth).
+  const int stages_per_consumer = s.pingpong && p.reduction_states == 0 ? stages / 2 : stages;
   const double pipelining = stages_per_consumer >= 4 ? 1.0 : stages_per_consumer == 3 ? 0.9 : stages_per_consumer == 2 ? 0.7 : 0.5;
   // The SM's shared-memory port serves WGMMA's operand reads and TMA's writes of every stage: a
   // tile that keeps it busy a fraction d of the time (reads and writes at the tensor cores' rate)
@@ -379,12 +383,17 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // follows its mainloop; ping-pong hides it behind the other warpgroup's mainloop.
   const double epilogue_tile_s = static_cast<double>(s.tile_m * s.tile_n) *
                                  (p.out_bytes_per_element + p.epilogue_bytes_per_element) / (hbm_bps / sms);
-  // A folded epilogue's arithmetic on the SM's FMA and SFU pipes (128 and 16 lanes a clock),
-  // two instructions a value for the fold itself; ping-pong hides it as it hides a store. Its
-  // partial states, written and read back by a second launch (one warp a row) from L2.
-  const double tile_elems = static_cast<double>(s.tile_m * s.tile_n);
-  const double fold_tile_s = p.reduction_states > 0 ? tile_elems * ((2 + p.epilogue_fma_per_element) / 128.0 +
-                                                                     p.epilogue_sfu_per_element / 16.0) / clock
+  // A folded epilogue: each consumer thread's values pass through the fold once (twice with a
+  // logsumexp, its row max first), latency-bound at two warps a scheduler: 30 cycles a value a
+  // pass, 10 a transcendental, 3 other arithmetic, fitted on the H200 (the cross-entropy above
+  // at 128 x 256 cooperative: 1.2-1.5 ms over a max fold, ncu 15 instructions a value at 14
+  // cycles an issue). Ping-pong hides it as it hides a store. Its partial states are written and
+  // read back by a second launch (one warp a row) from L2.
+  const double values_per_thread = static_cast<double>(s.tile_m * s.tile_n) / consumer_threads;
+  const double fold_tile_s = p.reduction_states > 0 ? values_per_thread *
+                                                          (30.0 * p.reduction_passes + 10 * p.epilogue_sfu_per_element +
+                                                           3 * p.epilogue_fma_per_element) /
+                                                          clock
                                                     : 0;
   const double partial_bytes = static_cast<double>(p.m * p.l) * static_cast<double>(ceil_div(p.n, s.tile_n)) * 4.0 *
                                p.reduction_states;

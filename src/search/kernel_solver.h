@@ -89,6 +89,7 @@ struct GemmProblem {
   // A GEMM whose product is folded over N in registers (gemm_reduction, no product stored): the
   // floats of a row's partial state per N tile, which a second launch folds; 0 otherwise.
   int reduction_states = 0;
+  int reduction_passes = 0;  // over the tile's registers: 2 where a logsumexp needs its row max first
   // An operand computed from an input as it is loaded (the prologue mainloop): the transcendental
   // and other arithmetic per element of A and of B.
   bool prologue = false;

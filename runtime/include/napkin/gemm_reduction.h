@@ -136,6 +136,10 @@ class FoldEpilogue {
     constexpr int kBlocks = size<0, 2>(FrgLayout{});
     const int64_t M = get<0>(problem), N = get<1>(problem);
     const int64_t m0 = int64_t(get<0>(coord)) * size<0>(BlockShapeMNK{}), n0 = int64_t(get<1>(coord)) * size<1>(BlockShapeMNK{});
+    // The scheduler rounds the tile grid up to whole swizzle bands: a tile past N holds nothing
+    // (and its partial would land in the next row's).
+    if (n0 >= N) return;
+    const int columns = static_cast<int>(cute::min(N - n0, int64_t(size<1>(BlockShapeMNK{}))));  // of this tile, in 32 bits
     const int64_t l = get<3>(coord);
     Tensor c = tiled_mma.get_thread_slice(thread_idx).partition_C(make_identity_tensor(take<0, 2>(BlockShapeMNK{})));
     const Rows code{};
@@ -153,10 +157,10 @@ class FoldEpilogue {
           CUTLASS_PRAGMA_UNROLL
           for (int x = 0; x < 2; ++x) {
             const int i = x + 2 * h + 4 * b;
-            const int64_t n = n0 + get<1>(c(i, mi, 0));
-            if (!row || n >= N) continue;
+            const int col = get<1>(c(i, mi, 0));
+            if (!row || col >= columns) continue;
             float v[Rows::kFolds];
-            code.summands(acc(i, mi, 0), m, n, l, p_.rows, v);
+            code.summands(acc(i, mi, 0), m, n0 + col, l, p_.rows, v);
             CUTLASS_PRAGMA_UNROLL
             for (int j = 0; j < Rows::kFolds; ++j) {
               float* s = st + fold_offset<Rows>(j);
@@ -182,10 +186,10 @@ class FoldEpilogue {
             CUTLASS_PRAGMA_UNROLL
             for (int x = 0; x < 2; ++x) {
               const int i = x + 2 * h + 4 * b;
-              const int64_t n = n0 + get<1>(c(i, mi, 0));
-              if (!row || n >= N) continue;
+              const int col = get<1>(c(i, mi, 0));
+              if (!row || col >= columns) continue;
               float v[Rows::kFolds];
-              code.summands(acc(i, mi, 0), m, n, l, p_.rows, v);
+              code.summands(acc(i, mi, 0), m, n0 + col, l, p_.rows, v);
               CUTLASS_PRAGMA_UNROLL
               for (int j = 0; j < Rows::kFolds; ++j)
                 if (Rows::fold(j) == Fold::lse) {
