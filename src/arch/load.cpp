@@ -74,6 +74,16 @@ class Reader {
            fmt::format("name: expected \"{}\" (the file's name), found \"{}\"", stem, m.name));
     m.display_name = string(root_, "", "display_name");
     m.compute_capability = string(root_, "", "compute_capability");
+    {  // "major.minor", as CUDA numbers architectures (build picks sm_90a from "9.0")
+      const std::string& cc = m.compute_capability;
+      const auto dot = cc.find('.');
+      auto digits = [](std::string_view v) {
+        return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      };
+      if (dot == std::string::npos || !digits(std::string_view(cc).substr(0, dot)) || !digits(std::string_view(cc).substr(dot + 1)))
+        fail(*root_.get("compute_capability"),
+             fmt::format("compute_capability: expected \"major.minor\" (e.g. \"9.0\"), found \"{}\"", cc));
+    }
     m.sm_count = integer(root_, "", "sm_count");
     m.clock_hz = number(root_, "", "clock_hz");
     if (root_.get("max_boost_clock_hz")) m.max_boost_clock_hz = number(root_, "", "max_boost_clock_hz");

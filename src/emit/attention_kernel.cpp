@@ -168,9 +168,13 @@ class Recogniser {
 
   Result<AttentionForm> run() {
     AttentionForm f;
-    if (d_.outputs.size() != 1)
+    // O, and optionally the row logsumexp as a second output (checked in check_epilogue).
+    if (d_.outputs.size() == 2 && d_.node(d_.outputs[0].node).op == OpKind::logsumexp) f.o_index = 1;
+    const bool lse_second = d_.outputs.size() == 2 && d_.node(d_.outputs[1 - f.o_index].node).op == OpKind::logsumexp;
+    if (d_.outputs.size() != 1 && !lse_second)
       return refuse(d_.outputs.empty() ? SourceLoc{} : d_.outputs[1].loc,
-                    fmt::format("the attention kernel writes one output; this diagram has {}", d_.outputs.size()));
+                    fmt::format("the attention kernel writes one output, O (and its row logsumexp); this diagram has {}",
+                                d_.outputs.size()));
     std::vector<NodeId> contractions;
     for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n)
       if (d_.node(n).op == OpKind::contract) contractions.push_back(n);
@@ -283,7 +287,7 @@ class Recogniser {
         const auto at = std::find(axes.begin(), axes.end(), head);
         return head >= 0 && at != axes.end() && at + 1 < axes.end() && *(at + 1) == x;
       };
-      const std::vector<AxisId>& out = d_.outputs[0].axes;
+      const std::vector<AxisId>& out = d_.outputs[f.o_index].axes;
       auto fits = [&](AxisId x) { return follows_head(q.axes, x) + follows_head(out, x); };
       if (fits(f.query) > fits(f.group) ||
           (fits(f.query) == fits(f.group) && d_.axis(f.group).size > d_.axis(f.query).size))
@@ -367,11 +371,37 @@ class Recogniser {
 
   // The epilogue: elementwise code from the output down to P V (and the row LSE).
   Result<AttentionForm> check_epilogue(AttentionForm& f) {
-    f.output = d_.outputs[0].node;
+    const ir::Output& o_out = d_.outputs[f.o_index];
+    f.output = o_out.node;
     f.epilogue = f.output;
     if (d_.node(f.output).op == OpKind::cast && d_.node(f.output).dtype == d_.node(f.q).dtype)
       f.epilogue = d_.node(f.output).operands[0];
-    if (!depends_on(d_, f.output, f.pv)) return refuse(d_.outputs[0].loc, "the output must be computed from P V");
+    if (!depends_on(d_, f.output, f.pv)) return refuse(o_out.loc, "the output must be computed from P V");
+    if (d_.outputs.size() == 2) {
+      const ir::Output& l_out = d_.outputs[1 - f.o_index];
+      const Node& x = d_.node(l_out.node);
+      if (f.normaliser < 0 || x.operands[0] != d_.node(f.normaliser).operands[0] || x.over != std::vector<AxisId>{f.key})
+        return refuse(l_out.loc, "a second output is the row logsumexp of the softmax's own input over the keys (the "
+                                 "kernel's row statistics), or nothing");
+      if (x.dtype != DType::f32)
+        return refuse(l_out.loc, fmt::format("the row logsumexp '{}' is {}: the kernel writes it in f32", x.name, dtype_name(x.dtype)));
+      std::string roles;
+      for (AxisId a : l_out.axes) roles += role(f, a, true);
+      std::string want;
+      for (const char r : std::string("bhgq"))
+        if (roles.find(r) != std::string::npos) want += r;
+      if (roles != want) {
+        std::vector<std::string> order;
+        for (const char r : want)
+          for (AxisId a : l_out.axes)
+            if (role(f, a, true) == r) order.push_back(d_.axis(a).name);
+        return refuse(l_out.loc, fmt::format("the kernel writes the row logsumexp batch, head, group and query outermost "
+                                             "first: write it as out {}[{}]",
+                                             x.name, fmt::join(order, " ")));
+      }
+      f.lse_output = l_out.node;
+      f.lse_roles = roles;
+    }
     std::set<NodeId> seen;
     std::function<Result<AttentionForm>(NodeId)> walk = [&](NodeId n) -> Result<AttentionForm> {
       if (n == f.pv || !seen.insert(n).second) return f;
@@ -393,10 +423,10 @@ class Recogniser {
     };
     if (auto r = walk(f.output); !r.ok()) return r;
     std::string o_roles;
-    for (AxisId x : d_.outputs[0].axes) {
+    for (AxisId x : o_out.axes) {
       const char r = role(f, x, true);
       if (r == 'k' || r == 'd' || r == '?')
-        return refuse(d_.outputs[0].loc, fmt::format("the output carries axis '{}', which is not a batch, head, query or "
+        return refuse(o_out.loc, fmt::format("the output carries axis '{}', which is not a batch, head, query or "
                                                      "value-head axis", d_.axis(x).name));
       o_roles += r;
     }
@@ -1107,6 +1137,7 @@ std::string describe_fusion(const AttentionForm& f) {
   if (!f.masks.empty()) s += f.skips_blocks ? "; mask bounded per block (skips blocks)" : "; mask (every chunk)";
   if (f.epilogue != f.pv) s += "; epilogue fused";
   if (f.lse >= 0) s += " (reads the row logsumexp)";
+  if (f.lse_output >= 0) s += "; writes the row logsumexp";
   if (!f.aux.empty()) s += fmt::format("; {} auxiliary input{}", f.aux.size(), f.aux.size() == 1 ? "" : "s");
   return s;
 }
@@ -1184,7 +1215,8 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
   if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
-  if (f.group >= 0 && !reads_query_axes(d, f))
+  if (f.lse_output >= 0) out += "  static constexpr float kEmptyRowLse = -INFINITY;  // the diagram's logsumexp of no key\n";
+  if (f.group >= 0 && !reads_query_axes(d, f) && f.lse_output < 0)  // (the LSE's layout keeps g and q apart)
     out += "  static constexpr bool kQueryAxesInterchangeable = true;  // the fused code reads neither q nor g\n";
   const ReaderInputs reader = reader_inputs(d, f);
   if (!reader.staged.empty()) {
@@ -1306,11 +1338,12 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
     out += fmt::format("  a.{} = napkin::device::range_of_real(a.{});\n", range_member(p), param_member(p));
   out += "}\n\n";
   const std::string o_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
+  const std::string lse = f.lse_output >= 0 ? fmt::format(", \"{}\", \"{}\"", d.node(f.lse_output).name, f.lse_roles) : "";
   out += fmt::format("constexpr napkin::AttentionSpec kSpec{{\"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", \"{}\", {}, "
-                     "napkin::AttentionDType::{}, {}}};\n\n",
+                     "napkin::AttentionDType::{}, {}{}}};\n\n",
                      d.node(f.q).name, f.q_roles, d.node(f.k).name, f.k_roles, d.node(f.v).name, f.v_roles, o_name,
                      f.o_roles, f.head_dim, f.element == DType::bf16 ? "kBF16" : "kF16",
-                     expression::literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0));
+                     expression::literal(f.normaliser >= 0 && !f.factor_per_tile ? f.factor_constant : 1.0), lse);
   if (entry_name.empty()) {
     out += "constexpr char kManifest[] = R\"napkin_manifest(" + manifest_json + ")napkin_manifest\";\n";
     out += "const char* const kNames[] = {" + expression::library_names(d) + "nullptr};\n\n";

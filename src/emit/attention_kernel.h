@@ -10,6 +10,9 @@
 //              attention), summed plainly; a mask then selects 0
 //   epilogue   elementwise code over O, axis indices, auxiliary inputs and the row's
 //              logsumexp of the softmax's own input (attention sinks)
+//   LSE        optionally a second output: that logsumexp itself (f32, over the batch, head,
+//              group and query axes in that order), as FlashAttention returns it for a backward
+//              pass (-inf for a row that sees no key, as the reference interpreter gives)
 // Anything else is refused with the op, its location and the reason.
 #pragma once
 
@@ -36,7 +39,10 @@ struct AttentionForm {
   ir::NodeId score = -1;                  // the score code's top (softmax's input less its mask; or P less its mask)
   std::vector<ir::NodeId> masks;          // the mask's predicates (all must hold), outermost first
   ir::NodeId lse = -1;                    // logsumexp of the softmax's input read by the epilogue, or -1
-  ir::NodeId output = -1;                 // the output node
+  ir::NodeId output = -1;                 // the output node (O)
+  ir::NodeId lse_output = -1;             // the row logsumexp written as a second output, or -1
+  std::size_t o_index = 0;                // O's place among the diagram's outputs
+  std::string lse_roles;                  // the LSE output's roles, written order (b h g q)
   ir::NodeId epilogue = -1;               // the epilogue's top (output less a cast to the element type); pv: none
   // The score's factor, folded into the softmax's exp2: score = factor * rest, where the factor
   // is a product of values free of the query row and the key, taken from `factor_nodes` (scale,

@@ -3,6 +3,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -60,17 +63,29 @@ class Emitter {
   SourceLoc loc_;
 };
 
+// A softmax's or logsumexp's statistics over a slice: m0 (the safe max), exp(x - m0) and its sum.
+struct SoftmaxStatistics {
+  NodeId m0 = -1, ex = -1, z = -1;
+};
+// By operand and axes: a softmax and a logsumexp of one value share them (attention that returns
+// its LSE computes one set, as its kernel does).
+using StatisticsCache = std::map<std::pair<NodeId, std::vector<AxisId>>, SoftmaxStatistics>;
+
 // Expands composite `n` (operand already mapped to `x`); returns the node holding its value.
-NodeId expand(Emitter& e, const Diagram& src, const Node& n, NodeId x) {
+NodeId expand(Emitter& e, const Diagram& src, const Node& n, NodeId x, StatisticsCache& cache) {
   const double count = static_cast<double>(src.elements(n.over));
   switch (n.op) {
     case OpKind::softmax:
     case OpKind::logsumexp: {
-      const NodeId m = e.op(OpKind::reduce_max, {x}, n.over);
-      // Safe max: 0 where the slice is all -inf, so that x - m0 is -inf rather than NaN.
-      const NodeId m0 = e.op(OpKind::select, {e.op(OpKind::eq, {m, e.constant(-kInf)}), e.constant(0.0), m});
-      const NodeId ex = e.op(OpKind::exp, {e.op(OpKind::sub, {x, m0})});
-      const NodeId z = e.op(OpKind::reduce_sum, {ex}, n.over);
+      SoftmaxStatistics& st = cache[{x, n.over}];
+      if (st.z < 0) {
+        const NodeId m = e.op(OpKind::reduce_max, {x}, n.over);
+        // Safe max: 0 where the slice is all -inf, so that x - m0 is -inf rather than NaN.
+        st.m0 = e.op(OpKind::select, {e.op(OpKind::eq, {m, e.constant(-kInf)}), e.constant(0.0), m});
+        st.ex = e.op(OpKind::exp, {e.op(OpKind::sub, {x, st.m0})});
+        st.z = e.op(OpKind::reduce_sum, {st.ex}, n.over);
+      }
+      const NodeId m0 = st.m0, ex = st.ex, z = st.z;
       if (n.op == OpKind::logsumexp) return e.op(OpKind::add, {m0, e.op(OpKind::log, {z})});
       // Safe divisor: z is 0 only on an all -inf slice (else z >= 1), where softmax is 0.
       const NodeId z1 = e.op(OpKind::select, {e.op(OpKind::eq, {z, e.constant(0.0)}), e.constant(1.0), z});
@@ -99,6 +114,7 @@ Normalised normalise_with_origin(const Diagram& d) {
   out.diagram.axes = d.axes;
   out.diagram.source_name = d.source_name;
   std::vector<NodeId> map(d.nodes.size(), -1);  // input node -> its value in `out`
+  StatisticsCache statistics;
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
     const Node& n = d.nodes[i];
     const NodeId origin = static_cast<NodeId>(i);
@@ -111,7 +127,7 @@ Normalised normalise_with_origin(const Diagram& d) {
       continue;
     }
     Emitter e(out, origin, n.loc);
-    NodeId v = expand(e, d, n, map[static_cast<std::size_t>(n.operands[0])]);
+    NodeId v = expand(e, d, n, map[static_cast<std::size_t>(n.operands[0])], statistics);
     // The expansion's type equals the composite's for every float operand; a cast keeps the
     // post-condition should a future dtype rule make them differ.
     if (out.diagram.node(v).dtype != n.dtype) {

@@ -514,8 +514,8 @@ class Parser {
     e.depth = 1;
     for (const auto& a : e.args) e.depth = std::max(e.depth, a->depth + 1);
     if (e.depth > kMaxNesting)
-      fail(e.loc, fmt::format("expression nested more than {} levels deep; split it into "
-                              "named values", kMaxNesting));
+      fail(e.loc, fmt::format("expression more than {} operations deep (each operator of a chain such as "
+                              "a + b + c ... is one level); split it into named values", kMaxNesting));
   }
 
   ExprPtr parse_unary() {

@@ -133,7 +133,11 @@ json manifest_for(const ir::Diagram& d, const emit::AttentionForm& f, const Deri
   add(f.v, f.v_roles, "value");
   for (const emit::AuxInput& a : f.aux) add(a.node, a.roles, "auxiliary");
   const std::string out_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
-  json outputs = json::array({tensor_json(d, out_name, d.outputs[0].axes, f.element, f.o_roles, "output")});
+  json outputs = json::array();
+  for (std::size_t i = 0; i < d.outputs.size(); ++i)
+    outputs.push_back(i == f.o_index ? tensor_json(d, out_name, d.outputs[i].axes, f.element, f.o_roles, "output")
+                                     : tensor_json(d, d.node(f.lse_output).name, d.outputs[i].axes, DType::f32, f.lse_roles,
+                                                   "logsumexp"));
   json params = json::array();
   for (ir::NodeId p : f.params) params.push_back({{"name", d.node(p).name}, {"value", d.node(p).scalar}});
   json j = {{"napkin_version", NAPKIN_VERSION},
@@ -671,9 +675,9 @@ std::string output_name(const ir::Diagram& d, const ir::Output& o) { return d.no
 
 // The inputs, the params (rank-0 f64 in host memory, at the values `d` binds: --set p=...) and
 // the (NaN-poisoned) outputs of `d` as host tensors, from the seeded reference inputs; the
-// outputs last, in the diagram's order, the first in `first_dtype` (the kernel's element type),
-// the others in their own.
-std::vector<HostTensor> host_tensors(const ir::Diagram& d, const reference::TensorMap& inputs, DType first_dtype) {
+// outputs last, in the diagram's order, each in the dtype the library writes it in (its
+// manifest's `outputs`: an attention kernel's O in its element type), else its own.
+std::vector<HostTensor> host_tensors(const ir::Diagram& d, const reference::TensorMap& inputs, const json& manifest_outputs) {
   std::vector<HostTensor> hs;
   for (ir::NodeId n : d.inputs()) hs.push_back(to_host(d.node(n).name, d.node(n).dtype, inputs.at(d.node(n).name)));
   for (const ir::Node& n : d.nodes)
@@ -688,7 +692,10 @@ std::vector<HostTensor> host_tensors(const ir::Diagram& d, const reference::Tens
     poison.axes = o.axes;
     for (ir::AxisId a : o.axes) poison.sizes.push_back(d.axis(a).size);
     poison.data.assign(static_cast<std::size_t>(d.elements(o.axes)), std::nan(""));
-    hs.push_back(to_host(output_name(d, o), &o == &d.outputs.front() ? first_dtype : d.node(o.node).dtype, poison));
+    DType dtype = d.node(o.node).dtype;
+    for (const json& m : manifest_outputs)
+      if (m.value("name", std::string()) == output_name(d, o)) dtype = parse_dtype(m.value("dtype", std::string())).value_or(dtype);
+    hs.push_back(to_host(output_name(d, o), dtype, poison));
   }
   return hs;
 }
@@ -765,7 +772,6 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   auto time = reinterpret_cast<Time>(dlsym(lib.handle, "napkin_kernel_time"));
   if (run_host == nullptr || time == nullptr)
     return driver::failure(plain_error(fmt::format("{} lacks napkin_kernel_run_host / napkin_kernel_time", b->library.string())), o.json);
-  const DType element = *parse_dtype(b->manifest["element"].get<std::string>());
 
   // Validation at small sizes against the reference interpreter (f64).
   DiagramArgs small = args;
@@ -807,7 +813,7 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   // FlashAttention's baseline: the same inputs through the diagram in its own dtypes, summing in f32.
   auto low = reference::evaluate(d, inputs, {reference::Arithmetic::low_precision});
   if (!low) return driver::failure(low.error(), o.json);
-  std::vector<HostTensor> hs = host_tensors(d, inputs, element);
+  std::vector<HostTensor> hs = host_tensors(d, inputs, b->manifest["outputs"]);
   std::vector<napkin_tensor> ts = abi_tensors(hs);
   char err[1024] = {};
   if (run_host(ts.data(), static_cast<std::int32_t>(ts.size()), err, sizeof err) != 0)
@@ -885,7 +891,7 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   }
   // Timing at the diagram's sizes.
   const reference::TensorMap full_inputs = reference::random_inputs(full->diagram, o.seed + 1);
-  std::vector<HostTensor> fh = host_tensors(full->diagram, full_inputs, element);
+  std::vector<HostTensor> fh = host_tensors(full->diagram, full_inputs, b->manifest["outputs"]);
   std::vector<napkin_tensor> ft = abi_tensors(fh);
   double ms = 0;
   if (time(ft.data(), static_cast<std::int32_t>(ft.size()), o.iters, &ms, err, sizeof err) != 0)

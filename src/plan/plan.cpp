@@ -461,9 +461,14 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
       fused_plan.note = "no code generator runs it: the plan's kernel families do not cover a streamed kernel of this shape";
     }
   }
-  // The greedy search may miss either end (a merge it never tried): both compete too.
-  for (const Plan* p : {&fused_plan, &unfused_plan})
-    if (p->infeasible.empty() && p->note.empty() && (!best || p->predicted_s < best->predicted_s * 0.999)) best = *p;
+  // The greedy search may miss either end (a merge it never tried): both compete too. A plan of
+  // fewer kernels within the model's 1 % wins (one launch, no intermediate in memory: a decoding
+  // attention step is one kernel, as napkin build emits it, not three that read K and V alike).
+  for (const Plan* p : {&fused_plan, &unfused_plan}) {
+    if (!p->infeasible.empty() || !p->note.empty()) continue;
+    const bool fewer = best && p->kernels.size() < best->kernels.size() && p->predicted_s <= best->predicted_s * 1.01;
+    if (!best || p->predicted_s < best->predicted_s * 0.999 || fewer) best = *p;
+  }
   if (!best) {
     std::string why = unfused_plan.infeasible.empty() ? "no feasible plan" : unfused_plan.infeasible;
     for (const std::string& r : merging.refused) why += "; " + r;

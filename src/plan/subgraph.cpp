@@ -578,6 +578,21 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
                                  "flattens each class of axes into one mode): declare it as {}[{}]",
                                  t->name, broken, t->name, fmt::join(fixed, " ")));
     }
+  // TMA reads an operand along a unit-stride mode: A's innermost axis is of M or K, B's of N or K
+  // (emit/gemm_kernel.cpp refuses a batch axis there).
+  for (const auto& [t, own] : {std::pair{&a, &mset}, std::pair{&bnode, &nset}}) {
+    const AxisId last = t->axes.back();
+    if (own->count(last) || kset.count(last)) continue;
+    std::vector<std::string> fixed;  // the batch axes first, the others as stored
+    for (AxisId x : t->axes)
+      if (lset.count(x)) fixed.push_back(kd.axis(x).name);
+    for (AxisId x : t->axes)
+      if (!lset.count(x)) fixed.push_back(kd.axis(x).name);
+    return invalid(fmt::format("{} [{}]: its innermost axis {} is a batch axis (L); TMA reads a GEMM operand along a "
+                               "unit-stride {} or K axis: declare it as {}[{}]",
+                               t->name, axis_names(kd, t->axes), kd.axis(last).name, t == &a ? "M" : "N", t->name,
+                               fmt::join(fixed, " ")));
+  }
   // The kernel flattens each class of axes into one mode (emit/gemm_kernel.cpp), up to four.
   for (const auto* cls : {&mset, &nset, &kset, &lset})
     if (cls->size() > 4)
@@ -638,6 +653,16 @@ search::GemmProblem gemm_problem(const ir::Diagram& kd, const GemmClasses& g, DT
 // Why the GEMM's output, stored in `order`, cannot be written as its (M, N, L) modes (each class
 // of axes one run of adjacent dims, as the emitter flattens them), or "".
 std::string output_modes_error(const ir::Diagram& kd, const GemmClasses& g, const std::string& name, const std::vector<AxisId>& order) {
+  if (!order.empty() && g.l.count(order.back())) {
+    std::vector<std::string> fixed;  // the batch axes first, the others as written
+    for (AxisId x : order)
+      if (g.l.count(x)) fixed.push_back(kd.axis(x).name);
+    for (AxisId x : order)
+      if (!g.l.count(x)) fixed.push_back(kd.axis(x).name);
+    return fmt::format("the output {} [{}]: its innermost axis {} is a batch axis (L); a GEMM writes along a unit-stride M "
+                       "or N axis: write it as {}[{}]",
+                       name, axis_names(kd, order), kd.axis(order.back()).name, name, fmt::join(fixed, " "));
+  }
   for (const std::set<AxisId>* cls : {&g.l, &g.m, &g.n}) {
     if (one_run(order, [&](AxisId x) { return cls->count(x) > 0; })) continue;
     std::vector<std::string> fixed;  // batch axes, then M, then N
@@ -952,7 +977,16 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
   NodeId p = -1, v = -1;
   for (NodeId o : c2.operands) (depends_on(kd, o, c.contracts[0]) ? p : v) = o;
   if (p < 0 || v < 0 || !loaded(v)) return "the second contraction does not read the scores and an input V";
-  const DType out = kd.node(kd.outputs[0].node).dtype;
+  // O, and optionally the row logsumexp of the softmax's input as a second output (f32).
+  const std::size_t o_index = kd.outputs.size() == 2 && kd.node(kd.outputs[0].node).op == OpKind::logsumexp ? 1 : 0;
+  if (kd.outputs.size() == 2) {
+    const Node& l = kd.node(kd.outputs[1 - o_index].node);
+    if (l.op != OpKind::logsumexp || l.dtype != DType::f32)
+      return "a second output that is not the row logsumexp (f32)";
+  } else if (kd.outputs.size() != 1) {
+    return "an attention kernel writes one output (and its row logsumexp)";
+  }
+  const DType out = kd.node(kd.outputs[o_index].node).dtype;
   if (!is_narrow_float(out) && out != DType::fp8e4m3 && out != DType::fp8e5m2)
     return fmt::format("the output is {}: attention kernels write bf16 or f16", dtype_name(out));
   if (c2.over.size() != 1) return "the second contraction sums over other than one key axis";
@@ -963,7 +997,7 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
 }
 
 Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so) {
-  if (kd.outputs.size() != 1) return invalid("an attention kernel writes one output");
+
   if (std::string why = attention_shape(kd, census(kd)); !why.empty()) return invalid("not the attention family: " + why);
   auto r = search::search(kd, sched::analyse_streaming(kd), m, so);
   if (r && r->ranked.empty() && so.row_layout != search::RowLayout::quad) {

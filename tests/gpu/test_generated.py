@@ -298,3 +298,37 @@ def test_index_arithmetic_past_its_exact_range_is_refused():
     kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])
     torch.cuda.synchronize()
     assert torch.isfinite(out[:, :, :m].float()).all()
+
+
+def test_attention_returns_its_logsumexp():
+    """tests/diagrams/attention_lse writes O and the row logsumexp (f32, [b h g q]) in one kernel:
+    both against PyTorch in f64 at lengths no tile divides (q != k), the first `lag` rows (no key)
+    O = 0 and LSE = -inf; an LSE tensor of other strides is refused by name."""
+    import torch
+    kernel = kernel_for("attention_lse")
+    d = next(a["size"] for a in kernel.inputs[0]["axes"] if a["role"] == "head_dim")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    # The second shape launches 32 tiles of up to 4000 keys: split along the keys, the LSE from the
+    # combine kernel.
+    for b, h, g, q, k in [(2, 2, 2, 333, 301), (1, 1, 1, 4000, 4000)]:
+        check_lse(kernel, gen, d, b, h, g, q, k)
+
+
+def check_lse(kernel, gen, d, b, h, g, q, k, lag=3):
+    import torch
+    Q = torch.randn(b, h, g, q, d, generator=gen, device="cuda").bfloat16()
+    K, V = (torch.randn(b, h, k, d, generator=gen, device="cuda").bfloat16() for _ in range(2))
+    O, L = kernel(Q, K, V)
+    torch.cuda.synchronize()
+    s = torch.einsum("bhgqd,bhkd->bhgqk", Q.double(), K.double()) * 0.08838834764831845
+    visible = torch.arange(k, device="cuda")[None, :] + lag <= torch.arange(q, device="cuda")[:, None]
+    s = s.masked_fill(~visible, float("-inf"))
+    want_l = torch.logsumexp(s, -1)
+    want_o = torch.einsum("bhgqk,bhkd->bhgqd", torch.softmax(s, -1).nan_to_num(0.0), V.double())
+    assert L.dtype == torch.float32 and tuple(L.shape) == (b, h, g, q)
+    assert (L[..., :lag] == float("-inf")).all() and torch.isfinite(L[..., lag:]).all()
+    assert (L[..., lag:].double() - want_l[..., lag:]).abs().max().item() < 1e-3
+    assert (O.double() - want_o).abs().max().item() < 3e-2
+    assert (O[..., :lag, :] == 0).all()
+    with pytest.raises(ValueError, match="tensor 'L'"):
+        kernel(Q, K, V, out=[torch.empty_like(O), torch.empty(b, h, q, g, device="cuda").transpose(-1, -2)])

@@ -257,7 +257,29 @@ struct AttentionSpec {
   int head_dim;
   AttentionDType dtype;
   float softmax_scale;
+  // The row logsumexp as an output (f32, roles among b h g q in that order), or null.
+  const char* lse = nullptr;
+  const char* lse_roles = nullptr;
 };
+
+// Binds a generated kernel's LSE output: f32, written by the kernel as [batch, heads_q, seqlen_q]
+// contiguous (head = h * G + g), so its strides must be those. Returns "" or the reason.
+inline std::string bind_lse(TensorBinder& tb, const AttentionSpec& spec, AttentionFwdArgs* a) {
+  if (spec.lse == nullptr) return "";
+  const napkin_tensor* t = tb.bind(spec.lse, NAPKIN_F32, spec.lse_roles);
+  if (t == nullptr) return tb.error();
+  int64_t want = 1;
+  for (const char role : {'q', 'g', 'h', 'b'}) {
+    if (!std::strchr(spec.lse_roles, role)) continue;
+    if (tb.size(role) > 1 && TensorBinder::stride(t, spec.lse_roles, role) != want)
+      return std::string("tensor '") + spec.lse + "': the kernel writes it contiguous in the order [" + spec.lse_roles +
+             "]: its stride along " + TensorBinder::role_name(role) + " must be " + std::to_string(want) + ", found " +
+             std::to_string(TensorBinder::stride(t, spec.lse_roles, role));
+    want *= tb.size(role);
+  }
+  a->lse = static_cast<float*>(t->data);
+  return "";
+}
 
 // `roles` with the query row and the GQA group exchanged ('q' <-> 'g'), into `out`.
 inline const char* exchange_query_roles(const char* roles, char (&out)[16]) {
@@ -322,6 +344,7 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
       !e.empty())
     return report_error(e, err, err_len);
   args.softmax_scale = spec.softmax_scale;
+  if (std::string e = bind_lse(tb, spec, &args); !e.empty()) return report_error(e, err, err_len);
   return report_error(run_attention<Fusion, Element, kHeadDim>(args, fusion, static_cast<cudaStream_t>(stream)), err,
                       err_len);
 }

@@ -124,6 +124,44 @@ TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
   EXPECT_EQ(roles("b g h q d", "h k"), "bghqd hkd hke");
 }
 
+// The row logsumexp as a second output (FlashAttention's LSE): f32, written batch, head, group,
+// query; -inf for a row that sees no key (the reference's), and no exchange of q and g.
+TEST(AttentionKernel, WritesTheRowLogsumexpAsASecondOutput) {
+  const auto path = testing::source_dir() / "tests" / "diagrams" / "attention_lse.napkin";
+  const Loaded l = parse("tests/diagrams/attention_lse.napkin", testing::read_text(path));
+  auto f = emit::recognise_attention(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_GE(f->lse_output, 0);
+  EXPECT_EQ(f->lse_roles, "bhgq");
+  EXPECT_EQ(f->o_index, 0u);
+  const std::string unit = emit_for(l);
+  EXPECT_NE(unit.find("\"L\", \"bhgq\"}"), std::string::npos);
+  EXPECT_NE(unit.find("kEmptyRowLse = -INFINITY"), std::string::npos);
+  EXPECT_EQ(unit.find("kQueryAxesInterchangeable"), std::string::npos);
+  testing::expect_golden("kernels/attention_lse.cu", unit);
+  auto refused = [&](const std::string& from, const std::string& to) {
+    std::string text = testing::read_text(path);
+    text.replace(text.find(from), from.size(), to);
+    const Loaded m = parse("lse.napkin", text);
+    auto r = emit::recognise_attention(m.diagram, m.src);
+    return r.ok() ? std::string("accepted") : r.error().format();
+  };
+  EXPECT_NE(refused("out L", "out L[b q h g]").find("write it as out L[b h g q]"), std::string::npos);
+  EXPECT_NE(refused("L = logsumexp(M over k)", "L = logsumexp(S over k)").find("the row logsumexp of the softmax's own input"),
+            std::string::npos);
+  EXPECT_NE(refused("L = logsumexp(M over k)", "L = logsumexp(M over k) as f16").find("one output, O (and its row logsumexp)"),
+            std::string::npos);
+  // Listed first, it is still the LSE.
+  auto swapped = [&]() {
+    std::string text = testing::read_text(path);
+    text.replace(text.find("out O\nout L"), 11, "out L\nout O");
+    const Loaded m = parse("lse.napkin", text);
+    return emit::recognise_attention(m.diagram, m.src);
+  }();
+  ASSERT_TRUE(swapped.ok()) << swapped.error().format();
+  EXPECT_EQ(swapped->o_index, 1u);
+}
+
 // Where the fused code reads neither the query row nor the GQA group, the launch may make either
 // the tile's rows (decoding packs a KV group's heads into one tile); any read of either keeps the
 // build's roles.

@@ -338,6 +338,29 @@ TEST(Plan, AGemmInputWithAModeSplitNamesTheOrderThatDerives) {
                   .ok());
 }
 
+// Attention that also writes its row logsumexp is one attention kernel, as napkin build emits it.
+TEST(Plan, AttentionWithItsLogsumexpIsOneKernel) {
+  auto r = derive(parse(testing::read_text(testing::source_dir() / "tests" / "diagrams" / "attention_lse.napkin")));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::attention}));
+  EXPECT_TRUE(plan::one_attention_kernel(r.chosen));
+}
+
+// An operand or an output with its batch axis innermost has no unit-stride mode for TMA: derive
+// refuses it as build does, naming the order that derives.
+TEST(Plan, ABatchAxisInnermostNamesTheOrderThatDerives) {
+  const char* head = "axes x=8 t=512 e=2048 f=1408\nin X[x t e] bf16\n";
+  auto r = plan::derive_plan(parse(std::string(head) + "in W[e f x] bf16\nY = contract(X, W over e) as bf16\nout Y[t x f]\n"), h100());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("its innermost axis x is a batch axis (L)"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("declare it as W[x e f]"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(plan::derive_plan(parse(std::string(head) + "in W[x e f] bf16\nY = contract(X, W over e) as bf16\nout Y[t x f]\n"), h100()).ok());
+  // An output written batch innermost: the GEMM writes the product as it can, an elementwise
+  // kernel transposes it (an output's order is the caller's).
+  r = plan::derive_plan(parse(std::string(head) + "in W[x e f] bf16\nY = contract(X, W over e) as bf16\nout Y[t f x]\n"), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(kinds(r->chosen), (std::vector<K>{K::gemm, K::elementwise}));
+}
+
 // A contraction of three operands splits into GEMMs of two, the smaller product first.
 TEST(Plan, AContractionOfThreeOperandsSplitsIntoGemms) {
   const auto r = derive(parse("axes m=4096 k=1024 n=4096 p=64\nin A[m k] bf16\nin B[k n] bf16\nin C[n p] bf16\n"

@@ -85,6 +85,9 @@ struct FusionDefaults {
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false, kBlockCostly = false,
                         kSharesAcrossBatch = false, kScoreFactor = false, kQueryAxesInterchangeable = false;
+  // The LSE written for a row that sees no key: +inf, FlashAttention's (exp(s - LSE) is then 0 in
+  // a backward pass); a diagram's logsumexp is -inf there (generated kernels with an LSE output).
+  static constexpr float kEmptyRowLse = __builtin_huge_valf();
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
   static constexpr int kStagedBytes = 0, kKeyRowInputs = 0, kKeyRowBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)

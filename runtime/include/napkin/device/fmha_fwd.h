@@ -939,7 +939,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           for (int r = 0; r < 2; ++r) {
             const int row = row0 + acc_row(warp_in_wg, lane, r);
             if (row < p.seqlen_q)
-              p.lse[(static_cast<int64_t>(tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row] = lse[r];
+              p.lse[(static_cast<int64_t>(tc.batch) * p.heads_q + tc.head) * p.seqlen_q + row] =
+                  inv_sum[r] > 0.f ? lse[r] : Fusion::kEmptyRowLse;
           }
         }
       };
@@ -1202,7 +1203,7 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
       v = Fusion::epilogue(p.fusion, v, Fusion::kEpilogueUsesLse ? row_lse : -INFINITY, batch, head, q, lane * kPerLane + e);
     dst[e] = static_cast<typename Cfg::Element>(v);
   }
-  if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? INFINITY : row_lse;
+  if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? Fusion::kEmptyRowLse : row_lse;
 }
 
 // The current device's SMs and the CTAs of this kernel resident on each (Cfg::kCtasPerSM, or
