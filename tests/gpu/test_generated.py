@@ -311,7 +311,11 @@ def test_attention_returns_its_logsumexp():
     # The second shape launches 32 tiles of up to 4000 keys: split along the keys, the LSE from the
     # combine kernel.
     for b, h, g, q, k in [(2, 2, 2, 333, 301), (1, 1, 1, 4000, 4000)]:
-        check_lse(kernel, gen, d, b, h, g, q, k)
+        Q, K, V, O = check_lse(kernel, gen, d, b, h, g, q, k)
+    # L [b h g q] stored query-major within the group's heads (g > 1: not contiguous).
+    Q, K, V, O = check_lse(kernel, gen, d, 1, 2, 2, 65, 70)
+    with pytest.raises(ValueError, match="tensor 'L'"):
+        kernel(Q, K, V, out=[torch.empty_like(O), torch.empty(1, 2, 65, 2, device="cuda").transpose(-1, -2)])
 
 
 def check_lse(kernel, gen, d, b, h, g, q, k, lag=3):
@@ -330,5 +334,4 @@ def check_lse(kernel, gen, d, b, h, g, q, k, lag=3):
     assert (L[..., lag:].double() - want_l[..., lag:]).abs().max().item() < 1e-3
     assert (O.double() - want_o).abs().max().item() < 3e-2
     assert (O[..., :lag, :] == 0).all()
-    with pytest.raises(ValueError, match="tensor 'L'"):
-        kernel(Q, K, V, out=[torch.empty_like(O), torch.empty(b, h, q, g, device="cuda").transpose(-1, -2)])
+    return Q, K, V, O
