@@ -616,14 +616,18 @@ std::string params_binding(const ir::Diagram& d, const GemmForm& f) {
   return out;
 }
 
+// The entry's alignment checks of A and B (TMA's rules, whole 16-byte rows).
+std::string ab_checks(const GemmForm& f, const Node& A, const Node& B) {
+  std::string out = fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am",
+                                f.a_k_major ? "K" : "M", f.a_k_major ? "am" : "ak");
+  return out + fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn",
+                           f.b_k_major ? "K" : "N", f.b_k_major ? "bn" : "bk");
+}
+
 // The entry's alignment checks of A, B and D (TMA's rules):
 // `d_whole_rows` where D's contiguous extent must be whole 16-byte rows too (a TMA store).
 std::string operand_checks(const GemmForm& f, const Node& A, const Node& B, const Node& Y, bool d_whole_rows) {
-  std::string out = fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am",
-                                f.a_k_major ? "K" : "M", f.a_k_major ? "am" : "ak");
-  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
-                     f.b_k_major ? "bn" : "bk");
-  return out + fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, {});\n", Y.name, f.out_n_major ? "dn" : "dm",
+  return ab_checks(f, A, B) + fmt::format("  s.tma(D, \"{}\", {}, \"{}\", {{{}, dl}}, {});\n", Y.name, f.out_n_major ? "dn" : "dm",
                            f.out_n_major ? "N" : "M", f.out_n_major ? "dm" : "dn", d_whole_rows);
 }
 
@@ -666,6 +670,16 @@ std::string mode_lines(const GemmForm& f, const std::string& prefix, const char*
 // Config's trailing scheduler arguments (kStreamK, kRasterAlongN), written only where set.
 std::string scheduler_arguments(const plan::GemmSchedule& s) {
   return s.raster_along_n ? fmt::format(", {}, true", s.stream_k) : s.stream_k ? ", true" : "";
+}
+
+// The unit's `using Config = napkin::gemm::Config<...>` for the schedule, D's element and layout.
+std::string config_line(const GemmForm& f, const plan::GemmSchedule& s, const char* element_d, bool d_n_major) {
+  return fmt::format(
+      "using Config = napkin::gemm::Config<{0}, {1}, cutlass::layout::{2}, cutlass::layout::{3}, cutlass::layout::{4},\n"
+      "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}{13}>;\n",
+      cutlass_type(f.element), element_d, f.a_k_major ? "RowMajor" : "ColumnMajor", f.b_k_major ? "ColumnMajor" : "RowMajor",
+      d_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k, s.cluster_m, s.cluster_n, s.stages,
+      s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
 }
 
 // The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
@@ -928,11 +942,7 @@ std::string emit_folded_gemm_kernel(const ir::Diagram& d, const GemmForm& f, con
   const Node& A = d.node(f.a);
   const Node& B = d.node(f.b);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_reduction.h", "", "B " + B.name);
-  out += fmt::format(
-      "using Config = napkin::gemm::Config<{0}, float, cutlass::layout::{1}, cutlass::layout::{2}, cutlass::layout::RowMajor,\n"
-      "                                    {3}, {4}, {5}, 1, 1, {6}, {7}, {8}{9}>;\n\n",
-      cutlass_type(f.element), f.a_k_major ? "RowMajor" : "ColumnMajor", f.b_k_major ? "ColumnMajor" : "RowMajor", s.tile_m,
-      s.tile_n, s.tile_k, s.stages, s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
+  out += config_line(f, s, "float", true) + "\n";
   // Arguments: every class axis's extent, each input's and output's pointer and strides, params.
   std::string args = "  struct Arguments {\n";
   for (const std::vector<AxisId>* cls : {&f.m, &f.n, &f.l})
@@ -1015,11 +1025,7 @@ std::string emit_folded_gemm_kernel(const ir::Diagram& d, const GemmForm& f, con
     for (std::size_t i = 0; i < classes[k]->size(); ++i)
       out += fmt::format("  rows.extent_{}_ = tb.size('{}');\n", d.axis((*classes[k])[i]).name, kRoleLetters[k][i]);
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
-  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl");
-  out += fmt::format("  s.tma(A, \"{}\", {}, \"{}\", {{{}, al}}, true);\n", A.name, f.a_k_major ? "ak" : "am", f.a_k_major ? "K" : "M",
-                     f.a_k_major ? "am" : "ak");
-  out += fmt::format("  s.tma(B, \"{}\", {}, \"{}\", {{{}, bl}}, true);\n", B.name, f.b_k_major ? "bk" : "bn", f.b_k_major ? "K" : "N",
-                     f.b_k_major ? "bn" : "bk");
+  out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") + ab_checks(f, A, B);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";
   out += "  const std::string e = napkin::gemm::run_folded<Kernel>(A->data, am, ak, al, B->data, bn, bk, bl, rows,\n"
          "                                                      static_cast<cudaStream_t>(stream), Config::kSwizzle);\n"
@@ -1036,13 +1042,7 @@ std::string emit_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan
   const Node& B = d.node(f.b);
   const Node& Y = d.node(f.output);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_kernel.h", "", "B " + B.name);
-  out += fmt::format(
-      "using Config = napkin::gemm::Config<{0}, {1}, cutlass::layout::{2}, cutlass::layout::{3}, cutlass::layout::{4},\n"
-      "                                    {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}{13}>;\n",
-      cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
-      f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, s.tile_n, s.tile_k,
-      s.cluster_m, s.cluster_n, s.stages, s.pingpong ? "true" : "false", s.swizzle,
-      scheduler_arguments(s));
+  out += config_line(f, s, cutlass_type(f.out_dtype), f.out_n_major);
   std::map<NodeId, std::string> known{{f.contraction, "acc[i]"}};
   std::string leaf_types, params_list = "cutlass::Array<float, N> const& acc";
   for (std::size_t i = 0; i < f.leaves.size(); ++i) {

@@ -138,38 +138,30 @@ struct DualMainloop : Base {
 // columns in one 4-byte store where D is contiguous along N). Combine::operator()(float b0, float
 // b1) is the diagram's code; `swapped` says the kernel's first accumulator is B1's.
 template <class ElementD_, class StrideD_, class Combine>
-class DualEpilogue {
+struct DualEpilogueArguments {
+  ElementD_* ptr_D = nullptr;
+  StrideD_ dD{};
+  bool swapped = false;
+  typename Combine::Arguments combine{};
+  int n_limit = INT_MAX;  // columns stored: n < min(N, n_limit)
+};
+template <class ElementD_, class StrideD_, class Combine>
+class DualEpilogue : public RegisterEpilogue<DualEpilogueArguments<ElementD_, StrideD_, Combine>> {
+  using Base = RegisterEpilogue<DualEpilogueArguments<ElementD_, StrideD_, Combine>>;
+
  public:
-  using ElementC = void;
   using StrideC = StrideD_;
   using ElementD = ElementD_;
   using StrideD = StrideD_;
-  using GmemTiledCopyC = void;
-  using GmemTiledCopyD = void;
   using ThreadEpilogueOp = Combine;  // named by CUTLASS's device adapter; not used
-  struct SharedStorage {};
-  struct Arguments {
-    ElementD* ptr_D = nullptr;
-    StrideD dD{};
-    bool swapped = false;
-    typename Combine::Arguments combine{};
-    int n_limit = INT_MAX;  // columns stored: n < min(N, n_limit)
-  };
-  using Params = Arguments;
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
 
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) { return args; }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) { return args.ptr_D != nullptr; }
 
   CUTLASS_HOST_DEVICE explicit DualEpilogue(Params const& p, SharedStorage const& = SharedStorage()) : p_(p) {}
-  CUTLASS_DEVICE bool is_source_needed() { return false; }
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma, class Residue>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem, BlockShapeMNK blk, BlockCoordMNKL coord,

@@ -137,6 +137,30 @@ struct Kernel {
   using Arguments = typename Gemm::Arguments;
 };
 
+// What CUTLASS's Sm90TmaWarpSpecializedAdapter asks of an epilogue that works in registers alone
+// (no shared memory, no workspace, no source C; napkin/gemm_dual.h, napkin/gemm_reduction.h): its
+// Params are its Arguments. The epilogue adds ElementD, StrideC/D, ThreadEpilogueOp,
+// can_implement, its constructor and operator().
+template <class Arguments_>
+struct RegisterEpilogue {
+  using ElementC = void;
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+  struct SharedStorage {};
+  using Arguments = Arguments_;
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) { return args; }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Host: modes, strides, leaf arguments, checks and the launch.
 

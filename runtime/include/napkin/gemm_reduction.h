@@ -92,37 +92,29 @@ CUTLASS_DEVICE void fold_values(const float* st, float* r) {
 // The epilogue: folds the tile's columns into a partial state per row, written to
 // partials[((l M + m) tiles_n + tile) kFoldStates + s].
 template <class Rows>
-class FoldEpilogue {
+struct FoldEpilogueArguments {
+  float* partials = nullptr;
+  int64_t tiles_n = 0;
+  typename Rows::Arguments rows{};
+};
+template <class Rows>
+class FoldEpilogue : public RegisterEpilogue<FoldEpilogueArguments<Rows>> {
+  using Base = RegisterEpilogue<FoldEpilogueArguments<Rows>>;
+
  public:
-  using ElementC = void;
   using StrideC = cute::Stride<int64_t, cute::_1, int64_t>;
   using ElementD = float;
   using StrideD = StrideC;
-  using GmemTiledCopyC = void;
-  using GmemTiledCopyD = void;
   using ThreadEpilogueOp = Rows;  // named by CUTLASS's device adapter; not used
+  using typename Base::Arguments;
+  using typename Base::Params;
+  using typename Base::SharedStorage;
   static constexpr int kStates = kFoldStates<Rows>;
-  struct SharedStorage {};
-  struct Arguments {
-    float* partials = nullptr;
-    int64_t tiles_n = 0;
-    typename Rows::Arguments rows{};
-  };
-  using Params = Arguments;
 
-  template <class ProblemShape>
-  static Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) { return args; }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&) { return 0; }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) { return args.partials != nullptr; }
 
   CUTLASS_HOST_DEVICE explicit FoldEpilogue(Params const& p, SharedStorage const& = SharedStorage()) : p_(p) {}
-  CUTLASS_DEVICE bool is_source_needed() { return false; }
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout, class TiledMma, class Residue>
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem, BlockShapeMNK blk, BlockCoordMNKL coord,
@@ -149,26 +141,32 @@ class FoldEpilogue {
       for (int h = 0; h < 2; ++h) {
         const int64_t m = m0 + get<0>(c(2 * h, mi, 0));
         const bool row = m < M;
+        // The summands of each of this thread's values of the row, to `visit`.
+        auto each_value = [&](auto&& visit) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int b = 0; b < kBlocks; ++b) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int x = 0; x < 2; ++x) {
+              const int i = x + 2 * h + 4 * b;
+              const int col = get<1>(c(i, mi, 0));
+              if (!row || col >= columns) continue;
+              float v[Rows::kFolds];
+              code.summands(acc(i, mi, 0), m, n0 + col, l, p_.rows, v);
+              visit(v);
+            }
+          }
+        };
         float st[kStates];
         fold_init<Rows>(st);
         // Pass 1: sums, maxima, and each logsumexp's max.
-        CUTLASS_PRAGMA_UNROLL
-        for (int b = 0; b < kBlocks; ++b) {
+        each_value([&](const float* v) {
           CUTLASS_PRAGMA_UNROLL
-          for (int x = 0; x < 2; ++x) {
-            const int i = x + 2 * h + 4 * b;
-            const int col = get<1>(c(i, mi, 0));
-            if (!row || col >= columns) continue;
-            float v[Rows::kFolds];
-            code.summands(acc(i, mi, 0), m, n0 + col, l, p_.rows, v);
-            CUTLASS_PRAGMA_UNROLL
-            for (int j = 0; j < Rows::kFolds; ++j) {
-              float* s = st + fold_offset<Rows>(j);
-              if (Rows::fold(j) == Fold::sum) s[0] += v[j];
-              else s[0] = rows::nan_max(s[0], v[j]);
-            }
+          for (int j = 0; j < Rows::kFolds; ++j) {
+            float* s = st + fold_offset<Rows>(j);
+            if (Rows::fold(j) == Fold::sum) s[0] += v[j];
+            else s[0] = rows::nan_max(s[0], v[j]);
           }
-        }
+        });
         // The quad's lanes hold the row's other columns.
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < Rows::kFolds; ++j) {
@@ -181,23 +179,14 @@ class FoldEpilogue {
         }
         // Pass 2: each logsumexp's sum of exp(x - max), relative to the row's max in this tile.
         if constexpr (has_lse<Rows>()) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int b = 0; b < kBlocks; ++b) {
+          each_value([&](const float* v) {
             CUTLASS_PRAGMA_UNROLL
-            for (int x = 0; x < 2; ++x) {
-              const int i = x + 2 * h + 4 * b;
-              const int col = get<1>(c(i, mi, 0));
-              if (!row || col >= columns) continue;
-              float v[Rows::kFolds];
-              code.summands(acc(i, mi, 0), m, n0 + col, l, p_.rows, v);
-              CUTLASS_PRAGMA_UNROLL
-              for (int j = 0; j < Rows::kFolds; ++j)
-                if (Rows::fold(j) == Fold::lse) {
-                  float* s = st + fold_offset<Rows>(j);
-                  s[1] += rows::fast_exp(v[j] - safe_max(s[0]));
-                }
-            }
-          }
+            for (int j = 0; j < Rows::kFolds; ++j)
+              if (Rows::fold(j) == Fold::lse) {
+                float* s = st + fold_offset<Rows>(j);
+                s[1] += rows::fast_exp(v[j] - safe_max(s[0]));
+              }
+          });
           CUTLASS_PRAGMA_UNROLL
           for (int j = 0; j < Rows::kFolds; ++j)
             if (Rows::fold(j) == Fold::lse) {
