@@ -546,7 +546,7 @@ std::pair<ir::Diagram, AxisMerge> merged(const ir::Diagram& d, const std::vector
 }  // namespace
 
 MergedAxes merge_reduced_axes(const ir::Diagram& d) {
-  MergedAxes out{d, {}};
+  MergedAxes out{d, {}, {}};
   for (bool more = true; more;) {
     more = false;
     out.refused.clear();  // (the last pass, which merges nothing, says what stays apart)

@@ -505,6 +505,16 @@ std::string tma_rows_error(const ir::Diagram& kd, const std::string& name, const
                      name, fmt::join(axes, " "), extent, extent * bytes, last.name, padded, last.name, padded);
 }
 
+// `order`'s axis names with the batch axes `l` first, the others as they stand: the order that
+// gives a GEMM tensor a unit-stride M, N or K innermost.
+std::string batch_first(const ir::Diagram& kd, const std::vector<AxisId>& order, const std::set<AxisId>& l) {
+  std::vector<std::string> names;
+  for (bool batch : {true, false})
+    for (AxisId x : order)
+      if (l.count(x) == (batch ? 1u : 0u)) names.push_back(kd.axis(x).name);
+  return fmt::format("{}", fmt::join(names, " "));
+}
+
 // `prologues`: operands may be elementwise code of one input each (the prologue GEMM); else
 // they are inputs, as TMA reads them.
 GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& m, bool prologues = false) {
@@ -583,15 +593,10 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
   for (const auto& [t, own] : {std::pair{&a, &mset}, std::pair{&bnode, &nset}}) {
     const AxisId last = t->axes.back();
     if (own->count(last) || kset.count(last)) continue;
-    std::vector<std::string> fixed;  // the batch axes first, the others as stored
-    for (AxisId x : t->axes)
-      if (lset.count(x)) fixed.push_back(kd.axis(x).name);
-    for (AxisId x : t->axes)
-      if (!lset.count(x)) fixed.push_back(kd.axis(x).name);
     return invalid(fmt::format("{} [{}]: its innermost axis {} is a batch axis (L); TMA reads a GEMM operand along a "
                                "unit-stride {} or K axis: declare it as {}[{}]",
                                t->name, axis_names(kd, t->axes), kd.axis(last).name, t == &a ? "M" : "N", t->name,
-                               fmt::join(fixed, " ")));
+                               batch_first(kd, t->axes, lset)));
   }
   // The kernel flattens each class of axes into one mode (emit/gemm_kernel.cpp), up to four.
   for (const auto* cls : {&mset, &nset, &kset, &lset})
@@ -653,16 +658,10 @@ search::GemmProblem gemm_problem(const ir::Diagram& kd, const GemmClasses& g, DT
 // Why the GEMM's output, stored in `order`, cannot be written as its (M, N, L) modes (each class
 // of axes one run of adjacent dims, as the emitter flattens them), or "".
 std::string output_modes_error(const ir::Diagram& kd, const GemmClasses& g, const std::string& name, const std::vector<AxisId>& order) {
-  if (!order.empty() && g.l.count(order.back())) {
-    std::vector<std::string> fixed;  // the batch axes first, the others as written
-    for (AxisId x : order)
-      if (g.l.count(x)) fixed.push_back(kd.axis(x).name);
-    for (AxisId x : order)
-      if (!g.l.count(x)) fixed.push_back(kd.axis(x).name);
+  if (!order.empty() && g.l.count(order.back()))
     return fmt::format("the output {} [{}]: its innermost axis {} is a batch axis (L); a GEMM writes along a unit-stride M "
                        "or N axis: write it as {}[{}]",
-                       name, axis_names(kd, order), kd.axis(order.back()).name, name, fmt::join(fixed, " "));
-  }
+                       name, axis_names(kd, order), kd.axis(order.back()).name, name, batch_first(kd, order, g.l));
   for (const std::set<AxisId>* cls : {&g.l, &g.m, &g.n}) {
     if (one_run(order, [&](AxisId x) { return cls->count(x) > 0; })) continue;
     std::vector<std::string> fixed;  // batch axes, then M, then N
@@ -823,10 +822,8 @@ Family classify_gemm_reduction(const ir::Diagram& kd, const GemmReduction& gr, c
   p.epilogue_sfu_per_element = gr.sfu;
   p.epilogue_fma_per_element = gr.fma;
   p.reduction_states = gr.states;
-  p.reduction_passes = std::any_of(gr.reductions.begin(), gr.reductions.end(),
-                                   [&](NodeId r) { return kd.node(r).op == OpKind::logsumexp; }) ? 2 : 1;
-  Family f = solved_gemm(p, m, top, KernelKind::gemm_reduction);
-  return f;
+  p.reduction_passes = gr.passes;
+  return solved_gemm(p, m, top, KernelKind::gemm_reduction);
 }
 
 // Why a kernel that reduces over r, with `first` an input that stores r not innermost, is no column
@@ -997,7 +994,6 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
 }
 
 Family classify_attention(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so) {
-
   if (std::string why = attention_shape(kd, census(kd)); !why.empty()) return invalid("not the attention family: " + why);
   auto r = search::search(kd, sched::analyse_streaming(kd), m, so);
   if (r && r->ranked.empty() && so.row_layout != search::RowLayout::quad) {
@@ -1183,6 +1179,7 @@ GemmReduction gemm_reduction(const ir::Diagram& kd) {
     }
     out.reductions.push_back(r);
     out.states += x.op == OpKind::logsumexp ? 2 : 1;
+    if (x.op == OpKind::logsumexp) out.passes = 2;
     if (x.op == OpKind::logsumexp) out.sfu += 1, out.fma += 2;  // exp(x - max); the max and the sum
     else out.fma += 1;
   }
@@ -1212,10 +1209,11 @@ GemmReduction gemm_reduction(const ir::Diagram& kd) {
                                   "axes); the product is not stored",
                                   kd.label(n), kd.axis(x).name));
   }
-  for (NodeId user : kd.users(a))
-    if (user != ct) return refuse(fmt::format("{} reads the GEMM's operand {}: the kernel reads it in its mainloop only", kd.label(user), kd.node(a).name));
-  for (NodeId user : kd.users(b))
-    if (user != ct) return refuse(fmt::format("{} reads the GEMM's operand {}: the kernel reads it in its mainloop only", kd.label(user), kd.node(b).name));
+  for (NodeId operand : {a, b})
+    for (NodeId user : kd.users(operand))
+      if (user != ct)
+        return refuse(fmt::format("{} reads the GEMM's operand {}: the kernel reads it in its mainloop only", kd.label(user),
+                                  kd.node(operand).name));
   for (const ir::Output& o : kd.outputs) {
     if (o.node == ct || summand_code.count(o.node))
       return refuse(fmt::format("the kernel writes {}, which varies along N: a folded GEMM writes one value a row", kd.label(o.node)));

@@ -139,6 +139,7 @@ struct GemmReduction {
   std::set<ir::AxisId> m, n, k, l;     // the axis classes
   double sfu = 0, fma = 0;             // the epilogue's arithmetic per product element
   int states = 0;                      // floats of a row's partial (2 a logsumexp, 1 a sum or max)
+  int passes = 1;                      // over the tile's registers: 2 where a logsumexp needs its row max first
   std::string why;                     // when the kernel is no such GEMM
 };
 GemmReduction gemm_reduction(const ir::Diagram& kd);
