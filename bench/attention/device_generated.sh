@@ -3,7 +3,8 @@
 # One call on the GPU machine for the generated kernels: compile those `napkin build
 # --no-compile` wrote under build/gen/<name>_d<D>/kernel.cu into /tmp/gen (16 cores; kept while
 # the machine stays up, so a second call reuses them), then
-#   tests     the GPU tests of every generated kernel (tests/gpu/test_generated.py), d = 128 and 64
+#   tests     the GPU tests of every generated kernel (tests/gpu/test_generated.py), at each head
+#             dim built (the _d<D> of the directories' names)
 #   sanitize  napkin run --library under compute-sanitizer memcheck, racecheck and synccheck
 #   suite     FlashAttention-3's suite (bench/attention/run.py) timing the generated kernels of
 #             bench/attention/suite_diagrams.py (carried: build/suite) against cuDNN
@@ -37,7 +38,7 @@ ls -d $GEN/*/ | xargs -P 16 -I{} sh -c "test -f {}libkernel.so || nvcc $flags {}
 echo "kernels ready in $(( $(date +%s) - t0 )) s: $(ls $GEN/*/libkernel.so | wc -l)"
 grep -c spill $GEN/*/nvcc.log | grep -v ":0" | tee "$OUT/spills.txt"
 if [[ $what == *tests* ]]; then
-  for dim in 128 64; do
+  for dim in $(ls -d $GEN/*_d* | sed 's/.*_d//' | sort -un); do
     mkdir -p /tmp/k$dim; for d in $GEN/*_d$dim; do ln -sfn $d /tmp/k$dim/$(basename $d _d$dim); done
     NAPKIN_KERNELS=/tmp/k$dim timeout 300 python3 -m pytest -q -rfE tests/gpu/test_generated.py -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$OUT/tests_d$dim.log" | tail -8
   done

@@ -27,9 +27,12 @@ std::string attention_fwd(const AttentionFwdArgs& a, void* stream_ptr) {
     case 128:
       err = bf16 ? detail::run_fwd_dim<cutlass::bfloat16_t, 128>(a, stream) : detail::run_fwd_dim<cutlass::half_t, 128>(a, stream);
       break;
-    default:
+    case 256:
       err = bf16 ? detail::run_fwd_dim<cutlass::bfloat16_t, 256>(a, stream) : detail::run_fwd_dim<cutlass::half_t, 256>(a, stream);
       break;
+    default:
+      return "attention_fwd: the prebuilt kernels take head_dim 64, 128 or 256, got " + std::to_string(a.head_dim) +
+             " (napkin build generates a kernel for any multiple of 8 up to 256)";
   }
   return err.empty() ? err : "attention_fwd: " + err;
 }

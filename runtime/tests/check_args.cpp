@@ -31,9 +31,17 @@ int main() {
   expect(e.empty(), "valid arguments", e);
 
   auto a = valid();
-  a.head_dim = 96;
-  e = napkin::attention_fwd_check(a);
-  expect(e == "head_dim must be 64, 128 or 256, got 96", "head_dim 96", e);
+  for (int d : {8, 40, 96, 192, 256}) {
+    a.head_dim = d;
+    e = napkin::attention_fwd_check(a);
+    expect(e.empty(), ("head_dim " + std::to_string(d)).c_str(), e);
+  }
+  for (int d : {0, 36, 264}) {
+    a.head_dim = d;
+    e = napkin::attention_fwd_check(a);
+    expect(e == "head_dim must be a multiple of 8 from 8 to 256 (16-byte rows; WGMMA's widest N), got " + std::to_string(d),
+           ("head_dim " + std::to_string(d)).c_str(), e);
+  }
 
   a = valid();
   a.heads_kv = 3;

@@ -30,8 +30,9 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
   std::string s;
   s += "1. divisibility (each value a multiple of the LCM of what the hardware requires)\n";
   for (const auto& dv : c.divisibility)
-    s += fmt::format("   {:<6} = {:<6} multiple of {:<4} = lcm({})  {}\n", dv.what, dv.value, dv.multiple,
-                     fmt::join(dv.reasons, ", "), dv.ok() ? "ok" : "FAILS");
+    s += fmt::format("   {:<6} = {:<6} multiple of {:<4} = lcm({})  {}{}\n", dv.what, dv.value, dv.multiple,
+                     fmt::join(dv.reasons, ", "), dv.ok() ? "ok" : "FAILS",
+                     dv.padded_from > 0 ? fmt::format(" (the tile pads {} = {}; TMA fills zeros)", dv.what, dv.padded_from) : "");
   s += "2. variables and footprints\n";
   s += fmt::format("   {:<46} {:<22} {:<8} {:<5} {:<14} {:>12}\n", "variable", "shape", "dtype", "level", "scope", "bytes");
   for (const auto& v : c.variables)
@@ -78,7 +79,8 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
 json configuration_json(const search::Configuration& c) {
   json div = json::array(), vars = json::array(), rates = json::array();
   for (const auto& dv : c.divisibility)
-    div.push_back({{"what", dv.what}, {"value", dv.value}, {"multiple", dv.multiple}, {"reasons", dv.reasons}});
+    div.push_back({{"what", dv.what}, {"value", dv.value}, {"multiple", dv.multiple}, {"reasons", dv.reasons},
+                   {"padded_from", dv.padded_from}});
   for (const auto& v : c.variables)
     vars.push_back({{"name", v.name}, {"shape", v.shape}, {"dtype", dtype_name(v.dtype)}, {"level", v.level},
                     {"scope", v.scope}, {"bytes", v.bytes}});

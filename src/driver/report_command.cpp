@@ -276,7 +276,9 @@ std::string configuration_html(const search::Configuration& c, const arch::Machi
        "what the hardware requires.</p>\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& dv : c.divisibility)
-    rows.push_back({code(dv.what), std::to_string(dv.value), std::to_string(dv.multiple),
+    rows.push_back({code(dv.what),
+                    dv.padded_from > 0 ? fmt::format("{} (pads {})", dv.value, dv.padded_from) : std::to_string(dv.value),
+                    std::to_string(dv.multiple),
                     esc(fmt::format("lcm({})", fmt::join(dv.reasons, ", "))),
                     dv.ok() ? "<span class=\"ok\">ok</span>" : "<span class=\"bad\">fails</span>"});
   s += table({"value", "configured", "multiple of", "requirements", ""}, rows, {1, 2});

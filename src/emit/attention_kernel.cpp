@@ -522,9 +522,11 @@ class Recogniser {
       return refuse(out.loc, fmt::format("the output is {}: the kernel writes O in the operands' dtype ({}); end it with "
                                          "`as {}`", dtype_name(out.dtype), dtype_name(q.dtype), dtype_name(q.dtype)));
     f.head_dim = d_.axis(f.dim).size;
-    if (f.head_dim != 64 && f.head_dim != 128 && f.head_dim != 256)
-      return refuse(d_.axis(f.dim).loc, fmt::format("head dim '{}' = {}: the kernel is built for 64, 128 or 256",
-                                                    d_.axis(f.dim).name, f.head_dim));
+    if (f.head_dim < 8 || f.head_dim > 256 || f.head_dim % 8 != 0)
+      return refuse(d_.axis(f.dim).loc,
+                    fmt::format("head dim '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for TMA; "
+                                "WGMMA's widest N is 256)",
+                                d_.axis(f.dim).name, f.head_dim));
     if (d_.axis(f.vdim).size != f.head_dim)
       return refuse(d_.axis(f.vdim).loc, fmt::format("V's head dim '{}' = {} differs from Q's '{}' = {}",
                                                      d_.axis(f.vdim).name, d_.axis(f.vdim).size, d_.axis(f.dim).name,

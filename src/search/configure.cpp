@@ -181,7 +181,10 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
 
   // §1 Divisibility: WGMMA shapes (M = 64 per warpgroup, N % 8, K % 16 for 16-bit and % 32
   // for 8-bit operands), one row per thread (RowLayout::thread only), and 128-byte coalescing
-  // of every input's contiguous axis, combined by LCM.
+  // of every input's contiguous axis, combined by LCM. A whole axis (d) is the diagram's, not a
+  // choice: its tile is padded to what WGMMA needs (TMA fills zeros past the tensor), and a
+  // tensor-core operand's rows are swizzled 128 bytes wide where the tile allows, else 64 or
+  // 32; the one hard rule is TMA's 16-byte rows.
   Divisibility rows_div{"w_" + d.axis(last_row).name, 1, {}, c.rows_per_warpgroup};
   Divisibility chunk_div{"s_" + stream_name, 1, {}, c.chunk};
   std::vector<Divisibility> whole_div;
@@ -190,12 +193,15 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     dv.multiple = std::lcm(dv.multiple, k);
     dv.reasons.push_back(fmt::format("{} ({})", k, why));
   };
-  auto div_of = [&](AxisId a) -> Divisibility* {
-    if (a == sh.stream) return &chunk_div;
-    if (a == last_row) return &rows_div;
+  auto whole_of = [&](AxisId a) -> Divisibility* {
     for (std::size_t i = 0; i < sh.whole.size(); ++i)
       if (sh.whole[i] == a) return &whole_div[i];
     return nullptr;
+  };
+  auto div_of = [&](AxisId a) -> Divisibility* {
+    if (a == sh.stream) return &chunk_div;
+    if (a == last_row) return &rows_div;
+    return whole_of(a);
   };
   need(rows_div, 64, "WGMMA M = 64 per warpgroup");
   if (c.row_layout == RowLayout::thread)
@@ -212,24 +218,47 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       if (a != last_row && !std::count(sh.rows.begin(), sh.rows.end(), a) && !std::count(sh.batch.begin(), sh.batch.end(), a))
         if (auto* dv = div_of(a)) need(*dv, 8, "WGMMA N % 8");
   }
+  for (Divisibility& dv : whole_div)
+    if (dv.value % dv.multiple != 0) {
+      dv.padded_from = dv.value;
+      dv.value = (dv.value + dv.multiple - 1) / dv.multiple * dv.multiple;
+    }
   for (NodeId id : d.inputs()) {
     const Node& n = d.node(id);
     if (n.axes.empty()) continue;
     const AxisId inner = n.axes.back();
     auto* dv = div_of(inner);
     if (!dv || dv == &rows_div) continue;
+    const std::int64_t bytes = dtype_bytes(n.dtype), rows_of_16 = std::max<std::int64_t>(1, 16 / bytes);
     // The tensor core's operands move in 128-byte coalesced rows; a side input (a mask, a bias)
     // needs only TMA's 16-byte rows: its traffic is small beside K and V.
-    if (sh.operand[static_cast<std::size_t>(id)])
-      need(*dv, std::max(1, 128 / dtype_bytes(n.dtype)), fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype)));
-    else
-      need(*dv, std::max(1, 16 / dtype_bytes(n.dtype)), fmt::format("16-byte TMA rows of {} in {}", n.name, dtype_name(n.dtype)));
+    if (!sh.operand[static_cast<std::size_t>(id)]) {
+      need(*dv, rows_of_16, fmt::format("16-byte TMA rows of {} in {}", n.name, dtype_name(n.dtype)));
+    } else if (dv == &chunk_div) {
+      need(*dv, std::max<std::int64_t>(1, 128 / bytes), fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype)));
+    } else {
+      const std::int64_t size = d.axis(inner).size;
+      if (size % rows_of_16 != 0)
+        reject(fmt::format("divisibility: {} = {}: rows of {} in {} are {} bytes, and TMA moves multiples of 16", dv->what,
+                           size, n.name, dtype_name(n.dtype), size * bytes));
+      std::int64_t width = 128;
+      while (width > 32 && dv->value * bytes % width != 0) width /= 2;
+      if (dv->value * bytes % width == 0)
+        need(*dv, width / bytes,
+             width == 128 ? fmt::format("128-byte coalescing of {} in {}", n.name, dtype_name(n.dtype))
+                          : fmt::format("{}-byte swizzled rows of {} in {}", width, n.name, dtype_name(n.dtype)));
+    }
   }
   out.divisibility.push_back(rows_div);
   out.divisibility.push_back(chunk_div);
   for (auto& w : whole_div) out.divisibility.push_back(w);
   for (const Divisibility& dv : out.divisibility)
     if (!dv.ok()) reject(fmt::format("divisibility: {} = {} is not a multiple of {}", dv.what, dv.value, dv.multiple));
+  // Whole axes at their tiles' extents (padded) from here on: footprints and tensor-core work.
+  std::vector<std::pair<AxisId, std::int64_t>> padded;
+  for (std::size_t i = 0; i < sh.whole.size(); ++i)
+    if (whole_div[i].padded_from > 0) padded.emplace_back(sh.whole[i], whole_div[i].value);
+  per_wg.insert(per_wg.end(), padded.begin(), padded.end());
 
   // §2 Variables and footprints.
   const DType acc = c.accumulator_dtype.value_or(DType::f32);
@@ -335,14 +364,18 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     const Node& n = dn.nodes[i];
     const std::string what = n.name.empty() ? std::string(ir::op_name(n.op)) : fmt::format("{} '{}'", ir::op_name(n.op), n.name);
     if (n.op == OpKind::contract) {
-      double loop = 1;
+      // `loop`: the contraction's work a row; `tile_loop`: the tensor core's, over padded tiles.
+      double loop = 1, tile_loop = 1;
       std::vector<AxisId> axes = n.axes;
       axes.insert(axes.end(), n.over.begin(), n.over.end());
       for (AxisId a : axes) {
-        std::int64_t e = d.axis(a).size;
+        std::int64_t e = d.axis(a).size, tile = e;
         for (const auto& [ax, v] : per_row)
-          if (ax == a) e = v;
+          if (ax == a) e = tile = v;
+        for (const auto& [ax, v] : padded)
+          if (ax == a) tile = v;
         loop *= static_cast<double>(e);
+        tile_loop *= static_cast<double>(tile);
       }
       DType fmt_t = DType::f32;
       for (NodeId o : n.operands)
@@ -351,7 +384,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       const auto rate = m.ops_per_clk_per_sm(u, fmt_t);
       if (!rate) return plain_error(fmt::format("machine {} has no {} rate for {}", m.name, arch::unit_name(u), dtype_name(fmt_t)));
       std::string label = fmt::format("contract over {}", ir::axes_text(dn, n.over));
-      const double ops = u == arch::Unit::tensor_core ? 2 * loop : loop;
+      const double ops = u == arch::Unit::tensor_core ? 2 * tile_loop : loop;
       out.rates.push_back({label, u, fmt_t, ops, *rate, ops / *rate});
       out.flops_per_row += 2 * loop;
       if (u == arch::Unit::tensor_core) {

@@ -54,6 +54,7 @@ struct Divisibility {
   std::int64_t multiple = 1;         // LCM of the requirements
   std::vector<std::string> reasons;  // "WGMMA M = 64 per warpgroup", ...
   std::int64_t value = 0;            // the configured value
+  std::int64_t padded_from = 0;      // a whole axis whose tile pads it: the axis's size (else 0)
   bool ok() const { return value % multiple == 0; }
 };
 

@@ -151,7 +151,7 @@ def test_rejects_unsupported():
     import torch
     import napkin_attention
     q = torch.randn(1, 16, 2, 96, device="cuda", dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="head_dim must be 64, 128 or 256, got 96"):
+    with pytest.raises(RuntimeError, match="the prebuilt kernels take head_dim 64, 128 or 256, got 96"):
         napkin_attention.attention(q, q, q)
     q = torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.float32)
     with pytest.raises(RuntimeError, match="dtype must be bfloat16 or float16"):

@@ -5,7 +5,8 @@
 //   LSE[b, h, s]  = log(sum_k exp(scale * q.k))     (natural log; +inf for a fully masked row)
 //
 // Pre-conditions (checked; a violation returns a message and launches nothing):
-//   dtype bf16 or fp16 for Q, K, V and O alike; head_dim in {64, 128, 256};
+//   dtype bf16 or fp16 for Q, K, V and O alike; head_dim a multiple of 8 from 8 to 256 (the
+//   prebuilt attention_fwd: 64, 128 or 256; a generated kernel: the diagram's);
 //   heads_q a multiple of heads_kv (GQA/MQA: query head h reads KV head h / (heads_q / heads_kv));
 //   the head axis contiguous (stride 1); every other stride a multiple of 8 elements (16 bytes);
 //   pointers 16-byte aligned; seqlen_q, seqlen_k >= 1; softmax_scale > 0; lse may be null.
@@ -61,8 +62,9 @@ inline std::string check_strides(const char* name, int64_t b, int64_t s, int64_t
 // Checks the arguments; returns "" when the kernel supports them, else the reason. (Inline:
 // generated kernels check with it too.)
 inline std::string attention_fwd_check(const AttentionFwdArgs& a) {
-  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
-    return "head_dim must be 64, 128 or 256, got " + std::to_string(a.head_dim);
+  if (a.head_dim < 8 || a.head_dim > 256 || a.head_dim % 8 != 0)
+    return "head_dim must be a multiple of 8 from 8 to 256 (16-byte rows; WGMMA's widest N), got " +
+           std::to_string(a.head_dim);
   if (a.batch < 1 || a.seqlen_q < 1 || a.seqlen_k < 1 || a.heads_q < 1 || a.heads_kv < 1)
     return "batch, seqlen_q, seqlen_k, heads_q and heads_kv must be >= 1";
   if (a.heads_q % a.heads_kv != 0)

@@ -138,37 +138,38 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   constexpr bool kUnnormalised = !Fusion::kNormalise;
   const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a), Fusion::kBlockRowsFromTensors,
                                                    Fusion::kStagedBytes > 0, kUnnormalised);
-  if constexpr (kHeadDim == 64 && Fusion::kStagedBytes > 0) {
-    err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
-  } else if constexpr (kHeadDim == 64) {
+  constexpr int kScheduleDim = schedule_head_dim(kHeadDim);
+  if constexpr (kScheduleDim == 64 && Fusion::kStagedBytes > 0) {
+    err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
+  } else if constexpr (kScheduleDim == 64) {
     if (kind == FwdScheduleKind::kD64Short) {
-      err = run_fused<Fusion, Element, 64, FwdScheduleD64Short>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64Short>(a, fusion, stream);
     } else if constexpr (Fusion::kSkipsBlocks) {
       if constexpr (Fusion::kBlockRowsFromTensors || kUnnormalised) {
-        err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
       } else {
-        err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<64>>(a, fusion, stream);
       }
     } else if constexpr (kUnnormalised) {
-      err = run_fused<Fusion, Element, 64, FwdScheduleD64TwoGroups>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
     } else {
-      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, 64, FwdScheduleD64Padded>(a, fusion, stream);
-      else err = run_fused<Fusion, Element, 64, FwdSchedule<64>>(a, fusion, stream);
+      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64Padded>(a, fusion, stream);
+      else err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<64>>(a, fusion, stream);
     }
-  } else if constexpr (kHeadDim == 128) {
+  } else if constexpr (kScheduleDim == 128) {
     if (kind == FwdScheduleKind::kD128ShortRows)
-      return finish(run_fused<Fusion, Element, 128, FwdScheduleD128ShortRows>(a, fusion, stream));
+      return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128ShortRows>(a, fusion, stream));
     // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
     if constexpr (!Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise) {
-      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, 128, FwdScheduleD128Long>(a, fusion, stream));
+      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Long>(a, fusion, stream));
     }
     if (kind == FwdScheduleKind::kD128Overlapped)
-      err = run_fused<Fusion, Element, 128, FwdScheduleD128Overlapped>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Overlapped>(a, fusion, stream);
     else
-      err = run_fused<Fusion, Element, 128, FwdSchedule<128>>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<128>>(a, fusion, stream);
   } else {
-    static_assert(kHeadDim == 256, "head dim 64, 128 or 256");
-    err = run_fused<Fusion, Element, 256, FwdSchedule<256>>(a, fusion, stream);
+    static_assert(kScheduleDim == 256);
+    err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<256>>(a, fusion, stream);
   }
   return finish(err);
 }

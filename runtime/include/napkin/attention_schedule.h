@@ -100,6 +100,9 @@ struct FwdScheduleD128ShortRows : FwdScheduleDefaults {
 // `rows_from_tensors`: the mask's visible blocks follow a tensor's rows (kBlockRowsFromTensors).
 // `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
 // `unnormalised`: P is the score code's own value, summed plainly (no softmax; !kNormalise).
+// The schedules are tuned at head dims 64, 128 and 256; another head dim takes those of the
+// smallest of the three that holds it (its tiles rounded up to 16 columns: FwdConfig).
+constexpr int schedule_head_dim(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups, kD128ShortRows };
 // Query rows a head at most for the short-row schedules: one 64-row tile.
 inline constexpr int kShortRows = 64;
@@ -109,19 +112,20 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
   // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
-  if (a.head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
-  if (a.seqlen_q <= kShortRows && a.head_dim == 64) return FwdScheduleKind::kD64Short;
-  if (a.seqlen_q <= kShortRows && a.head_dim == 128) return FwdScheduleKind::kD128ShortRows;
-  if (a.head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
-  if (a.head_dim == 64 && ((rows_from_tensors && a.causal) || unnormalised)) return FwdScheduleKind::kD64TwoGroups;
-  if (a.head_dim == 64 && !a.causal) {
+  const int head_dim = schedule_head_dim(a.head_dim);
+  if (head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
+  if (a.seqlen_q <= kShortRows && head_dim == 64) return FwdScheduleKind::kD64Short;
+  if (a.seqlen_q <= kShortRows && head_dim == 128) return FwdScheduleKind::kD128ShortRows;
+  if (head_dim == 64 && a.causal && causal_keys <= 2048) return FwdScheduleKind::kD64Short;
+  if (head_dim == 64 && ((rows_from_tensors && a.causal) || unnormalised)) return FwdScheduleKind::kD64TwoGroups;
+  if (head_dim == 64 && !a.causal) {
     constexpr int kWGs = FwdSchedule<64>::kConsumerWGs;
     const int wg_used = (a.seqlen_q + 63) / 64;
     const int wg_launched = (wg_used + kWGs - 1) / kWGs * kWGs;
     if (16 * (wg_launched - wg_used) >= wg_launched) return FwdScheduleKind::kD64Padded;
   }
-  if (a.head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
-  if (a.head_dim == 128 && row_keys > 1024) return FwdScheduleKind::kD128Overlapped;
+  if (head_dim == 128 && !a.causal && a.seqlen_k > 2048) return FwdScheduleKind::kD128Long;
+  if (head_dim == 128 && row_keys > 1024) return FwdScheduleKind::kD128Overlapped;
   return FwdScheduleKind::kPlain;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
@@ -386,10 +387,25 @@ TEST(AttentionKernel, RefusesWhatIsNotAttentionWithTheOpAndWhy) {
                            "axes b=1 h=1 q=64 k=64 d=64\nin Q[b h q d] fp8e4m3\nin K[b h k d] fp8e4m3\nin V[b h k d] fp8e4m3\n"
                            "O = contract(softmax(contract(Q, K over d) over k), V over k) as fp8e4m3\nout O\n");
   EXPECT_NE(emit::recognise_attention(fp8.diagram, fp8.src).error().message.find("bf16 or f16"), std::string::npos);
-  const Loaded d96 = parse("d96.napkin",
-                           "axes b=1 h=1 q=64 k=64 d=96\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
-                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n");
-  EXPECT_NE(emit::recognise_attention(d96.diagram, d96.src).error().message.find("64, 128 or 256"), std::string::npos);
+  // Head dims: any multiple of 8 up to WGMMA's widest N (the kernel pads its tiles to 16).
+  auto head_dim = [&](int d) {
+    return parse("d.napkin", fmt::format("axes b=1 h=1 q=64 k=64 d={}\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                                         "in V[b h k d] bf16\nO = contract(softmax(contract(Q, K over d) over k), V over k) "
+                                         "as bf16\nout O\n",
+                                         d));
+  };
+  for (int d : {8, 40, 96, 192}) {
+    const Loaded l = head_dim(d);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    ASSERT_TRUE(f.ok()) << d << ": " << f.error().format();
+    EXPECT_EQ(f->head_dim, d);
+  }
+  for (int d : {36, 264}) {
+    const Loaded l = head_dim(d);
+    EXPECT_NE(emit::recognise_attention(l.diagram, l.src).error().message.find("a multiple of 8 from 8 to 256"),
+              std::string::npos)
+        << d;
+  }
 }
 
 TEST(AttentionKernel, IsDeterministic) {

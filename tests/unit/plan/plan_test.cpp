@@ -405,15 +405,27 @@ out C
                                       "C = contract(A as bf16, B as bf16 over k)\nout C\n"),
                                 h100())
                   .ok());
-  // Attention whose head dim no configuration divides: the binding constraint, met by one candidate.
-  const auto d96 = plan::derive_plan(parse("axes q=256 k=256 d=96\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\n"
-                                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n"),
-                                     h100());
-  ASSERT_TRUE(d96.ok());
+  // Attention whose head dim TMA cannot move (rows of 72 bytes): the binding constraint, named.
+  auto attention_at = [&](int d) {
+    return plan::derive_plan(parse(fmt::format("axes q=256 k=256 d={}\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\n"
+                                               "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n",
+                                               d)),
+                             h100());
+  };
+  const auto d36 = attention_at(36);
+  ASSERT_TRUE(d36.ok());
   bool named = false;
-  for (const auto& a : d96->alternatives)
-    named = named || a.plan.infeasible.find("divisibility: d = 96 is not a multiple of 64") != std::string::npos;
+  for (const auto& a : d36->alternatives)
+    named = named || a.plan.infeasible.find("rows of Q in bf16 are 72 bytes, and TMA moves multiples of 16") != std::string::npos;
   EXPECT_TRUE(named);
+  // Head dims that are no multiple of 64 are one attention kernel: 96 swizzled 64 bytes wide, 40
+  // padded to WGMMA's K step of 16.
+  for (int d : {96, 40}) {
+    const auto fused = attention_at(d);
+    ASSERT_TRUE(fused.ok());
+    ASSERT_EQ(fused->chosen.kernels.size(), 1u) << d;
+    EXPECT_EQ(fused->chosen.kernels[0].kind, plan::KernelKind::attention) << d;
+  }
 }
 
 // Nothing feasible: the message names the binding constraint and the smallest change.

@@ -50,12 +50,17 @@ struct ChunkRange {
   int begin, end;
 };
 
-template <class Element_, int kHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
+template <class Element_, int kTensorHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
           bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
 struct FwdConfig {
   using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
+  // The head dim of Q, K, V and O in memory (a multiple of 8: 16-byte rows), and the tiles' own,
+  // rounded up to the WGMMA's K step: TMA fills the columns past the tensors' with zeros on load
+  // (so they add nothing to Q K^T, and P V's columns there are 0) and clips them on store.
+  static constexpr int kTensorHeadDim = kTensorHeadDim_;
+  static constexpr int kHeadDim = (kTensorHeadDim + 15) / 16 * 16;
+  static constexpr bool kPaddedHeadDim = kHeadDim != kTensorHeadDim;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockM = 64 * kConsumerWGs;
@@ -125,14 +130,19 @@ struct FwdConfig {
       std::min(240, (kLaunchRegs * (kConsumerWGs + 1) - kProducerRegs) / kConsumerWGs / 8 * 8);
   static_assert((kProducerRegs + kConsumerWGs * kConsumerRegs) * 128 <= 65536 / kCtasPerSM);
 
-  static_assert(kHeadDim % 64 == 0 && kHeadDim <= 256);
+  static_assert(kTensorHeadDim % 8 == 0 && kHeadDim <= 256);
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256);
 
   using D = cute::Int<kHeadDim>;
   using N = cute::Int<kBlockN>;
   using S = cute::Int<kStages>;
-  // 128-byte swizzled, K-major (the head dim is contiguous): 8 rows x 64 elements per atom.
-  using SmemAtom = decltype(cute::SM90::GMMA::Layout_K_SW128_Atom<Element>{});
+  // K-major (the head dim is contiguous), swizzled as widely as the head dim allows: 8 rows x 64
+  // elements per atom (128 bytes) where it is a multiple of 64, else 32 (64 bytes) or 16 (32).
+  // V's MN-major view below is the same swizzle read transposed, a layout WGMMA reads for each.
+  using SmemAtom = std::conditional_t<
+      kHeadDim % 64 == 0, decltype(cute::SM90::GMMA::Layout_K_SW128_Atom<Element>{}),
+      std::conditional_t<kHeadDim % 32 == 0, decltype(cute::SM90::GMMA::Layout_K_SW64_Atom<Element>{}),
+                         decltype(cute::SM90::GMMA::Layout_K_SW32_Atom<Element>{})>>;
   using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, D>{}));  // per WG
   using SmemLayoutK = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<N, D, S>{}));
   // V^T (D x N per stage) is the same memory read MN-major: no data movement.
@@ -1060,7 +1070,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         // Every row is masked: O = 0 (or the epilogue of 0 with LSE -inf), written straight to
         // global (16 bytes a thread a step), so no shared-memory buffer is touched while the
         // producer may be loading the next Q.
-        constexpr int kChunks = kHeadDim / 8;
+        constexpr int kChunks = Cfg::kTensorHeadDim / 8;
         for (int i = tid; i < 64 * kChunks; i += 128) {
           const int row = row0 + i / kChunks;
           if (row >= p.seqlen_q) continue;
@@ -1085,8 +1095,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
             const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
             const float row_lse = Fusion::kEpilogueUsesLse && inv_sum[r] > 0.f ? lse[r] : -INFINITY;
             CUTE_UNROLL
-            for (int j = 0; j < kHeadDim / 4; ++j)
-              rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, acc_col(lane, j));
+            for (int j = 0; j < kHeadDim / 4; ++j) {
+              // (A padded column, clipped by the store, reads the last real column's inputs.)
+              const int col = Cfg::kPaddedHeadDim ? min(acc_col(lane, j), Cfg::kTensorHeadDim - 1) : acc_col(lane, j);
+              rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, col);
+            }
           }
         }
       }
@@ -1164,19 +1177,23 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
   // partial rows are visible.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   using Fusion = typename Cfg::Fusion;
-  constexpr int kHeadDim = Cfg::kHeadDim, kPerLane = kHeadDim / 32;
+  constexpr int kHeadDim = Cfg::kHeadDim, kPerLane = (Cfg::kTensorHeadDim + 31) / 32;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
+  // Lane l takes columns l, l + 32, ... of the tensors' head dim (a warp's loads: 128 coalesced bytes).
+  auto column = [&](int e) { return e * 32 + lane; };
+  auto in_head = [&](int e) { return Cfg::kTensorHeadDim % 32 == 0 || column(e) < Cfg::kTensorHeadDim; };
   if (row >= rows) return;
   const int q = static_cast<int>(row % p.seqlen_q);
   const int head = static_cast<int>(row / p.seqlen_q % p.heads_q), batch = static_cast<int>(row / p.seqlen_q / p.heads_q);
   float acc[kPerLane] = {};
   float row_lse = -INFINITY;
   auto add = [&](int s, float weight) {
-    const float* src = p.o_partial + (s * rows + row) * kHeadDim + lane * kPerLane;
+    const float* src = p.o_partial + (s * rows + row) * kHeadDim;
     CUTE_UNROLL
-    for (int e = 0; e < kPerLane; ++e) acc[e] = fmaf(weight, src[e], acc[e]);
+    for (int e = 0; e < kPerLane; ++e)
+      if (in_head(e)) acc[e] = fmaf(weight, src[column(e)], acc[e]);
   };
   if constexpr (Fusion::kNormalise) {
     float top = -INFINITY;
@@ -1195,13 +1212,14 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
   } else {
     for (int s = 0; s < p.num_splits; ++s) add(s, 1.f);
   }
-  typename Cfg::Element* dst = p.o + batch * p.o_strides[0] + q * p.o_strides[1] + head * p.o_strides[2] + lane * kPerLane;
+  typename Cfg::Element* dst = p.o + batch * p.o_strides[0] + q * p.o_strides[1] + head * p.o_strides[2];
   CUTE_UNROLL
   for (int e = 0; e < kPerLane; ++e) {
+    if (!in_head(e)) continue;
     float v = acc[e];
     if constexpr (Fusion::kEpilogue)
-      v = Fusion::epilogue(p.fusion, v, Fusion::kEpilogueUsesLse ? row_lse : -INFINITY, batch, head, q, lane * kPerLane + e);
-    dst[e] = static_cast<typename Cfg::Element>(v);
+      v = Fusion::epilogue(p.fusion, v, Fusion::kEpilogueUsesLse ? row_lse : -INFINITY, batch, head, q, column(e));
+    dst[column(e)] = static_cast<typename Cfg::Element>(v);
   }
   if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? Fusion::kEmptyRowLse : row_lse;
 }
@@ -1256,7 +1274,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   const int kv_batches = k_strides[0] == 0 ? 1 : batch;
   auto layout = [&](int seqlen, int heads, const int64_t (&st)[3]) {
     const int64_t past = std::max(st[1] * seqlen, st[2] * heads);
-    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kHeadDim, heads, st[0] == 0 ? 1 : batch),
+    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kTensorHeadDim, heads, st[0] == 0 ? 1 : batch),
                                     make_stride(st[1], _1{}, st[2], st[0] == 0 ? past : st[0]));
   };
   FwdParams<Cfg> p;

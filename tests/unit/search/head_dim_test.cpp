@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+// A head dim is the diagram's, not a choice: the solver pads its tile to WGMMA's step (TMA fills
+// zeros past the tensor), swizzles the operands' rows as widely as the tile allows, counts the
+// tensor core's work over the padded tile and the FLOPs over the tensor, and refuses only rows
+// TMA cannot move.
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "search/configure.h"
+#include "search/search.h"
+#include "unit/search/fixture.h"
+
+namespace napkin::search {
+namespace {
+
+using testing_fixture::Fixture;
+using testing_fixture::load;
+
+Fixture attention(int d) {
+  return load(fmt::format("axes b=1 h=8 q=4096 k=4096 d={}\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                          "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n",
+                          d),
+              false);
+}
+
+Config quad_config() {
+  Config c;
+  c.rows_per_warpgroup = 64;
+  c.chunk = 128;
+  c.stages = 2;
+  c.overlap = Overlap::pingpong;
+  c.row_layout = RowLayout::quad;
+  c.warpgroups = 2;
+  return c;
+}
+
+const Divisibility& head(const Configuration& c) {
+  for (const Divisibility& dv : c.divisibility)
+    if (dv.what == "d") return dv;
+  ADD_FAILURE() << "no divisibility entry for d";
+  return c.divisibility.front();
+}
+
+TEST(HeadDim, SwizzleWidthFollowsTheTile) {
+  for (const auto& [d, multiple, reason] : {std::tuple<int, int, std::string>{128, 64, "128-byte coalescing of Q in bf16"},
+                                            {96, 32, "64-byte swizzled rows of Q in bf16"},
+                                            {80, 16, "32-byte swizzled rows of Q in bf16"}}) {
+    const Fixture f = attention(d);
+    auto c = configure(f.d, f.report, f.m, quad_config());
+    ASSERT_TRUE(c.ok()) << c.error().format();
+    EXPECT_FALSE(c->rejection.has_value()) << d << ": " << *c->rejection;
+    const Divisibility& dv = head(*c);
+    EXPECT_EQ(dv.value, d);
+    EXPECT_EQ(dv.padded_from, 0);
+    EXPECT_EQ(dv.multiple, multiple) << d;
+    EXPECT_NE(fmt::format("{}", fmt::join(dv.reasons, ", ")).find(reason), std::string::npos) << d;
+  }
+}
+
+TEST(HeadDim, APaddedTileCostsTheTensorCoreButNotTheFlops) {
+  const Fixture f40 = attention(40), f48 = attention(48);
+  auto c40 = configure(f40.d, f40.report, f40.m, quad_config());
+  auto c48 = configure(f48.d, f48.report, f48.m, quad_config());
+  ASSERT_TRUE(c40.ok() && c48.ok());
+  EXPECT_FALSE(c40->rejection.has_value()) << *c40->rejection;
+  const Divisibility& dv = head(*c40);
+  EXPECT_EQ(dv.value, 48);
+  EXPECT_EQ(dv.padded_from, 40);
+  // The tensor core runs the 48-wide tiles either way; the FLOPs are the diagram's.
+  EXPECT_DOUBLE_EQ(c40->tensor_clk_per_row, c48->tensor_clk_per_row);
+  EXPECT_DOUBLE_EQ(c40->flops_per_row * 48, c48->flops_per_row * 40);
+  // Shared memory holds the padded tiles.
+  EXPECT_DOUBLE_EQ(c40->smem_per_cta_bytes, c48->smem_per_cta_bytes);
+}
+
+TEST(HeadDim, RowsTmaCannotMoveAreTheBindingConstraint) {
+  const Fixture f = attention(36);
+  auto c = configure(f.d, f.report, f.m, quad_config());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->rejection.has_value());
+  EXPECT_EQ(*c->rejection, "divisibility: d = 36: rows of Q in bf16 are 72 bytes, and TMA moves multiples of 16");
+}
+
+}  // namespace
+}  // namespace napkin::search
