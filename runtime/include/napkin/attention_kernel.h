@@ -159,17 +159,24 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   } else if constexpr (kScheduleDim == 128) {
     if (kind == FwdScheduleKind::kD128ShortRows)
       return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128ShortRows>(a, fusion, stream));
-    // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
-    if constexpr (!Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise) {
-      if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Long>(a, fusion, stream));
+    constexpr bool kPlainScores = !Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise;
+    if constexpr (kHeadDim <= 96 && kPlainScores) {
+      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD96>(a, fusion, stream);
+    } else {
+      // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
+      if constexpr (kPlainScores) {
+        if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Long>(a, fusion, stream));
+      }
+      if (kind == FwdScheduleKind::kD128Overlapped)
+        err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Overlapped>(a, fusion, stream);
+      else
+        err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<128>>(a, fusion, stream);
     }
-    if (kind == FwdScheduleKind::kD128Overlapped)
-      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Overlapped>(a, fusion, stream);
-    else
-      err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<128>>(a, fusion, stream);
   } else {
     static_assert(kScheduleDim == 256);
-    err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<256>>(a, fusion, stream);
+    // (Score code that reads staged score-shaped tensors spills at 112 keys: it keeps 80.)
+    if constexpr (kHeadDim <= 192 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD192>(a, fusion, stream);
+    else err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<256>>(a, fusion, stream);
   }
   return finish(err);
 }

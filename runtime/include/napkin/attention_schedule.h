@@ -35,6 +35,19 @@ template <> struct FwdSchedule<256> : FwdScheduleDefaults {
   static constexpr int kBlockN = 80, kConsumerWGs = 2, kStaggerClocksPerChunk = 3000;
 };
 
+// Head dims past 64 up to 96 (tiles of 80 or 96 columns), non-causal with no per-score code:
+// 192-row tiles of three consumer warpgroups and 96-key chunks, where the d = 128 schedules run
+// 128-row tiles. Measured on the H200 against them (bench/NOTES.md, 2026-11-28 eleventh), d = 96:
+// plain +5 to +7 % at 2k-16k; causal -4 % at 2k to +4 % at 16k, softcap -5 to -10 % (its score
+// code spills 72 bytes at 160 registers a thread), so not for those.
+struct FwdScheduleD96 : FwdScheduleDefaults { static constexpr int kBlockN = 96, kConsumerWGs = 3; };
+// Head dims past 128 up to 192: 112-key chunks where d = 256 takes 80 (shared memory: 48 KiB of
+// Q and a 168 KiB K/V ring, O in the V ring). Measured on the H200 against the 80-key chunks,
+// d = 192: plain +4 to +10 %, causal +1 to +7 %, softcap even (bench/NOTES.md, 2026-11-28 eleventh).
+// Not where the score code reads staged score-shaped tensors (relative_bias, score_tables): ptxas
+// spills there at 112 keys.
+struct FwdScheduleD192 : FwdSchedule<256> { static constexpr int kBlockN = 112; };
+
 // Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
 // which three independent CTAs hide better than two ping-pong warpgroups: measured on the H100,
