@@ -125,6 +125,23 @@ TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
   EXPECT_EQ(roles("b g h q d", "h k"), "bghqd hkd hke");
 }
 
+// Head dims other than 64, 128 and 256 (tests/diagrams: 40 in f16, Stable Diffusion's; 96 causal
+// GQA): the kernel is instantiated at the diagram's head dim (the device library pads its tiles).
+TEST(AttentionKernel, EmitsOtherHeadDims) {
+  for (const auto& [name, dim] : {std::pair<std::string, int>{"latent_attention", 40}, {"causal_d96", 96}}) {
+    const std::string rel = "tests/diagrams/" + name + ".napkin";
+    const Loaded l = parse(rel, testing::read_text(testing::source_dir() / rel));
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    ASSERT_TRUE(f.ok()) << f.error().format();
+    EXPECT_EQ(f->head_dim, dim);
+    const std::string unit = emit_for(l);
+    EXPECT_NE(unit.find(fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {},", dim == 40 ? "cutlass::half_t" : "cutlass::bfloat16_t", dim)),
+              std::string::npos)
+        << unit;
+    testing::expect_golden("kernels/" + name + ".cu", unit);
+  }
+}
+
 // The row logsumexp as a second output (FlashAttention's LSE): f32, written batch, head, group,
 // query; -inf for a row that sees no key (the reference's), and no exchange of q and g.
 TEST(AttentionKernel, WritesTheRowLogsumexpAsASecondOutput) {
