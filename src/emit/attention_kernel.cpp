@@ -313,6 +313,19 @@ class Recogniser {
     f.q_roles = roles_of(f, q.axes, false);
     f.k_roles = roles_of(f, k.axes, false);
     f.v_roles = roles_of(f, v.axes, true);
+    // TMA moves rows along the head dim: each operand stores it innermost.
+    for (const Node* t : {&q, &k, &v}) {
+      const AxisId head_dim = t == &v ? f.vdim : f.dim;
+      if (t->axes.back() != head_dim) {
+        std::vector<std::string> order;
+        for (AxisId a : t->axes)
+          if (a != head_dim) order.push_back(d_.axis(a).name);
+        order.push_back(d_.axis(head_dim).name);
+        return refuse(t->loc, fmt::format("'{}' is stored with '{}' innermost: the kernel reads Q, K and V with their head "
+                                          "dim innermost (TMA rows along it); declare it as {}[{}]",
+                                          t->name, d_.axis(t->axes.back()).name, t->name, fmt::join(order, " ")));
+      }
+    }
     return f;
   }
 
@@ -429,6 +442,15 @@ class Recogniser {
         return refuse(o_out.loc, fmt::format("the output carries axis '{}', which is not a batch, head, query or "
                                                      "value-head axis", d_.axis(x).name));
       o_roles += r;
+    }
+    if (o_roles.empty() || o_roles.back() != 'e') {
+      std::vector<std::string> order;
+      for (AxisId a : o_out.axes)
+        if (a != f.vdim) order.push_back(d_.axis(a).name);
+      order.push_back(d_.axis(f.vdim).name);
+      return refuse(o_out.loc, fmt::format("the kernel writes O with its head dim innermost (TMA rows along it): write it "
+                                           "as out {}[{}]",
+                                           d_.node(f.output).name, fmt::join(order, " ")));
     }
     f.o_roles = o_roles;
     return f;

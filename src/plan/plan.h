@@ -69,6 +69,7 @@ struct Plan {
   // them (a TMA row of other than a multiple of 16 bytes: the library refuses such a call at
   // launch), each with the smallest change that runs.
   std::vector<std::string> warnings;
+  bool runs_at_these_sizes = true;        // no kernel with a warning that it cannot run at these sizes
   // Axes the kernels take as one (merge_reduced_axes): their diagrams' inputs and outputs are
   // views of the diagram's, each run of `parts` one axis `name`.
   std::vector<AxisMerge> merged_axes;

@@ -216,7 +216,12 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       if (auto* dv = div_of(a)) need(*dv, k_mult, fmt::format("WGMMA K of a {} contraction", dtype_name(fmt_t)));
     for (AxisId a : n.axes)
       if (a != last_row && !std::count(sh.rows.begin(), sh.rows.end(), a) && !std::count(sh.batch.begin(), sh.batch.end(), a))
-        if (auto* dv = div_of(a)) need(*dv, 8, "WGMMA N % 8");
+        if (auto* dv = div_of(a)) {
+          need(*dv, 8, "WGMMA N % 8");
+          // A whole axis is one WGMMA's N (the accumulator's columns): at most 256.
+          if (dv == whole_of(a) && d.axis(a).size > 256)
+            reject(fmt::format("divisibility: {} = {} is a WGMMA's N, at most 256", dv->what, d.axis(a).size));
+        }
   }
   for (Divisibility& dv : whole_div)
     if (dv.value % dv.multiple != 0) {

@@ -62,6 +62,8 @@ Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingR
               k.bound = std::string("transfer ") + std::string(conf->transfer_link());
             k.groups_per_sm = conf->warpgroups;
             k.summary = line;
+            for (const Divisibility& dv : conf->divisibility)
+              if (dv.padded_from > 0) k.summary += fmt::format(" ({} = {} padded to {})", dv.what, dv.padded_from, dv.value);
             k.configuration = std::move(conf.value());
             r.ranked.push_back(std::move(k));
           }

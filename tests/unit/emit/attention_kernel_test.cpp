@@ -142,6 +142,27 @@ TEST(AttentionKernel, EmitsOtherHeadDims) {
   }
 }
 
+// TMA moves rows along the head dim: an operand or an output stored with another axis innermost
+// is refused, naming the order that builds.
+TEST(AttentionKernel, RefusesAHeadDimThatIsNotInnermost) {
+  const std::string base = "axes b=1 h=2 q=64 k=64 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                           "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O\n";
+  auto refusal = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    text.replace(text.find(from), from.size(), to);
+    const Loaded l = parse("layout.napkin", text);
+    auto f = emit::recognise_attention(l.diagram, l.src);
+    return f.ok() ? std::string() : f.error().message;
+  };
+  EXPECT_EQ(refusal("K[b h k d]", "K[b h d k]"),
+            "'K' is stored with 'k' innermost: the kernel reads Q, K and V with their head dim innermost (TMA rows along "
+            "it); declare it as K[b h k d]");
+  EXPECT_NE(refusal("V[b h k d]", "V[b d h k]").find("declare it as V[b h k d]"), std::string::npos);
+  EXPECT_EQ(refusal("out O\n", "out O[b h d q]\n"),
+            "the kernel writes O with its head dim innermost (TMA rows along it): write it as out O[b h q d]");
+  EXPECT_EQ(refusal("out O\n", "out O[b q h d]\n"), "");
+}
+
 // The row logsumexp as a second output (FlashAttention's LSE): f32, written batch, head, group,
 // query; -inf for a row that sees no key (the reference's), and no exchange of q and g.
 TEST(AttentionKernel, WritesTheRowLogsumexpAsASecondOutput) {

@@ -856,3 +856,34 @@ TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
 }
 
 }  // namespace napkin
+
+namespace napkin {
+namespace {
+
+ir::Diagram attention_at(const std::string& axes, const std::string& score) {
+  return parse("axes " + axes + "\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\nS = " + score +
+               "\nO = contract(S, V over k) as bf16\nout O\n");
+}
+
+// A plan whose kernels run at these sizes wins over a faster one with a kernel that cannot (90
+// keys: P's rows of 180 bytes are no TMA rows, which the fused kernel never writes).
+TEST(Plan, APlanThatRunsBeatsAFasterOneThatCannot) {
+  auto r = plan::derive_plan(attention_at("b=1 h=3 q=70 k=90 d=136", "sigmoid(contract(Q, K over d) * 0.08)"), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->chosen.runs_at_these_sizes);
+  EXPECT_TRUE(r->chosen.warnings.empty());
+  ASSERT_EQ(r->chosen.kernels.size(), 1u);
+  EXPECT_EQ(r->chosen.kernels[0].kind, plan::KernelKind::attention);
+}
+
+// A decoding step is one attention kernel, as napkin build emits it, where three kernels are
+// predicted within 5 % (derive's row layout predicts the fused kernel 2 % slower at d = 96).
+TEST(Plan, ADecodingStepIsOneKernel) {
+  auto r = plan::derive_plan(attention_at("b=8 h=13 q=1 k=8192 d=96", "softmax(contract(Q, K over d) * 0.1 over k)"), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->chosen.kernels.size(), 1u);
+  EXPECT_EQ(r->chosen.kernels[0].kind, plan::KernelKind::attention);
+}
+
+}  // namespace
+}  // namespace napkin

@@ -83,5 +83,13 @@ TEST(HeadDim, RowsTmaCannotMoveAreTheBindingConstraint) {
   EXPECT_EQ(*c->rejection, "divisibility: d = 36: rows of Q in bf16 are 72 bytes, and TMA moves multiples of 16");
 }
 
+TEST(HeadDim, AHeadDimPastWgmmasWidestNIsRefused) {
+  const Fixture f = attention(264);
+  auto c = configure(f.d, f.report, f.m, quad_config());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->rejection.has_value());
+  EXPECT_EQ(*c->rejection, "divisibility: d = 264 is a WGMMA's N, at most 256");
+}
+
 }  // namespace
 }  // namespace napkin::search
