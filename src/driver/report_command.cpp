@@ -383,6 +383,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
     }
     p.add(table({"#", "kernel", "schedule", "predicted", "bound"}, rows, {0, 3}));
     for (const std::string& mv : plan->moves) p.add(fmt::format("<p>Move: {}</p>\n", esc(mv)));
+    for (const std::string& w : plan->warnings) p.add(fmt::format("<p class=\"bad\">Warning: {}</p>\n", esc(w)));
     p.add(fmt::format("<p>Materialised in global memory: {}.</p>\n",
                       plan->materialised.empty() ? std::string("nothing") : esc(fmt::format("{}", fmt::join(plan->materialised, "; ")))));
     p.add(best ? fmt::format("<p>One fused schedule for the whole diagram (under <a href=\"#schedules\">Schedules</a>) "

@@ -128,6 +128,16 @@ TEST(ReportOfAPlan, ShowsThePlansKernels) {
   EXPECT_EQ(html.find("No feasible schedule.</p>"), std::string::npos);
 }
 
+// A plan with a kernel that cannot run at these sizes carries derive's warning into the report.
+TEST(ReportOfAPlan, ShowsItsWarnings) {
+  const fs::path dir = fs::temp_directory_path() / ("napkin_report_warn_" + std::to_string(::getpid()));
+  auto r = testing::run_napkin("report examples/attention.napkin --machine h100-sxm5 --set d=36 -o '" + dir.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = testing::read_text(dir / "report.html");
+  fs::remove_all(dir);
+  EXPECT_NE(html.find("Warning: at these sizes the kernel gemm S &lt;- Q K cannot run"), std::string::npos);
+}
+
 TEST(ReportErrors, UnknownMachineWritesNothing) {
   const fs::path dir = fs::temp_directory_path() / ("napkin_report_err_" + std::to_string(::getpid()));
   const auto r = testing::run_napkin("report examples/attention.napkin --machine h999 -o '" + dir.string() + "'");
