@@ -420,7 +420,10 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     const DType t = acc == DType::f64 ? DType::f64 : (acc == DType::f32 ? DType::f32 : DType::f16);
     const auto rate = m.ops_per_clk_per_sm(arch::Unit::fma, t);
     if (!rate) return plain_error(fmt::format("machine {} has no fma rate for {}", m.name, dtype_name(t)));
-    const double ops = elements(d, n, per_row);
+    // (Over the padded tile: the accumulator holds its columns.)
+    std::vector<std::pair<AxisId, std::int64_t>> tile_row = per_row;
+    tile_row.insert(tile_row.end(), padded.begin(), padded.end());
+    const double ops = elements(d, n, tile_row);
     out.rates.push_back({fmt::format("{} {}", online ? "rescale and accumulate" : "accumulate", n.name), arch::Unit::fma, t,
                          ops, *rate, ops / *rate});
     out.fma_clk_per_row += ops / *rate;

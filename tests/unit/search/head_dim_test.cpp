@@ -71,8 +71,9 @@ TEST(HeadDim, APaddedTileCostsTheTensorCoreButNotTheFlops) {
   // The tensor core runs the 48-wide tiles either way; the FLOPs are the diagram's.
   EXPECT_DOUBLE_EQ(c40->tensor_clk_per_row, c48->tensor_clk_per_row);
   EXPECT_DOUBLE_EQ(c40->flops_per_row * 48, c48->flops_per_row * 40);
-  // Shared memory holds the padded tiles.
+  // Shared memory holds the padded tiles, and the accumulator's rescale runs over them.
   EXPECT_DOUBLE_EQ(c40->smem_per_cta_bytes, c48->smem_per_cta_bytes);
+  EXPECT_DOUBLE_EQ(c40->fma_clk_per_row, c48->fma_clk_per_row);
 }
 
 TEST(HeadDim, RowsTmaCannotMoveAreTheBindingConstraint) {
