@@ -316,19 +316,22 @@ class Recogniser {
     // TMA moves rows along the head dim: each operand stores it innermost.
     for (const Node* t : {&q, &k, &v}) {
       const AxisId head_dim = t == &v ? f.vdim : f.dim;
-      if (t->axes.back() != head_dim) {
-        std::vector<std::string> order;
-        for (AxisId a : t->axes)
-          if (a != head_dim) order.push_back(d_.axis(a).name);
-        order.push_back(d_.axis(head_dim).name);
+      if (t->axes.back() != head_dim)
         return refuse(t->loc, fmt::format("'{}' is stored with '{}' innermost: the kernel reads Q, K and V with their head "
                                           "dim innermost (TMA rows along it); declare it as {}[{}]",
-                                          t->name, d_.axis(t->axes.back()).name, t->name, fmt::join(order, " ")));
-      }
+                                          t->name, d_.axis(t->axes.back()).name, t->name, innermost_last(t->axes, head_dim)));
     }
     return f;
   }
 
+  // `axes`' names in their order with `last` moved innermost: "b h k d".
+  std::string innermost_last(const std::vector<AxisId>& axes, AxisId last) const {
+    std::vector<std::string> order;
+    for (AxisId a : axes)
+      if (a != last) order.push_back(d_.axis(a).name);
+    order.push_back(d_.axis(last).name);
+    return fmt::format("{}", fmt::join(order, " "));
+  }
   std::string roles_of(const AttentionForm& f, const std::vector<AxisId>& axes, bool value_side) const {
     std::string r;
     for (AxisId x : axes) r += role(f, x, value_side);
@@ -443,15 +446,10 @@ class Recogniser {
                                                      "value-head axis", d_.axis(x).name));
       o_roles += r;
     }
-    if (o_roles.empty() || o_roles.back() != 'e') {
-      std::vector<std::string> order;
-      for (AxisId a : o_out.axes)
-        if (a != f.vdim) order.push_back(d_.axis(a).name);
-      order.push_back(d_.axis(f.vdim).name);
+    if (o_roles.empty() || o_roles.back() != 'e')
       return refuse(o_out.loc, fmt::format("the kernel writes O with its head dim innermost (TMA rows along it): write it "
                                            "as out {}[{}]",
-                                           d_.node(f.output).name, fmt::join(order, " ")));
-    }
+                                           d_.node(f.output).name, innermost_last(o_out.axes, f.vdim)));
     f.o_roles = o_roles;
     return f;
   }
