@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Writes the diagrams of FlashAttention-3's suite (plain and causal attention, bf16 and fp16,
-d = 64, 128, 256, scale 1/sqrt(d)) and builds their kernels with `napkin build` (--no-compile
+d = 64, 128, 256 or --dims, scale 1/sqrt(d)) and builds their kernels with `napkin build` (--no-compile
 unless --compile): DIR/<attention|causal>_<bf16|f16>_d<D>/. bench/attention/run.py
 --napkin-kernels DIR times these generated kernels as "napkin".
 
-    python3 bench/attention/suite_diagrams.py build/suite [--napkin build/release/bin/napkin]
+    python3 bench/attention/suite_diagrams.py build/suite [--napkin build/release/bin/napkin] [--dims 96,192]
 """
 import argparse
 import math
@@ -29,12 +29,13 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--napkin", default="build/release/bin/napkin")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--dims", default="64,128,256", help="head dims (any multiple of 8 up to 256)")
     args = ap.parse_args()
     root = pathlib.Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     for causal in (False, True):
         for dt in ("bf16", "f16"):
-            for d in (64, 128, 256):
+            for d in map(int, args.dims.split(",")):
                 name = f"{'causal' if causal else 'attention'}_{dt}_d{d}"
                 text = TEXT.format(what="causal" if causal else "plain", dt=dt, d=d, scale=repr(1 / math.sqrt(d)),
                                    masked="M = select(q >= k, S, -inf)\n" if causal else "", p_in="M" if causal else "S")
