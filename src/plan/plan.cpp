@@ -381,9 +381,6 @@ std::string why_not(const Plan& loser, const Plan& winner) {
   return s;
 }
 
-}  // namespace
-
-namespace {
 // Whether `p` replaces `best`: a plan whose kernels all run at these sizes before one with a kernel
 // that cannot (TMA's rows), else `faster` (the caller's rule on predicted times).
 bool runs_first(const Plan& p, const Plan& best, bool faster) {
