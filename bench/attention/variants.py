@@ -57,6 +57,9 @@ VARIANTS = {
     "chunked_local": dict(params={"c": 1024}, mask=lambda b, h, q, k, a: (q >= k) & (q // 1024 == k // 1024)),
     "head_temperature": dict(score=lambda s, b, h, q, k, a: s / a["temp"][h]),
     "attention_sinks": dict(mask=lambda b, h, q, k, a: q >= k, sinks=True, scale=0.125),
+    # DeepSeek-V3's prefill: V's head dim 128 whatever Q's (run at --dims 192).
+    "mla_attention": dict(dv=128, mask=lambda b, h, q, k, a: q >= k, fa3={"causal": True}, sdpa={"is_causal": True},
+                          scale=0.07216878364870322),
 }
 
 
@@ -93,19 +96,29 @@ def aux_tensors(name, batch, heads, seqlen, gen):
 
 def problem(name, s, d):
     """The benchmark's shape at sequence length s and head dim d (b * s = 16384, h = 2048 / d)
-    and its random inputs: (b, h, kv heads, generator, q, k, v in (b, s, h, d), aux)."""
+    and its random inputs: (b, h, kv heads, generator, q, k, v in (b, s, h, d), aux); V's head
+    dim is the variant's dv where it has one."""
     b, h = 16384 // s, 2048 // d
     hkv = h // VARIANTS[name].get("groups", 1)
     gen = torch.Generator().manual_seed(s + d)
     q = torch.randn(b, s, h, d, generator=gen).to(torch.bfloat16).cuda()
     k = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
-    v = torch.randn(b, s, hkv, d, generator=gen).to(torch.bfloat16).cuda()
+    v = torch.randn(b, s, hkv, VARIANTS[name].get("dv", d), generator=gen).to(torch.bfloat16).cuda()
     return b, h, hkv, gen, q, k, v, aux_tensors(name, b, h, s, gen)
 
 
+# Where each role of a generated kernel's tensor lies in the (b, s, h, d) tensors.
+_BSHD = {"batch": 0, "query": 1, "key": 1, "kv_head": 2, "head_dim": 3, "value_dim": 3}
+
+
+def as_declared(t, spec):
+    """The (b, s, h, d) tensor t viewed in the order the diagram declares it (manifest `spec`)."""
+    return t.permute(*[_BSHD[a["role"]] for a in spec["axes"]])
+
+
 def napkin_tensors(kernel, name, q, k, v, aux):
-    """A generated kernel's inputs by name: Q, K, V as (b, h, s, d) views, aux tensors, params."""
-    tensors = dict(zip([i["name"] for i in kernel.inputs[:3]], [q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)]))
+    """A generated kernel's inputs by name: Q, K, V as views in their declared orders, aux tensors, params."""
+    tensors = {i["name"]: as_declared(t, i) for i, t in zip(kernel.inputs[:3], (q, k, v))}
     tensors.update(aux)
     tensors.update(VARIANTS[name].get("params", {}))
     return tensors
@@ -242,7 +255,7 @@ class Timer:
 def napkin_call(kernel, name, q, k, v, aux, o):
     """A call of a generated kernel on the (b, s, h, d) tensors, writing and returning o."""
     tensors = napkin_tensors(kernel, name, q, k, v, aux)
-    return lambda: (kernel(out=o.transpose(1, 2), **tensors), o)[1]
+    return lambda: (kernel(out=as_declared(o, kernel.output), **tensors), o)[1]
 
 
 def gpu_info():
@@ -280,7 +293,7 @@ def main():
             scale = spec.get("scale", 0.08838834764831845)  # the diagram's literal
             for s in map(int, args.seqlens.split(",")):
                 b, h, hkv, gen, q, k, v, aux = problem(name, s, d)
-                o = torch.empty_like(q)
+                o = q.new_empty(b, s, h, v.shape[-1])
                 if name == "gqa":  # Q[b g r q d], K[b g k d], O[b q g r d]
                     qn, kn, vn = q.view(b, s, hkv, h // hkv, d).permute(0, 2, 3, 1, 4), k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)
                     napkin_fn = lambda: (kernel(qn, kn, vn, out=o.view(b, s, hkv, h // hkv, d)), o)[1]  # noqa: E731
@@ -290,7 +303,7 @@ def main():
                 for alt, root in also.items():  # (not for gqa's own layout; where ROOT has this kernel)
                     if (pathlib.Path(root) / f"{name}_d{d}" / "libkernel.so").exists():
                         alt_kernel = napkin_kernels.load(pathlib.Path(root) / f"{name}_d{d}")
-                        impls[f"napkin_{alt}"] = napkin_call(alt_kernel, name, q, k, v, aux, torch.empty_like(q))
+                        impls[f"napkin_{alt}"] = napkin_call(alt_kernel, name, q, k, v, aux, torch.empty_like(o))
                 for peer, make in (("flex", lambda: flex_call(spec, q, k, v, aux, scale, cache)),
                                    ("fa3", lambda: fa3_call(spec, q, k, v, aux, scale)),
                                    ("cudnn", lambda: sdpa_call(spec, q, k, v, aux, scale))):

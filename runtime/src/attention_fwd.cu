@@ -17,6 +17,9 @@ namespace napkin {
 
 std::string attention_fwd(const AttentionFwdArgs& a, void* stream_ptr) {
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
+  if (a.head_dim_v != 0 && a.head_dim_v != a.head_dim)
+    return "attention_fwd: the prebuilt kernels take V's head dim equal to Q's, got head_dim_v " + std::to_string(a.head_dim_v) +
+           " and head_dim " + std::to_string(a.head_dim) + " (napkin build generates a kernel for V's own head dim)";
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   std::string err;
   const bool bf16 = a.dtype == AttentionDType::kBF16;

@@ -44,6 +44,17 @@ int main() {
   }
 
   a = valid();
+  for (int d : {0, 64, 128, 192}) {  // 0: Q's
+    a.head_dim_v = d;
+    e = napkin::attention_fwd_check(a);
+    expect(e.empty(), ("head_dim_v " + std::to_string(d)).c_str(), e);
+  }
+  a.head_dim_v = 100;
+  e = napkin::attention_fwd_check(a);
+  expect(e == "head_dim_v must be a multiple of 8 from 8 to 256 (16-byte rows; WGMMA's widest N), or 0 for head_dim's, got 100",
+         "head_dim_v 100", e);
+
+  a = valid();
   a.heads_kv = 3;
   e = napkin::attention_fwd_check(a);
   expect(e == "heads_q (8) must be a multiple of heads_kv (3)", "heads 8/3", e);

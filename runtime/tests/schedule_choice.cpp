@@ -63,6 +63,9 @@ int check_forced_splits(const char* value) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--forced-splits") return check_forced_splits(argv[2]);
+  // V's head dim apart from Q's: the wider of the two takes its schedules.
+  static_assert(napkin::detail::schedule_head_dim(192, 128) == 256 && napkin::detail::schedule_head_dim(64, 192) == 256 &&
+                napkin::detail::schedule_head_dim(64, 128) == 128 && napkin::detail::schedule_head_dim(96) == 128);
   // Splits along the keys only where the tiles fill under 80 % of the GPU, each >= 4 chunks.
   expect_splits(132, 132, 1000, 1);  // a wave
   expect_splits(106, 132, 1000, 1);  // 80 %

@@ -30,15 +30,6 @@ bool is_constant(const Diagram& d, NodeId n, double value) {
   return x.op == OpKind::constant && x.scalar == value;
 }
 
-// Whether `n` depends on `target` (or is it).
-bool depends_on(const Diagram& d, NodeId n, NodeId target) {
-  if (n == target) return true;
-  if (n < target) return false;  // topological order: operands come first
-  for (NodeId o : d.node(n).operands)
-    if (depends_on(d, o, target)) return true;
-  return false;
-}
-
 // How an auxiliary input is summarised per block (napkin/block_summary.h): 'q' or 'k' for an
 // i32 or bool input indexed by the query row or the key (with batch and heads), '2' for one
 // indexed by both; 0 for any other.
@@ -130,7 +121,7 @@ bool per_head(const Diagram& d, const AttentionForm& f, NodeId n) {
 // A multiplying node's operand off the score's path (the multiplier).
 NodeId off_path(const Diagram& d, const AttentionForm& f, NodeId n) {
   const Node& x = d.node(n);
-  return depends_on(d, x.operands[0], f.qk) ? x.operands[1] : x.operands[0];
+  return d.depends_on(x.operands[0], f.qk) ? x.operands[1] : x.operands[0];
 }
 
 // The factor of the score path's nodes from index `from` on (AttentionForm::factor_nodes among
@@ -187,7 +178,7 @@ class Recogniser {
     f.pv = contractions[1];
     const Node& qk = d_.node(f.qk);
     const Node& pv = d_.node(f.pv);
-    if (!depends_on(d_, f.pv, f.qk))
+    if (!d_.depends_on(f.pv, f.qk))
       return refuse(pv.loc, "the second contraction does not read the first: two independent contractions, not attention");
     if (qk.operands.size() != 2 || qk.over.size() != 1 || !is_input(qk.operands[0]) || !is_input(qk.operands[1]))
       return refuse(qk.loc, "the scores must contract two inputs (Q and K) over one axis");
@@ -199,7 +190,7 @@ class Recogniser {
     if (vi < 0) return refuse(pv.loc, "the second contraction must read an input (V) directly");
     f.v = pv.operands[vi];
     const NodeId p = pv.operands[1 - vi];
-    if (depends_on(d_, f.v, f.qk) || !depends_on(d_, p, f.qk))
+    if (d_.depends_on(f.v, f.qk) || !d_.depends_on(p, f.qk))
       return refuse(pv.loc, "the second contraction must combine V with probabilities computed from Q K^T");
     // Q is the operand without the key axis.
     const Node& a = d_.node(qk.operands[0]);
@@ -373,7 +364,7 @@ class Recogniser {
     }
     std::vector<NodeId> preds;
     while (d_.node(top).op == OpKind::select && is_constant(d_, d_.node(top).operands[2], fill) &&
-           !depends_on(d_, d_.node(top).operands[0], f.qk)) {
+           !d_.depends_on(d_.node(top).operands[0], f.qk)) {
       preds.push_back(d_.node(top).operands[0]);
       top = d_.node(top).operands[1];
     }
@@ -392,7 +383,7 @@ class Recogniser {
     f.epilogue = f.output;
     if (d_.node(f.output).op == OpKind::cast && d_.node(f.output).dtype == d_.node(f.q).dtype)
       f.epilogue = d_.node(f.output).operands[0];
-    if (!depends_on(d_, f.output, f.pv)) return refuse(o_out.loc, "the output must be computed from P V");
+    if (!d_.depends_on(f.output, f.pv)) return refuse(o_out.loc, "the output must be computed from P V");
     if (d_.outputs.size() == 2) {
       const ir::Output& l_out = d_.outputs[1 - f.o_index];
       const Node& x = d_.node(l_out.node);
@@ -547,10 +538,12 @@ class Recogniser {
                     fmt::format("head dim '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for TMA; "
                                 "WGMMA's widest N is 256)",
                                 d_.axis(f.dim).name, f.head_dim));
-    if (d_.axis(f.vdim).size != f.head_dim)
-      return refuse(d_.axis(f.vdim).loc, fmt::format("V's head dim '{}' = {} differs from Q's '{}' = {}",
-                                                     d_.axis(f.vdim).name, d_.axis(f.vdim).size, d_.axis(f.dim).name,
-                                                     f.head_dim));
+    f.head_dim_v = d_.axis(f.vdim).size;
+    if (f.head_dim_v < 8 || f.head_dim_v > 256 || f.head_dim_v % 8 != 0)
+      return refuse(d_.axis(f.vdim).loc,
+                    fmt::format("V's head dim '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for "
+                                "TMA; WGMMA's widest N is 256)",
+                                d_.axis(f.vdim).name, f.head_dim_v));
     return f;
   }
 
@@ -569,7 +562,7 @@ class Recogniser {
       if (n == f.qk) break;
       const Node& x = d_.node(n);
       const auto path_operand = [&]() -> int {
-        const bool a = depends_on(d_, x.operands[0], f.qk), b = x.operands.size() > 1 && depends_on(d_, x.operands[1], f.qk);
+        const bool a = d_.depends_on(x.operands[0], f.qk), b = x.operands.size() > 1 && d_.depends_on(x.operands[1], f.qk);
         return a == b ? -1 : a ? 0 : 1;
       };
       NodeId next = -1;
@@ -1372,9 +1365,11 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   }
   out += "}  // namespace\n\n";
   if (entry_name.empty())
-    out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, kSpec, bind_fusion, kNames, kManifest)\n", element, f.head_dim);
+    out += fmt::format("NAPKIN_GENERATED_ATTENTION(Fusion, {}, {}, {}, kSpec, bind_fusion, kNames, kManifest)\n", element,
+                       f.head_dim, f.head_dim_v);
   else
-    out += fmt::format("NAPKIN_ATTENTION_ENTRY({}, Fusion, {}, {}, kSpec, bind_fusion)\n", entry_name, element, f.head_dim);
+    out += fmt::format("NAPKIN_ATTENTION_ENTRY({}, Fusion, {}, {}, {}, kSpec, bind_fusion)\n", entry_name, element, f.head_dim,
+                       f.head_dim_v);
   return out;
 }
 

@@ -62,7 +62,8 @@ struct AttentionForm {
   std::vector<AuxInput> aux;
   std::vector<ir::NodeId> params;         // named constants the fused code reads: kernel arguments
   DType element = DType::bf16;            // Q, K, V and O
-  std::int64_t head_dim = 0;
+  std::int64_t head_dim = 0;    // Q's and K's
+  std::int64_t head_dim_v = 0;  // V's and O's
 };
 
 // The attention-family form of `d`, or the reason it has none, located at the op that breaks

@@ -128,6 +128,19 @@ std::int64_t Diagram::elements(const std::vector<AxisId>& ids) const {
   return n;
 }
 
+bool Diagram::depends_on(NodeId n, NodeId target) const {
+  if (n < target) return false;
+  std::vector<bool> dep(static_cast<std::size_t>(n - target) + 1, false);
+  dep[0] = true;
+  for (NodeId i = target + 1; i <= n; ++i)
+    for (NodeId o : node(i).operands)
+      if (o >= target && dep[static_cast<std::size_t>(o - target)]) {
+        dep[static_cast<std::size_t>(i - target)] = true;
+        break;
+      }
+  return dep.back();
+}
+
 std::vector<NodeId> Diagram::users(NodeId n) const {
   std::vector<NodeId> out;
   for (std::size_t i = 0; i < nodes.size(); ++i)

@@ -108,6 +108,8 @@ struct Diagram {
   std::vector<NodeId> users(NodeId n) const;
   // A short human label for a node: its name, or "<op> at line:col".
   std::string label(NodeId n) const;
+  // Whether node n is `target` or computed from it (node ids are topological).
+  bool depends_on(NodeId n, NodeId target) const;
 
   bool operator==(const Diagram& o) const {
     return axes == o.axes && nodes == o.nodes && outputs == o.outputs;

@@ -147,6 +147,7 @@ json manifest_for(const ir::Diagram& d, const emit::AttentionForm& f, const Deri
             {"fusion", emit::describe_fusion(f)},
             {"element", std::string(dtype_name(f.element))},
             {"head_dim", f.head_dim},
+            {"value_head_dim", f.head_dim_v},
             {"inputs", inputs},
             {"outputs", outputs},
             {"params", params},
@@ -760,7 +761,7 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
           a.erase("size");
           if (a.value("role", "") == "group") a["role"] = "query";
         }
-      return json{j["inputs"], j["fusion"], j["head_dim"], j["element"]};
+      return json{j["inputs"], j["fusion"], j["head_dim"], j["value_head_dim"], j["element"]};
     };
     if (m.is_discarded() || shape_free(m) != shape_free(b->manifest))
       return driver::failure(plain_error(fmt::format("{}: its manifest does not describe {} (other inputs, head dim or fused "

@@ -456,15 +456,6 @@ std::pair<double, double> alu_ops(const ir::Diagram& kd) {
   return {sfu, fma};
 }
 
-bool depends_on(const ir::Diagram& kd, NodeId n, NodeId target) {
-  if (n < target) return false;
-  std::vector<bool> dep(static_cast<std::size_t>(n) + 1, false);  // node ids are topological
-  dep[static_cast<std::size_t>(target)] = true;
-  for (NodeId i = target + 1; i <= n; ++i)
-    for (NodeId o : kd.node(i).operands) dep[static_cast<std::size_t>(i)] = dep[static_cast<std::size_t>(i)] || dep[static_cast<std::size_t>(o)];
-  return dep[static_cast<std::size_t>(n)];
-}
-
 Family invalid(std::string why) {
   Family f;
   f.why = std::move(why);
@@ -694,7 +685,7 @@ Family classify_gemm(const ir::Diagram& kd, const Census& c, const arch::Machine
   }
   if (!main_out) return invalid("a GEMM kernel writes its product (its row sums alone are a row or column kernel)");
   const NodeId out = main_out->node;
-  if (!depends_on(kd, out, ct)) return invalid("the output does not depend on the contraction");
+  if (!kd.depends_on(out, ct)) return invalid("the output does not depend on the contraction");
   const GemmClasses g = gemm_classes(kd, ct, m, /*prologues=*/true);
   if (!g.why.empty()) return invalid(g.why);
   if (std::string why = output_modes_error(kd, g, kd.node(out).name, main_out->axes); !why.empty()) return invalid(why);
@@ -776,7 +767,7 @@ std::string dual_shape(const ir::Diagram& kd, const Census& c) {
   const Node& c1 = kd.node(c.contracts[1]);
   if (c0.operands.size() != 2 || c1.operands.size() != 2) return "contractions of other than two operands";
   if (c0.operands[0] != c1.operands[0]) return "the contractions do not share their first operand";
-  if (depends_on(kd, c.contracts[1], c.contracts[0])) return "the second contraction reads the first";
+  if (kd.depends_on(c.contracts[1], c.contracts[0])) return "the second contraction reads the first";
   if (axis_set(c0.axes) != axis_set(c1.axes) || axis_set(c0.over) != axis_set(c1.over))
     return "the contractions differ in their axes";
   return "";
@@ -790,7 +781,7 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
     return invalid(fmt::format("{} and two contractions in one kernel: no family reduces a GEMM's output", kd.label(c.reductions[0])));
   if (kd.outputs.size() != 1) return invalid("a dual GEMM kernel writes one output");
   const NodeId out = kd.outputs[0].node;
-  if (!depends_on(kd, out, c.contracts[0]) || !depends_on(kd, out, c.contracts[1]))
+  if (!kd.depends_on(out, c.contracts[0]) || !kd.depends_on(out, c.contracts[1]))
     return invalid("the output does not combine both contractions");
   const Node& b0 = kd.node(c0.operands[1]);
   const Node& b1 = kd.node(c1.operands[1]);
@@ -972,7 +963,7 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
   for (NodeId o : c1.operands)
     if (!loaded(o)) return fmt::format("the score's operand {} is computed in the kernel", kd.label(o));
   NodeId p = -1, v = -1;
-  for (NodeId o : c2.operands) (depends_on(kd, o, c.contracts[0]) ? p : v) = o;
+  for (NodeId o : c2.operands) (kd.depends_on(o, c.contracts[0]) ? p : v) = o;
   if (p < 0 || v < 0 || !loaded(v)) return "the second contraction does not read the scores and an input V";
   // O, and optionally the row logsumexp of the softmax's input as a second output (f32).
   const std::size_t o_index = kd.outputs.size() == 2 && kd.node(kd.outputs[0].node).op == OpKind::logsumexp ? 1 : 0;

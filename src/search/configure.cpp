@@ -76,21 +76,32 @@ Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
   Shape s;
   s.operand = tensor_core_operands(d);
   std::vector<std::string> streamed;
-  for (const auto& a : r.axes) {
-    if (a.kind == sched::AxisKind::streamed) {
+  for (const auto& a : r.axes)
+    if (a.kind == sched::AxisKind::streamed && !kept_whole(r, a)) {
       s.stream = a.axis;
       s.accumulators = a.accumulators;
       streamed.push_back(d.axis(a.axis).name);
+    }
+  // The tensor-core operands that carry the streamed axis (K and V), by name.
+  std::vector<std::string> streamed_operands;
+  for (NodeId id : d.inputs())
+    if (s.operand[static_cast<std::size_t>(id)] && has(d.node(id), s.stream)) streamed_operands.push_back(d.node(id).name);
+  for (const auto& a : r.axes) {
+    if (a.kind == sched::AxisKind::streamed) {
+      if (a.axis != s.stream) s.whole.push_back(a.axis);
     } else if (a.kind == sched::AxisKind::woven) {
-      // A row axis is one a tensor-core operand lacks (K and V lack q: tiling q saves their
-      // re-reads). One that only a side input lacks (a key-padding mask[b k] lacks h) is a batch
-      // axis: the side input is re-read per index, a small cost, and the tiles stay those of
-      // the attention it decorates.
-      const bool operand_lacks = std::any_of(a.broadcast_inputs.begin(), a.broadcast_inputs.end(), [&](const std::string& name) {
-        const auto id = d.find_node(name);
-        return id && s.operand[static_cast<std::size_t>(*id)];
-      });
-      (operand_lacks ? s.rows : s.batch).push_back(a.axis);
+      // A row axis is one that the streamed tensor-core operands lack (K and V lack q: tiling q
+      // saves their re-reads). One that only some of them lack is a whole axis: V's head dim of
+      // its own (Q and K lack it), the output's columns. One that only a side input lacks (a
+      // key-padding mask[b k] lacks h) is a batch axis: the side input is re-read per index, a
+      // small cost, and the tiles stay those of the attention it decorates.
+      const auto lacks = [&](const std::string& name) {
+        return std::find(a.broadcast_inputs.begin(), a.broadcast_inputs.end(), name) != a.broadcast_inputs.end();
+      };
+      const auto n_lacking = std::count_if(streamed_operands.begin(), streamed_operands.end(), lacks);
+      if (!streamed_operands.empty() && n_lacking == static_cast<std::ptrdiff_t>(streamed_operands.size())) s.rows.push_back(a.axis);
+      else if (n_lacking > 0) s.whole.push_back(a.axis);
+      else s.batch.push_back(a.axis);
     } else {
       s.whole.push_back(a.axis);
     }
@@ -130,6 +141,26 @@ bool is_output(const Diagram& d, NodeId id) {
 }
 
 }  // namespace
+
+bool kept_whole(const sched::StreamingReport& r, const sched::AxisStreaming& a) {
+  const Diagram& dn = r.normalised.diagram;
+  if (a.kind != sched::AxisKind::streamed) return false;
+  if (a.accumulators != std::vector<sched::Accumulator>{sched::Accumulator::add} || a.folds.empty()) return false;
+  for (NodeId f : a.folds) {
+    const Node& n = dn.node(f);
+    if (n.op != OpKind::contract) return false;
+    for (NodeId o : n.operands)
+      for (NodeId c = 0; c < o; ++c)
+        if (dn.node(c).op == OpKind::contract && dn.depends_on(o, c)) return false;
+  }
+  for (const auto& b : r.axes) {
+    if (b.axis == a.axis || b.kind != sched::AxisKind::streamed) continue;
+    for (NodeId g : b.folds)
+      for (NodeId f : a.folds)
+        if (g != f && dn.depends_on(g, f)) return true;
+  }
+  return false;
+}
 
 std::string sharing_text(const Configuration& c) {
   if (c.ctas_sharing_chunk <= 1) return "one CTA per slice: no chunk is shared";

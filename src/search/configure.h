@@ -123,6 +123,12 @@ std::string sharing_text(const Configuration& c);
 // The check's verdict with L2: "compute-bound", or "memory-bound (gmem->l2)" naming the link.
 std::string bandwidth_verdict(const Configuration& c);
 
+// Whether the solver keeps streamed axis `a` whole rather than chunking it: the contracted axis
+// of a first contraction (its operands computed from inputs alone, as Q K^T over d) whose result
+// another streamed axis reduces (the softmax and P V over k). Where V has a head dim of its own,
+// d is streamable by addition; where V shares d, d is not streamable at all.
+bool kept_whole(const sched::StreamingReport& r, const sched::AxisStreaming& a);
+
 // Pre: d verified. Errors: the diagram is not of the row-tile/stream-chunk shape (names what
 // it has), the machine lacks a rate or a warpgroup size. An infeasible configuration is a
 // normal result with `rejection` set.

@@ -149,7 +149,7 @@ Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& 
                             const arch::Machine& m, const SearchOptions& options) {
   int streamed = 0, rows = 0;
   for (const auto& a : report.axes) {
-    streamed += a.kind == sched::AxisKind::streamed;
+    streamed += a.kind == sched::AxisKind::streamed && !kept_whole(report, a);
     rows += a.kind == sched::AxisKind::woven && !a.broadcast_inputs.empty();
   }
   // The solver's model is attention's: a contraction makes the streamed tile, the code between
@@ -161,7 +161,7 @@ Result<SearchResult> search(const ir::Diagram& d, const sched::StreamingReport& 
   const bool solver = streamed == 1 && rows >= 1 && m.limits.warpgroup_size_threads.has_value() &&
                       (contractions >= 2 ||
                        std::none_of(report.axes.begin(), report.axes.end(), [&](const sched::AxisStreaming& a) {
-                         return a.kind == sched::AxisKind::streamed &&
+                         return a.kind == sched::AxisKind::streamed && !kept_whole(report, a) &&
                                 std::count(a.accumulators.begin(), a.accumulators.end(), sched::Accumulator::add) &&
                                 a.accumulators.size() == 1;
                        }));

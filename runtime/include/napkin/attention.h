@@ -6,7 +6,8 @@
 //
 // Pre-conditions (checked; a violation returns a message and launches nothing):
 //   dtype bf16 or fp16 for Q, K, V and O alike; head_dim a multiple of 8 from 8 to 256 (the
-//   prebuilt attention_fwd: 64, 128 or 256; a generated kernel: the diagram's);
+//   prebuilt attention_fwd: 64, 128 or 256; a generated kernel: the diagram's), and V's and O's
+//   head_dim_v likewise (the prebuilt kernels: head_dim's);
 //   heads_q a multiple of heads_kv (GQA/MQA: query head h reads KV head h / (heads_q / heads_kv));
 //   the head axis contiguous (stride 1); every other stride a multiple of 8 elements (16 bytes);
 //   pointers 16-byte aligned; seqlen_q, seqlen_k >= 1; softmax_scale > 0; lse may be null.
@@ -26,6 +27,7 @@ enum class AttentionDType { kBF16, kF16 };
 struct AttentionFwdArgs {
   AttentionDType dtype = AttentionDType::kBF16;
   int batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
+  int head_dim_v = 0;  // V's and O's head dim; 0: head_dim's
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
@@ -65,6 +67,9 @@ inline std::string attention_fwd_check(const AttentionFwdArgs& a) {
   if (a.head_dim < 8 || a.head_dim > 256 || a.head_dim % 8 != 0)
     return "head_dim must be a multiple of 8 from 8 to 256 (16-byte rows; WGMMA's widest N), got " +
            std::to_string(a.head_dim);
+  if (a.head_dim_v != 0 && (a.head_dim_v < 8 || a.head_dim_v > 256 || a.head_dim_v % 8 != 0))
+    return "head_dim_v must be a multiple of 8 from 8 to 256 (16-byte rows; WGMMA's widest N), or 0 for head_dim's, got " +
+           std::to_string(a.head_dim_v);
   if (a.batch < 1 || a.seqlen_q < 1 || a.seqlen_k < 1 || a.heads_q < 1 || a.heads_kv < 1)
     return "batch, seqlen_q, seqlen_k, heads_q and heads_kv must be >= 1";
   if (a.heads_q % a.heads_kv != 0)

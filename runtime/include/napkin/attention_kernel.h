@@ -59,11 +59,11 @@ inline cudaError_t tile_counter_for(cudaStream_t stream, int** counter) {
   return cudaSuccess;
 }
 
-template <class Fusion, class Element, int kHeadDim, class Sched>
+template <class Fusion, class Element, int kHeadDim, int kHeadDimV, class Sched>
 cudaError_t run_fused(const AttentionFwdArgs& a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using Cfg = device::FwdConfig<Element, kHeadDim, Sched::kBlockN, Sched::kConsumerWGs, Sched::kStages, Fusion,
                                 Sched::kCtasPerSM, Sched::kSkipIdleWarpgroups, Sched::kSoftmaxOverlapsPV,
-                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk>;
+                                Sched::kQInRegisters, Sched::kStaggerClocksPerChunk, kHeadDimV>;
   int* counter = nullptr;
   if (cudaError_t err = tile_counter_for(stream, &counter); err != cudaSuccess) return err;
   const int64_t qs[3] = {a.q_batch_stride, a.q_seq_stride, a.q_head_stride};
@@ -112,16 +112,18 @@ inline std::string finish(cudaError_t err) {
 
 }  // namespace detail
 
-// Launches the schedule the measured table gives for these lengths (a.causal is read as
+// Launches the schedule the measured table gives for these lengths (kHeadDim: Q's and K's head
+// dim; kHeadDimV: V's and O's) (a.causal is read as
 // "tiles of uneven work", which is Fusion::kSkipsBlocks; the keys a tile visits, where the host
 // can bound them, as longest_visit) with the fused code. Only the
 // schedules that can be taken are instantiated; the long-key d = 128 schedule only for fusions
 // with no per-score code. Arguments are checked (attention_fwd_check)
 // first; returns "" or the reason.
-template <class Fusion, class Element, int kHeadDim>
+template <class Fusion, class Element, int kHeadDim, int kHeadDimV = kHeadDim>
 std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusion, cudaStream_t stream) {
   using namespace detail;
   a.causal = Fusion::kSkipsBlocks;
+  a.head_dim_v = kHeadDimV;
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
   if (std::string e = forced_splits_error(); !e.empty()) return e;
@@ -138,45 +140,47 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   constexpr bool kUnnormalised = !Fusion::kNormalise;
   const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a), Fusion::kBlockRowsFromTensors,
                                                    Fusion::kStagedBytes > 0, kUnnormalised);
-  constexpr int kScheduleDim = schedule_head_dim(kHeadDim);
+  constexpr int kScheduleDim = schedule_head_dim(kHeadDim, kHeadDimV);
+  constexpr int kWidest = kHeadDim > kHeadDimV ? kHeadDim : kHeadDimV;
   if constexpr (kScheduleDim == 64 && Fusion::kStagedBytes > 0) {
-    err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
+    err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD64TwoGroups>(a, fusion, stream);
   } else if constexpr (kScheduleDim == 64) {
     if (kind == FwdScheduleKind::kD64Short) {
-      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64Short>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD64Short>(a, fusion, stream);
     } else if constexpr (Fusion::kSkipsBlocks) {
       if constexpr (Fusion::kBlockRowsFromTensors || kUnnormalised) {
-        err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD64TwoGroups>(a, fusion, stream);
       } else {
-        err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<64>>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdSchedule<64>>(a, fusion, stream);
       }
     } else if constexpr (kUnnormalised) {
-      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64TwoGroups>(a, fusion, stream);
+      err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD64TwoGroups>(a, fusion, stream);
     } else {
-      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD64Padded>(a, fusion, stream);
-      else err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<64>>(a, fusion, stream);
+      if (kind == FwdScheduleKind::kD64Padded) err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD64Padded>(a, fusion, stream);
+      else err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdSchedule<64>>(a, fusion, stream);
     }
   } else if constexpr (kScheduleDim == 128) {
     if (kind == FwdScheduleKind::kD128ShortRows)
-      return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128ShortRows>(a, fusion, stream));
+      return finish(run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD128ShortRows>(a, fusion, stream));
     constexpr bool kPlainScores = !Fusion::kSkipsBlocks && !Fusion::kScoreMod && !Fusion::kMask && Fusion::kNormalise;
-    if constexpr (kHeadDim <= 96 && kPlainScores) {
-      err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD96>(a, fusion, stream);
+    if constexpr (kWidest <= 96 && kPlainScores) {
+      err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD96>(a, fusion, stream);
     } else {
       // The 176-key chunks leave no registers for fused per-score code (ptxas spills).
       if constexpr (kPlainScores) {
-        if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Long>(a, fusion, stream));
+        if (kind == FwdScheduleKind::kD128Long) return finish(run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD128Long>(a, fusion, stream));
       }
       if (kind == FwdScheduleKind::kD128Overlapped)
-        err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD128Overlapped>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD128Overlapped>(a, fusion, stream);
       else
-        err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<128>>(a, fusion, stream);
+        err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdSchedule<128>>(a, fusion, stream);
     }
   } else {
     static_assert(kScheduleDim == 256);
     // (Score code that reads staged score-shaped tensors spills at 112 keys: it keeps 80.)
-    if constexpr (kHeadDim <= 192 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, FwdScheduleD192>(a, fusion, stream);
-    else err = run_fused<Fusion, Element, kHeadDim, FwdSchedule<256>>(a, fusion, stream);
+    if constexpr (kHeadDim <= 192 && kHeadDimV <= 128 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD192V128>(a, fusion, stream);
+    else if constexpr (kWidest <= 192 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD192>(a, fusion, stream);
+    else err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdSchedule<256>>(a, fusion, stream);
   }
   return finish(err);
 }
@@ -205,8 +209,7 @@ inline std::string attention_args_from(const TensorBinder& tb, const napkin_tens
   a.seqlen_q = static_cast<int>(tb.size('q'));
   a.seqlen_k = static_cast<int>(tb.size('k'));
   a.head_dim = static_cast<int>(tb.size('d'));
-  if (tb.size('e') != tb.size('d'))
-    return "V's head dim (" + std::to_string(tb.size('e')) + ") must equal Q's and K's (" + std::to_string(tb.size('d')) + ")";
+  a.head_dim_v = static_cast<int>(tb.size('e'));
   if (tb.size('b') > 65535 || a.heads_q > 65535 || tb.size('q') > (1 << 30) || tb.size('k') > (1 << 30))
     return "batch and heads must be <= 65535 and sequences <= 2^30";
   struct Strides {
@@ -325,7 +328,7 @@ AttentionSpec with_larger_axis_as_rows(const AttentionSpec& spec, const napkin_t
 // exchanged where with_larger_axis_as_rows says), then the fused code's own inputs and params
 // and the block summaries its mask reads (`bind_fusion(TensorBinder&, Fusion::Args&,
 // BlockSummaries&)`), checks, launches.
-template <class Fusion, class Element, int kHeadDim, class BindFusion>
+template <class Fusion, class Element, int kHeadDim, int kHeadDimV, class BindFusion>
 int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, const napkin_tensor* tensors,
                          int32_t count, void* stream, char* err, int32_t err_len) {
   char q_roles[16], o_roles[16];
@@ -345,6 +348,10 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
     return report_error(std::string("tensor '") + spec.q + "': head dim " + std::to_string(tb.size('d')) + ", expected " +
                             std::to_string(kHeadDim) + " (the kernel is built for it)",
                         err, err_len);
+  if (tb.size('e') != kHeadDimV)
+    return report_error(std::string("tensor '") + spec.v + "': head dim " + std::to_string(tb.size('e')) + ", expected " +
+                            std::to_string(kHeadDimV) + " (the kernel is built for it)",
+                        err, err_len);
   fusion.group = static_cast<int>(tb.size('g'));
   AttentionFwdArgs args;
   if (std::string e = attention_args_from(tb, q, spec.q_roles, k, spec.k_roles, v, spec.v_roles, o, spec.o_roles,
@@ -353,7 +360,7 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
     return report_error(e, err, err_len);
   args.softmax_scale = spec.softmax_scale;
   if (std::string e = bind_lse(tb, spec, &args); !e.empty()) return report_error(e, err, err_len);
-  return report_error(run_attention<Fusion, Element, kHeadDim>(args, fusion, static_cast<cudaStream_t>(stream)), err,
+  return report_error(run_attention<Fusion, Element, kHeadDim, kHeadDimV>(args, fusion, static_cast<cudaStream_t>(stream)), err,
                       err_len);
 }
 
@@ -361,21 +368,22 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
 
 // The C entry points of a generated kernel (napkin/kernel_abi.h, napkin/kernel_host.h).
 // One attention kernel of a plan's library (napkin/plan_launch.h): only its launch entry.
-#define NAPKIN_ATTENTION_ENTRY(entry, FusionT, ElementT, kHeadDim, spec, bind_fusion)                          \
+// kHeadDim: Q's and K's head dim; kHeadDimV: V's and O's.
+#define NAPKIN_ATTENTION_ENTRY(entry, FusionT, ElementT, kHeadDim, kHeadDimV, spec, bind_fusion)                  \
   extern "C" int32_t entry(const napkin_tensor* tensors, int32_t count, void* stream, char* err, int32_t err_len) { \
-    return napkin::launch_generated<FusionT, ElementT, kHeadDim>(spec, bind_fusion, tensors, count, stream, err,    \
-                                                                 err_len);                                         \
+    return napkin::launch_generated<FusionT, ElementT, kHeadDim, kHeadDimV>(spec, bind_fusion, tensors, count,      \
+                                                                            stream, err, err_len);                 \
   }
 
 // `names`: every tensor and param the library takes, null-terminated (others are refused).
-#define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, spec, bind_fusion, names, manifest)               \
+#define NAPKIN_GENERATED_ATTENTION(FusionT, ElementT, kHeadDim, kHeadDimV, spec, bind_fusion, names, manifest)    \
   extern "C" int32_t napkin_kernel_abi_version() { return NAPKIN_KERNEL_ABI_VERSION; }                           \
   extern "C" const char* napkin_kernel_manifest() { return manifest; }                                           \
   extern "C" int32_t napkin_kernel_launch(const napkin_tensor* tensors, int32_t count, void* stream, char* err,   \
                                           int32_t err_len) {                                                     \
     if (std::string e = napkin::host::unknown_tensor(tensors, count, names); !e.empty())                        \
       return napkin::report_error(e, err, err_len);                                                              \
-    return napkin::launch_generated<FusionT, ElementT, kHeadDim>(spec, bind_fusion, tensors, count, stream, err,  \
-                                                                 err_len);                                       \
+    return napkin::launch_generated<FusionT, ElementT, kHeadDim, kHeadDimV>(spec, bind_fusion, tensors, count,    \
+                                                                            stream, err, err_len);               \
   }                                                                                                              \
   NAPKIN_DEFINE_HOST_ENTRIES()

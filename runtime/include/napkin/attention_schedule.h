@@ -47,6 +47,10 @@ struct FwdScheduleD96 : FwdScheduleDefaults { static constexpr int kBlockN = 96,
 // Not where the score code reads staged score-shaped tensors (relative_bias, score_tables): ptxas
 // spills there at 112 keys.
 struct FwdScheduleD192 : FwdSchedule<256> { static constexpr int kBlockN = 112; };
+// Q's and K's head dims past 128 up to 192 with V's at most 128 (DeepSeek's MLA: 192 / 128):
+// 128-key chunks, as FlashAttention-3 runs them (shared memory: 48 KiB of Q and a 160 KiB K/V
+// ring, O staged in the V ring).
+struct FwdScheduleD192V128 : FwdSchedule<256> { static constexpr int kBlockN = 128; };
 
 // Causal d = 64 with short queries: 64 x 64 tiles, one consumer warpgroup, three CTAs per SM.
 // Short causal tiles are bound by each tile's fixed latency (first S GEMM, last P V, epilogue),
@@ -114,8 +118,12 @@ struct FwdScheduleD128ShortRows : FwdScheduleDefaults {
 // `reads_score_tensors`: the score code reads score-shaped tensors (kStagedBytes > 0).
 // `unnormalised`: P is the score code's own value, summed plainly (no softmax; !kNormalise).
 // The schedules are tuned at head dims 64, 128 and 256; another head dim takes those of the
-// smallest of the three that holds it (its tiles rounded up to 16 columns: FwdConfig).
-constexpr int schedule_head_dim(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+// smallest of the three that holds it (its tiles rounded up to 16 columns: FwdConfig); where V's
+// head dim differs from Q's, the larger of the two decides.
+constexpr int schedule_head_dim(int head_dim, int head_dim_v = 0) {
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  return widest <= 64 ? 64 : widest <= 128 ? 128 : 256;
+}
 enum class FwdScheduleKind { kPlain, kD64Short, kD64Padded, kD128Long, kD128Overlapped, kD64TwoGroups, kD128ShortRows };
 // Query rows a head at most for the short-row schedules: one 64-row tile.
 inline constexpr int kShortRows = 64;
@@ -125,7 +133,7 @@ inline FwdScheduleKind choose_fwd_schedule(const AttentionFwdArgs& a, int longes
   // Without it, the lengths the thresholds were measured by: the query's (causal), the keys'.
   const int causal_keys = longest_visit >= 0 ? longest_visit : a.seqlen_q;
   const int row_keys = longest_visit >= 0 ? longest_visit : a.seqlen_k;
-  const int head_dim = schedule_head_dim(a.head_dim);
+  const int head_dim = schedule_head_dim(a.head_dim, a.head_dim_v);
   if (head_dim == 64 && reads_score_tensors) return FwdScheduleKind::kD64TwoGroups;
   if (a.seqlen_q <= kShortRows && head_dim == 64) return FwdScheduleKind::kD64Short;
   if (a.seqlen_q <= kShortRows && head_dim == 128) return FwdScheduleKind::kD128ShortRows;

@@ -45,4 +45,4 @@ const char* const kNames[] = {"Q", "K", "V", "sink", "O", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 64, kSpec, bind_fusion, kNames, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 64, 64, kSpec, bind_fusion, kNames, kManifest)

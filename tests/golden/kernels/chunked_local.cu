@@ -55,4 +55,4 @@ const char* const kNames[] = {"Q", "K", "V", "O", "c", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, kSpec, bind_fusion, kNames, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 128, 128, kSpec, bind_fusion, kNames, kManifest)

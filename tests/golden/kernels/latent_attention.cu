@@ -27,4 +27,4 @@ const char* const kNames[] = {"Q", "K", "V", "O", nullptr};
 
 }  // namespace
 
-NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::half_t, 40, kSpec, bind_fusion, kNames, kManifest)
+NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::half_t, 40, 40, kSpec, bind_fusion, kNames, kManifest)

@@ -140,6 +140,13 @@ TEST(AttentionKernel, EmitsOtherHeadDims) {
         << unit;
     testing::expect_golden("kernels/" + name + ".cu", unit);
   }
+  // DeepSeek's MLA: V's head dim of its own, instantiated beside Q's.
+  const Loaded mla = example("mla_attention");
+  auto f = emit::recognise_attention(mla.diagram, mla.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_EQ(f->head_dim, 192);
+  EXPECT_EQ(f->head_dim_v, 128);
+  EXPECT_NE(emit_for(mla).find("NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 192, 128,"), std::string::npos);
 }
 
 // TMA moves rows along the head dim: an operand or an output stored with another axis innermost

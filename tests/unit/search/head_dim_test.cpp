@@ -92,5 +92,30 @@ TEST(HeadDim, AHeadDimPastWgmmasWidestNIsRefused) {
   EXPECT_EQ(*c->rejection, "divisibility: d = 264 is a WGMMA's N, at most 256");
 }
 
+// V with a head dim of its own (DeepSeek's MLA: 192 for Q and K, 128 for V) leaves d streamable by
+// addition (only Q K^T reduces it) and e woven (Q and K lack it): the solver keeps both whole, as
+// the tile holds them, and streams k alone; Q's footprint counts d, V's and O's e.
+TEST(HeadDim, VsHeadDimOfItsOwnIsWholeBesideQs) {
+  const Fixture f = load("axes b=1 h=8 q=4096 k=4096 d=192 e=128\nin Q[b q h d] bf16\nin K[b k h d] bf16\nin V[b k h e] bf16\n"
+                         "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O[b q h e]\n",
+                         false);
+  Config config = quad_config();
+  config.chunk = 64;
+  auto c = configure(f.d, f.report, f.m, config);
+  ASSERT_TRUE(c.ok()) << c.error().format();
+  EXPECT_FALSE(c->rejection.has_value()) << *c->rejection;
+  std::string whole;
+  for (const Divisibility& dv : c->divisibility) whole += dv.what + "=" + std::to_string(dv.value) + " ";
+  EXPECT_EQ(whole, "w_q=64 s_k=64 d=192 e=128 ");
+  for (const Variable& v : c->variables) {
+    if (v.name == "Q") EXPECT_EQ(v.shape, "[b:1 q:64 h:1 d:192]");
+    if (v.name == "V (x2 stages)") EXPECT_EQ(v.shape, "[b:1 k:64 h:1 e:128]");
+    if (v.name == "O (accumulator)") EXPECT_EQ(v.shape, "[b:1 h:1 q:64 e:128]");
+  }
+  auto r = search(f.d, f.report, f.m, SearchOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().format();
+  EXPECT_EQ(r->method, "configuration solver");
+}
+
 }  // namespace
 }  // namespace napkin::search

@@ -52,15 +52,20 @@ struct ChunkRange {
 
 template <class Element_, int kTensorHeadDim_, int kBlockN_, int kConsumerWGs_, int kStages_, class Fusion_,
           int kCtasPerSM_ = 1, bool kSkipIdleWarpgroups_ = false, bool kSoftmaxOverlapsPV_ = false,
-          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0>
+          bool kQInRegisters_ = false, int kStaggerClocksPerChunk_ = 0, int kTensorHeadDimV_ = kTensorHeadDim_>
 struct FwdConfig {
   using Element = Element_;
-  // The head dim of Q, K, V and O in memory (a multiple of 8: 16-byte rows), and the tiles' own,
+  // The head dim of Q and K in memory (a multiple of 8: 16-byte rows), and the tiles' own,
   // rounded up to the WGMMA's K step: TMA fills the columns past the tensors' with zeros on load
-  // (so they add nothing to Q K^T, and P V's columns there are 0) and clips them on store.
+  // (so they add nothing to Q K^T) and clips them on store.
   static constexpr int kTensorHeadDim = kTensorHeadDim_;
   static constexpr int kHeadDim = (kTensorHeadDim + 15) / 16 * 16;
   static constexpr bool kPaddedHeadDim = kHeadDim != kTensorHeadDim;
+  // V's and O's, likewise (P V's columns past the tensors' are 0); apart from Q's where a model
+  // says so (DeepSeek's MLA: 192 for Q and K, 128 for V).
+  static constexpr int kTensorHeadDimV = kTensorHeadDimV_;
+  static constexpr int kHeadDimV = (kTensorHeadDimV + 15) / 16 * 16;
+  static constexpr bool kPaddedHeadDimV = kHeadDimV != kTensorHeadDimV;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockM = 64 * kConsumerWGs;
@@ -130,25 +135,30 @@ struct FwdConfig {
       std::min(240, (kLaunchRegs * (kConsumerWGs + 1) - kProducerRegs) / kConsumerWGs / 8 * 8);
   static_assert((kProducerRegs + kConsumerWGs * kConsumerRegs) * 128 <= 65536 / kCtasPerSM);
 
-  static_assert(kTensorHeadDim % 8 == 0 && kHeadDim <= 256);
+  static_assert(kTensorHeadDim % 8 == 0 && kHeadDim <= 256 && kTensorHeadDimV % 8 == 0 && kHeadDimV <= 256);
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256);
 
   using D = cute::Int<kHeadDim>;
+  using DV = cute::Int<kHeadDimV>;
   using N = cute::Int<kBlockN>;
   using S = cute::Int<kStages>;
-  // K-major (the head dim is contiguous), swizzled as widely as the head dim allows: 8 rows x 64
-  // elements per atom (128 bytes) where it is a multiple of 64, else 32 (64 bytes) or 16 (32).
-  // V's MN-major view below is the same swizzle read transposed, a layout WGMMA reads for each.
-  using SmemAtom = std::conditional_t<
-      kHeadDim % 64 == 0, decltype(cute::SM90::GMMA::Layout_K_SW128_Atom<Element>{}),
-      std::conditional_t<kHeadDim % 32 == 0, decltype(cute::SM90::GMMA::Layout_K_SW64_Atom<Element>{}),
+  // K-major (the head dim is contiguous), swizzled as widely as a tile `kWidth` columns wide
+  // allows: 8 rows x 64 elements per atom (128 bytes) where it is a multiple of 64, else 32 (64
+  // bytes) or 16 (32). V's MN-major view below is the same swizzle read transposed, a layout
+  // WGMMA reads for each.
+  template <int kWidth>
+  using SmemAtomOf = std::conditional_t<
+      kWidth % 64 == 0, decltype(cute::SM90::GMMA::Layout_K_SW128_Atom<Element>{}),
+      std::conditional_t<kWidth % 32 == 0, decltype(cute::SM90::GMMA::Layout_K_SW64_Atom<Element>{}),
                          decltype(cute::SM90::GMMA::Layout_K_SW32_Atom<Element>{})>>;
-  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<cute::_64, D>{}));  // per WG
-  using SmemLayoutK = decltype(cute::tile_to_shape(SmemAtom{}, cute::Shape<N, D, S>{}));
-  // V^T (D x N per stage) is the same memory read MN-major: no data movement.
+  using SmemLayoutQ = decltype(cute::tile_to_shape(SmemAtomOf<kHeadDim>{}, cute::Shape<cute::_64, D>{}));  // per WG
+  using SmemLayoutK = decltype(cute::tile_to_shape(SmemAtomOf<kHeadDim>{}, cute::Shape<N, D, S>{}));
+  using SmemLayoutV = decltype(cute::tile_to_shape(SmemAtomOf<kHeadDimV>{}, cute::Shape<N, DV, S>{}));
+  using SmemLayoutO = decltype(cute::tile_to_shape(SmemAtomOf<kHeadDimV>{}, cute::Shape<cute::_64, DV>{}));  // per WG
+  // V^T (DV x N per stage) is the same memory read MN-major: no data movement.
   using SmemLayoutVt = decltype(cute::composition(
-      SmemLayoutK{}, cute::make_layout(cute::Shape<D, N, S>{},
-                                       cute::Stride<N, cute::_1, cute::Int<kBlockN * kHeadDim>>{})));
+      SmemLayoutV{}, cute::make_layout(cute::Shape<DV, N, S>{},
+                                       cute::Stride<N, cute::_1, cute::Int<kBlockN * kHeadDimV>>{})));
 
   // Q as the A operand of S = Q K^T from registers (loaded once a tile with ldmatrix, its
   // shared-memory buffer freed at once) instead of from shared memory: the S GEMM then reads
@@ -163,7 +173,7 @@ struct FwdConfig {
       cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, N, D>>()));
   using MmaQK = std::conditional_t<kQInRegisters, MmaQKRS, MmaQKSS>;
   using MmaPV = decltype(cute::make_tiled_mma(
-      cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, D, N>,
+      cute::SM90::GMMA::rs_op_selector<Element, Element, float, cute::Shape<cute::_64, DV, N>,
                                        cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::MN>()));
 
   // Global tensors as (seq, head_dim, head, batch) with element strides.
@@ -174,38 +184,44 @@ struct FwdConfig {
   using TmaQ = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
                                             SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
-  using TmaKV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
-                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
-                                             cute::take<0, 2>(SmemLayoutK{}), cute::Shape<N, D>{}, cute::_1{}));
+  using TmaK = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
+                                            gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
+                                            cute::take<0, 2>(SmemLayoutK{}), cute::Shape<N, D>{}, cute::_1{}));
+  using TmaV = decltype(cute::make_tma_copy(cute::SM90_TMA_LOAD{},
+                                            gmem_tensor(cute::make_gmem_ptr(static_cast<Element const*>(nullptr))),
+                                            cute::take<0, 2>(SmemLayoutV{}), cute::Shape<N, DV>{}, cute::_1{}));
   using TmaO = decltype(cute::make_tma_copy(cute::SM90_TMA_STORE{},
                                             gmem_tensor(cute::make_gmem_ptr(static_cast<Element*>(nullptr))),
-                                            SmemLayoutQ{}, cute::Shape<cute::_64, D>{}, cute::_1{}));
+                                            SmemLayoutO{}, cute::Shape<cute::_64, DV>{}, cute::_1{}));
 
-  static constexpr int kQTileElems = 64 * kHeadDim;
+  static constexpr int kQTileElems = 64 * kHeadDim;   // a warpgroup's Q
+  static constexpr int kOTileElems = 64 * kHeadDimV;  // a warpgroup's O
   static constexpr uint32_t kQBytes = kConsumerWGs * kQTileElems * sizeof(Element);
-  static constexpr uint32_t kKVBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kKBytes = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kVBytes = kBlockN * kHeadDimV * sizeof(Element);
 
   // O is staged in its own buffer when shared memory allows; otherwise (d = 256) at the start
   // of the V ring, which the producer refills for the next tile only once the epilogue's
   // store has read it (o_free). Either way Q is free after the tile's last S GEMM, so the
   // next tile's Q loads while this tile's last P V and epilogue run.
-  static constexpr int kTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
+  static constexpr int kQTileBytes = kConsumerWGs * kQTileElems * int(sizeof(Element));
+  static constexpr int kOTileBytes = kConsumerWGs * kOTileElems * int(sizeof(Element));
   // Shared memory a CTA may use: the SM's 228 KiB shared by kCtasPerSM CTAs, less the 1 KiB the
   // hardware reserves per CTA.
   static constexpr int kSmemPerCta = 228 * 1024 / kCtasPerSM - 1024;
-  static constexpr int kKVRingBytes = 2 * cute::cosize_v<SmemLayoutK> * int(sizeof(Element));
+  static constexpr int kKVRingBytes = (cute::cosize_v<SmemLayoutK> + cute::cosize_v<SmemLayoutV>) * int(sizeof(Element));
   // The fusion's score-shaped inputs staged through shared memory (staged_inputs.h), one tile
   // of 16 rows x kBlockN keys per consumer warp, where they fit beside one Q buffer and the K/V
   // ring (O then in the V ring if need be, except where idle warpgroups skip); read from global
   // memory otherwise (d = 256). They come before a second Q buffer: measured on relative_bias
   // (bench/NOTES.md, 2026-11-26).
   static constexpr int kStagedWarpBytes = 16 * kBlockN * Fusion::kStagedBytes;
-  static constexpr bool kStaged = Fusion::kStagedBytes > 0 && (kSkipIdleWarpgroups ? 2 : 1) * kTileBytes + kKVRingBytes +
+  static constexpr bool kStaged = Fusion::kStagedBytes > 0 && kQTileBytes + (kSkipIdleWarpgroups ? kOTileBytes : 0) + kKVRingBytes +
                                                                      4 * kConsumerWGs * kStagedWarpBytes + 1024 <= kSmemPerCta;
   static constexpr int kStagedSmemBytes = kStaged ? 4 * kConsumerWGs * kStagedWarpBytes : 0;
-  static constexpr bool kSeparateO = 2 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta;
+  static constexpr bool kSeparateO = kQTileBytes + kOTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta;
   static constexpr bool kOInV = !kSeparateO;
-  static_assert(kSeparateO || kConsumerWGs * kQTileElems <= cute::cosize_v<SmemLayoutK>,
+  static_assert(kSeparateO || kConsumerWGs * kOTileElems <= cute::cosize_v<SmemLayoutV>,
                 "O staging must fit in the V ring");
   static_assert(!(kSkipIdleWarpgroups && kOInV), "idle warpgroups cannot skip where O is staged in the V ring");
   // kOInV with two warpgroups and two V stages: each warpgroup stages its O in a V stage of its
@@ -214,27 +230,28 @@ struct FwdConfig {
   // 1 in the last V's stage (free once warpgroup 0's last P V is done). So warpgroup 0 need not
   // wait for warpgroup 1's last P V before its epilogue and next tile (bench/NOTES.md, v24).
   static constexpr bool kOStagedPerWarpgroup =
-      kOInV && kConsumerWGs == 2 && kStages == 2 && kQTileElems <= kBlockN * kHeadDim;
+      kOInV && kConsumerWGs == 2 && kStages == 2 && kOTileElems <= kBlockN * kHeadDimV;
   // The softmax moves a row's running max (and O is rescaled) only when the row's max has grown
   // by more than 2^8 (OnlineSoftmax, fragment.h): where the O rescale (D/2 FMULs a thread a
   // chunk) is large against the chunk's softmax (kBlockN/2 exponentials). Measured on the H100
   // (bench/NOTES.md, v31, v32): d256 (80-key chunks) +3 to +5 %; d128 -1.5 to -4 % and d64 -1 to
   // -4 %, where the warp vote and the branch cost more than the FMULs they save.
-  static constexpr bool kConditionalRescale = kHeadDim >= 2 * kBlockN;
+  static constexpr bool kConditionalRescale = kHeadDimV >= 2 * kBlockN;
   // Two Q buffers when they fit: the producer loads the next tile's Q a whole tile ahead.
-  static constexpr int kQBuffers = kSeparateO && 3 * kTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
+  static constexpr int kQBuffers =
+      kSeparateO && 2 * kQTileBytes + kOTileBytes + kKVRingBytes + kStagedSmemBytes + 1024 <= kSmemPerCta ? 2 : 1;
   // The fusion's key-indexed inputs in key rows beside the K ring (staged_inputs.h): 2 x kStages
   // slots of kKeySlotBytes, where they fit in what Q, O, K, V and the staged tiles leave (the
   // barriers and tile indices take under 512 bytes); read from global memory otherwise.
   static constexpr int kKeySlotBytes = kBlockN * Fusion::kKeyRowBytes + 16 * Fusion::kKeyRowInputs;
   static constexpr bool kKeyRows =
-      Fusion::kKeyRowInputs > 0 && (kQBuffers + (kSeparateO ? 1 : 0)) * kTileBytes + kKVRingBytes + kStagedSmemBytes +
+      Fusion::kKeyRowInputs > 0 && kQBuffers * kQTileBytes + (kSeparateO ? kOTileBytes : 0) + kKVRingBytes + kStagedSmemBytes +
                                            2 * kStages * kKeySlotBytes + 512 <= kSmemPerCta;
   struct SharedStorage {
     cute::array_aligned<Element, kQBuffers * kConsumerWGs * kQTileElems, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
-    cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kQTileElems : 8, 1024> o;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> v;
+    cute::array_aligned<Element, kSeparateO ? kConsumerWGs * kOTileElems : 8, 1024> o;
     cute::array_aligned<char, kStaged ? kStagedSmemBytes : 16, 128> staged;
     cute::array_aligned<char, kKeyRows ? 2 * kStages * kKeySlotBytes : 16, 128> key_rows;
     StageRing<kStages> k_ring;
@@ -291,8 +308,8 @@ struct TileScheduler {
 template <class Cfg>
 struct FwdParams {
   typename Cfg::TmaQ tma_q;
-  typename Cfg::TmaKV tma_k;
-  typename Cfg::TmaKV tma_v;
+  typename Cfg::TmaK tma_k;
+  typename Cfg::TmaV tma_v;
   typename Cfg::TmaO tma_o;
   float* lse;  // [batch, heads_q, seqlen_q] or null
   typename Cfg::Element* o;       // for tiles with every row masked (written directly)
@@ -502,9 +519,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
   using Element = typename Cfg::Element;
   using Fusion = typename Cfg::Fusion;
   using D = typename Cfg::D;
+  using DV = typename Cfg::DV;
   using N = typename Cfg::N;
   constexpr int kBlockN = Cfg::kBlockN;
-  constexpr int kHeadDim = Cfg::kHeadDim;
+  constexpr int kHeadDim = Cfg::kHeadDim, kHeadDimV = Cfg::kHeadDimV;
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   auto& ss = *reinterpret_cast<typename Cfg::SharedStorage*>(smem_raw);
@@ -545,9 +563,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       const bool leader = !Cfg::kWarpSearch || lane == 0;
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.kv_batches));
-      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDim, p.heads_kv, p.kv_batches));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.seqlen_k, kHeadDimV, p.heads_kv, p.kv_batches));
       Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
-      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutK{});   // (N, D, S)
+      Tensor sV = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutV{});   // (N, DV, S)
       auto tma_q = p.tma_q.get_slice(0);
       auto tma_k = p.tma_k.get_slice(0);
       auto tma_v = p.tma_v.get_slice(0);
@@ -634,7 +652,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
         const int head_kv = tc.head / p.group, batch_kv = p.kv_batches == 1 ? 0 : tc.batch;
         Tensor gK = local_tile(mK(_, _, head_kv, batch_kv), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
-        Tensor gV = local_tile(mV(_, _, head_kv, batch_kv), Shape<N, D>{}, make_coord(_, 0));  // (N, D, n)
+        Tensor gV = local_tile(mV(_, _, head_kv, batch_kv), Shape<N, DV>{}, make_coord(_, 0));  // (N, DV, n)
         Tensor tKgK = tma_k.partition_S(gK);
         Tensor tKsK = tma_k.partition_D(sK);
         Tensor tVgV = tma_v.partition_S(gV);
@@ -659,8 +677,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
               });
             }
           };
-          if constexpr (Cfg::kMaskFlagsFromProducer || Cfg::kKeyRows) ss.k_ring.producer_acquire(st, Cfg::kKVBytes, flags, fill_key_rows);
-          else ss.k_ring.producer_acquire(st, Cfg::kKVBytes);
+          if constexpr (Cfg::kMaskFlagsFromProducer || Cfg::kKeyRows) ss.k_ring.producer_acquire(st, Cfg::kKBytes, flags, fill_key_rows);
+          else ss.k_ring.producer_acquire(st, Cfg::kKBytes);
           copy(p.tma_k.with(ss.k_ring.full_barrier(st)), tKgK(_, _, _, n), tKsK(_, _, _, st.index));
           // kOInV: the previous tile's O, staged in the V ring, must have been stored before
           // this tile's first V overwrites it. o_free completes once per tile that stores O,
@@ -668,7 +686,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           // this waits for the previous such tile, so the parity is exact.
           if (Cfg::kOInV && step == 0 && o_tiles > 0)
             cutlass::arch::ClusterBarrier::wait(&ss.o_free, (o_tiles - 1) & 1);
-          ss.v_ring.producer_acquire(st, Cfg::kKVBytes);
+          ss.v_ring.producer_acquire(st, Cfg::kVBytes);
           copy(p.tma_v.with(ss.v_ring.full_barrier(st)), tVgV(_, _, _, n), tVsV(_, _, _, st.index));
           st.advance();
           if constexpr (kClaimAhead)
@@ -708,7 +726,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     Tensor sQ = make_tensor(make_smem_ptr(ss.q.data() + w * Cfg::kQTileElems),
                             typename Cfg::SmemLayoutQ{});                                  // (64, D) buffer 0
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename Cfg::SmemLayoutK{});     // (N, D, S)
-    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutVt{});   // (D, N, S)
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename Cfg::SmemLayoutVt{});   // (DV, N, S)
 
     typename Cfg::MmaQK mma_qk;
     typename Cfg::MmaPV mma_pv;
@@ -717,10 +735,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
     Tensor tSrK = thr_qk.partition_fragment_B(sK);                          // (MMA, 1, D/16, S)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);                         // (MMA, 1, N/16, S)
     Tensor rS = partition_fragment_C(mma_qk, Shape<_64, N>{});              // ((2,2,N/8), 1, 1) f32
-    Tensor rO = partition_fragment_C(mma_pv, Shape<_64, D>{});              // ((2,2,D/8), 1, 1) f32
+    Tensor rO = partition_fragment_C(mma_pv, Shape<_64, DV>{});             // ((2,2,DV/8), 1, 1) f32
     Tensor rP = make_tensor<Element>(partition_shape_A(mma_pv, Shape<_64, N>{}));  // ((2,2,2), 1, N/16)
     static_assert(decltype(size(rS))::value == decltype(size(rP))::value);
-    static_assert(decltype(size(rO))::value == kHeadDim / 2);
+    static_assert(decltype(size(rO))::value == kHeadDimV / 2);
 
     auto convert_p = [&]() {
       CUTE_UNROLL
@@ -1027,7 +1045,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
           v_st.advance();
           if constexpr (Cfg::kOStagedPerWarpgroup)
             if (i == 0 && w == 1) cutlass::arch::NamedBarrier::arrive(256, kOtherVStageFreeBarrier);
-          if (rescale) scale_rows<kHeadDim>(rO, corr);
+          if (rescale) scale_rows<kHeadDimV>(rO, corr);
           convert_p();
         }
         ss.v_ring.consumer_wait(v_st);
@@ -1056,11 +1074,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       if (n_blocks == 0 && split_tile()) {
         // No key of this split is visible to the rows: a partial of zeros, LSE -inf.
         release_q();
-        for (int i = tid; i < 64 * kHeadDim; i += 128) {
-          const int row = row0 + i / kHeadDim;
+        for (int i = tid; i < 64 * kHeadDimV; i += 128) {
+          const int row = row0 + i / kHeadDimV;
           if (row >= p.seqlen_q) continue;
-          p.o_partial[partial_row(row) * kHeadDim + i % kHeadDim] = 0.f;
-          if (Fusion::kNormalise && i % kHeadDim == 0) p.lse_partial[partial_row(row)] = -INFINITY;
+          p.o_partial[partial_row(row) * kHeadDimV + i % kHeadDimV] = 0.f;
+          if (Fusion::kNormalise && i % kHeadDimV == 0) p.lse_partial[partial_row(row)] = -INFINITY;
         }
         continue;
       }
@@ -1070,7 +1088,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         // Every row is masked: O = 0 (or the epilogue of 0 with LSE -inf), written straight to
         // global (16 bytes a thread a step), so no shared-memory buffer is touched while the
         // producer may be loading the next Q.
-        constexpr int kChunks = Cfg::kTensorHeadDim / 8;
+        constexpr int kChunks = Cfg::kTensorHeadDimV / 8;
         for (int i = tid; i < 64 * kChunks; i += 128) {
           const int row = row0 + i / kChunks;
           if (row >= p.seqlen_q) continue;
@@ -1085,7 +1103,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
         continue;
       }
-      scale_rows<kHeadDim>(rO, inv_sum);
+      scale_rows<kHeadDimV>(rO, inv_sum);
       if constexpr (Fusion::kEpilogue) {
         if (!split_tile()) {
           // The diagram's code after the second contraction, per output element; the row's LSE
@@ -1095,9 +1113,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
             const int row = min(row0 + acc_row(warp_in_wg, lane, r), p.seqlen_q - 1);
             const float row_lse = Fusion::kEpilogueUsesLse && inv_sum[r] > 0.f ? lse[r] : -INFINITY;
             CUTE_UNROLL
-            for (int j = 0; j < kHeadDim / 4; ++j) {
+            for (int j = 0; j < kHeadDimV / 4; ++j) {
               // (A padded column, clipped by the store, reads the last real column's inputs.)
-              const int col = Cfg::kPaddedHeadDim ? min(acc_col(lane, j), Cfg::kTensorHeadDim - 1) : acc_col(lane, j);
+              const int col = Cfg::kPaddedHeadDimV ? min(acc_col(lane, j), Cfg::kTensorHeadDimV - 1) : acc_col(lane, j);
               rO(acc_index(r, j)) = Fusion::epilogue(p.fusion, rO(acc_index(r, j)), row_lse, tc.batch, tc.head, row, col);
             }
           }
@@ -1108,9 +1126,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       // seqlen_q are clipped by the tensor map). The staging buffer is free once the previous
       // tile's store has read it.
       if (tid == 0) tma_store_wait<0>();
-      Element* o_smem = ss.o_staging() + w * Cfg::kQTileElems;
-      if constexpr (Cfg::kOStagedPerWarpgroup) o_smem = ss.v.data() + (last_v_stage ^ (w == 0)) * (kBlockN * kHeadDim);
-      Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Cfg::SmemLayoutQ{});         // (64, D)
+      Element* o_smem = ss.o_staging() + w * Cfg::kOTileElems;
+      if constexpr (Cfg::kOStagedPerWarpgroup) o_smem = ss.v.data() + (last_v_stage ^ (w == 0)) * (kBlockN * kHeadDimV);
+      Tensor sO = make_tensor(make_smem_ptr(o_smem), typename Cfg::SmemLayoutO{});         // (64, DV)
       if constexpr (Cfg::kOStagedPerWarpgroup) {
         // Only this tile's P Vs can still read the stage: the previous tile's O stores read it
         // before the producer's o_free wait, which came before this tile's V loads.
@@ -1127,9 +1145,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         for (int r = 0; r < 2; ++r) {
           const int row = row0 + acc_row(warp_in_wg, lane, r);
           if (row >= p.seqlen_q) continue;
-          float* dst = p.o_partial + partial_row(row) * kHeadDim;
+          float* dst = p.o_partial + partial_row(row) * kHeadDimV;
           CUTE_UNROLL
-          for (int j = 0; j < kHeadDim / 4; j += 2)
+          for (int j = 0; j < kHeadDimV / 4; j += 2)
             *reinterpret_cast<float2*>(dst + acc_col(lane, j)) = make_float2(rO(acc_index(r, j)), rO(acc_index(r, j + 1)));
         }
       } else {
@@ -1146,9 +1164,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
       if (tid == 0) {
         if (!split_tile()) {
-          Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDim, p.heads_q, p.batch));
-          Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, D>{},
-                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, D)
+          Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDimV, p.heads_q, p.batch));
+          Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, DV>{},
+                                 make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, DV)
           auto tma_o = p.tma_o.get_slice(0);
           copy(p.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
           tma_store_arrive();
@@ -1177,20 +1195,20 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
   // partial rows are visible.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   using Fusion = typename Cfg::Fusion;
-  constexpr int kHeadDim = Cfg::kHeadDim, kPerLane = (Cfg::kTensorHeadDim + 31) / 32;
+  constexpr int kHeadDimV = Cfg::kHeadDimV, kPerLane = (Cfg::kTensorHeadDimV + 31) / 32;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   // Lane l takes columns l, l + 32, ... of the tensors' head dim (a warp's loads: 128 coalesced bytes).
   auto column = [&](int e) { return e * 32 + lane; };
-  auto in_head = [&](int e) { return Cfg::kTensorHeadDim % 32 == 0 || column(e) < Cfg::kTensorHeadDim; };
+  auto in_head = [&](int e) { return Cfg::kTensorHeadDimV % 32 == 0 || column(e) < Cfg::kTensorHeadDimV; };
   if (row >= rows) return;
   const int q = static_cast<int>(row % p.seqlen_q);
   const int head = static_cast<int>(row / p.seqlen_q % p.heads_q), batch = static_cast<int>(row / p.seqlen_q / p.heads_q);
   float acc[kPerLane] = {};
   float row_lse = -INFINITY;
   auto add = [&](int s, float weight) {
-    const float* src = p.o_partial + (s * rows + row) * kHeadDim;
+    const float* src = p.o_partial + (s * rows + row) * kHeadDimV;
     CUTE_UNROLL
     for (int e = 0; e < kPerLane; ++e)
       if (in_head(e)) acc[e] = fmaf(weight, src[column(e)], acc[e]);
@@ -1272,24 +1290,24 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   // becomes a batch extent of 1, read at batch 0; TMA takes no zero stride, so the descriptor
   // gets one past the copy's extent.
   const int kv_batches = k_strides[0] == 0 ? 1 : batch;
-  auto layout = [&](int seqlen, int heads, const int64_t (&st)[3]) {
+  auto layout = [&](int seqlen, int head_dim, int heads, const int64_t (&st)[3]) {
     const int64_t past = std::max(st[1] * seqlen, st[2] * heads);
-    return typename Cfg::GmemLayout(make_shape(seqlen, Cfg::kTensorHeadDim, heads, st[0] == 0 ? 1 : batch),
+    return typename Cfg::GmemLayout(make_shape(seqlen, head_dim, heads, st[0] == 0 ? 1 : batch),
                                     make_stride(st[1], _1{}, st[2], st[0] == 0 ? past : st[0]));
   };
   FwdParams<Cfg> p;
   p.tma_q = make_tma_copy(SM90_TMA_LOAD{},
-                          make_tensor(make_gmem_ptr(static_cast<Element const*>(q)), layout(seqlen_q, heads_q, q_strides)),
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(q)), layout(seqlen_q, Cfg::kTensorHeadDim, heads_q, q_strides)),
                           typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{},
-                          make_tensor(make_gmem_ptr(static_cast<Element const*>(k)), layout(seqlen_k, heads_kv, k_strides)),
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(k)), layout(seqlen_k, Cfg::kTensorHeadDim, heads_kv, k_strides)),
                           take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{},
-                          make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, heads_kv, v_strides)),
-                          take<0, 2>(typename Cfg::SmemLayoutK{}), Shape<typename Cfg::N, typename Cfg::D>{}, _1{});
+                          make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, Cfg::kTensorHeadDimV, heads_kv, v_strides)),
+                          take<0, 2>(typename Cfg::SmemLayoutV{}), Shape<typename Cfg::N, typename Cfg::DV>{}, _1{});
   p.tma_o = make_tma_copy(SM90_TMA_STORE{},
-                          make_tensor(make_gmem_ptr(static_cast<Element*>(o)), layout(seqlen_q, heads_q, o_strides)),
-                          typename Cfg::SmemLayoutQ{}, Shape<_64, typename Cfg::D>{}, _1{});
+                          make_tensor(make_gmem_ptr(static_cast<Element*>(o)), layout(seqlen_q, Cfg::kTensorHeadDimV, heads_q, o_strides)),
+                          typename Cfg::SmemLayoutO{}, Shape<_64, typename Cfg::DV>{}, _1{});
   p.lse = lse;
   p.batch = batch;
   p.heads_q = heads_q;
@@ -1335,13 +1353,13 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   void* partial = nullptr;
   const int64_t rows = static_cast<int64_t>(batch) * heads_q * seqlen_q;
   if (p.num_splits > 1) {
-    const size_t bytes = static_cast<size_t>(p.num_splits) * rows * (Cfg::kHeadDim + 1) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(p.num_splits) * rows * (Cfg::kHeadDimV + 1) * sizeof(float);
     if (cudaError_t err = cudaMallocAsync(&partial, bytes, stream); err != cudaSuccess) {
       if (lists != nullptr) cudaFreeAsync(lists, stream);
       return err;
     }
     p.o_partial = static_cast<float*>(partial);
-    p.lse_partial = p.o_partial + static_cast<int64_t>(p.num_splits) * rows * Cfg::kHeadDim;
+    p.lse_partial = p.o_partial + static_cast<int64_t>(p.num_splits) * rows * Cfg::kHeadDimV;
     p.num_tiles *= p.num_splits;
   }
   dim3 grid(std::min(p.num_tiles, resident_ctas));
