@@ -178,7 +178,8 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   } else {
     static_assert(kScheduleDim == 256);
     // (Score code that reads staged score-shaped tensors spills at 112 keys: it keeps 80.)
-    if constexpr (kHeadDim <= 192 && kHeadDimV <= 128 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD192V128>(a, fusion, stream);
+    if constexpr (kHeadDim <= 192 && kHeadDimV <= 128 && Fusion::kSkipsBlocks && Fusion::kStagedBytes == 0)
+      err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD192V128>(a, fusion, stream);
     else if constexpr (kWidest <= 192 && Fusion::kStagedBytes == 0) err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdScheduleD192>(a, fusion, stream);
     else err = run_fused<Fusion, Element, kHeadDim, kHeadDimV, FwdSchedule<256>>(a, fusion, stream);
   }
