@@ -16,12 +16,14 @@
 namespace napkin::driver {
 namespace {
 
-// The pseudocode of one schedule of `d`, with the cost model's live memory under its table
-// where `judged` (the schedule's fit is the cost model's to judge).
+// The pseudocode of one schedule of `d`, with the live memory under its table: the configuration
+// solver's count where it configured the schedule (`configured`), else the cost model's where
+// `judged` (the schedule's fit is the cost model's to judge).
 std::string schedule_pseudocode(const ir::Diagram& d, const sched::Schedule& s, const arch::Machine& m, bool markdown,
-                                bool judged = true) {
+                                bool judged = true, const search::Configuration* configured = nullptr) {
   std::vector<emit::LiveMemory> live;
-  if (judged)
+  if (configured) live = live_memory(*configured, m);
+  else if (judged)
     if (auto est = cost::estimate(d, s, m)) live = live_memory(*est);
   return markdown ? emit::pseudocode_markdown(d, s, &m, live) : emit::pseudocode_text(d, s, &m, live);
 }
@@ -49,7 +51,10 @@ Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, c
       // A GEMM's fit (tiles, stages, accumulators) is its solver's to judge, which counts the
       // epilogue as the kernel runs it, fragment by fragment.
       if (k.gemm) s += fmt::format("{}fit: judged by the GEMM solver (napkin derive)\n", c);
-      std::string body = schedule_pseudocode(k.diagram, **nest, m, markdown, !k.gemm);
+      // An attention kernel's fit is the configuration solver's, as derive prints it.
+      const search::Configuration* configured =
+          k.streamed && k.streamed->configuration ? &*k.streamed->configuration : nullptr;
+      std::string body = schedule_pseudocode(k.diagram, **nest, m, markdown, !k.gemm, configured);
       if (!markdown) body.erase(0, body.find('\n') + 1);  // (the command's own first line above)
       s += body;
     } else {

@@ -529,9 +529,10 @@ class Recogniser {
                     "fp8 operands are not in the device library yet");
     f.element = q.dtype;
     const Node& out = d_.node(f.output);
-    if (out.dtype != q.dtype)
-      return refuse(out.loc, fmt::format("the output is {}: the kernel writes O in the operands' dtype ({}); end it with "
-                                         "`as {}`", dtype_name(out.dtype), dtype_name(q.dtype), dtype_name(q.dtype)));
+    if (out.dtype != q.dtype && out.dtype != DType::f32)
+      return refuse(out.loc, fmt::format("the output is {}: the kernel writes O in the operands' dtype ({}) or f32; end it "
+                                         "with `as {}`", dtype_name(out.dtype), dtype_name(q.dtype), dtype_name(q.dtype)));
+    f.output_dtype = out.dtype;
     f.head_dim = d_.axis(f.dim).size;
     if (f.head_dim < 8 || f.head_dim > 256 || f.head_dim % 8 != 0)
       return refuse(d_.axis(f.dim).loc,
@@ -1230,6 +1231,7 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
   if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
+  if (f.output_dtype == DType::f32) out += "  static constexpr bool kOutputF32 = true;  // O in f32, written from the accumulators\n";
   if (f.lse_output >= 0) out += "  static constexpr float kEmptyRowLse = -INFINITY;  // the diagram's logsumexp of no key\n";
   if (f.group >= 0 && !reads_query_axes(d, f) && f.lse_output < 0)  // (the LSE's layout keeps g and q apart)
     out += "  static constexpr bool kQueryAxesInterchangeable = true;  // the fused code reads neither q nor g\n";

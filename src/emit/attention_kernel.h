@@ -61,7 +61,8 @@ struct AttentionForm {
   std::string q_roles, k_roles, v_roles, o_roles;  // per dim, declared (output: written) order
   std::vector<AuxInput> aux;
   std::vector<ir::NodeId> params;         // named constants the fused code reads: kernel arguments
-  DType element = DType::bf16;            // Q, K, V and O
+  DType element = DType::bf16;            // Q, K and V
+  DType output_dtype = DType::bf16;       // O: the operands' dtype, or f32
   std::int64_t head_dim = 0;    // Q's and K's
   std::int64_t head_dim_v = 0;  // V's and O's
 };

@@ -135,7 +135,7 @@ json manifest_for(const ir::Diagram& d, const emit::AttentionForm& f, const Deri
   const std::string out_name = d.node(f.output).name.empty() ? "O" : d.node(f.output).name;
   json outputs = json::array();
   for (std::size_t i = 0; i < d.outputs.size(); ++i)
-    outputs.push_back(i == f.o_index ? tensor_json(d, out_name, d.outputs[i].axes, f.element, f.o_roles, "output")
+    outputs.push_back(i == f.o_index ? tensor_json(d, out_name, d.outputs[i].axes, f.output_dtype, f.o_roles, "output")
                                      : tensor_json(d, d.node(f.lse_output).name, d.outputs[i].axes, DType::f32, f.lse_roles,
                                                    "logsumexp"));
   json params = json::array();
@@ -206,11 +206,23 @@ std::set<std::string> fixed_axes(const plan::Plan& p) {
           for (ir::AxisId a : n.over) fixed.insert(k.diagram.axis(a).name);
       }
     if (k.kind == plan::KernelKind::attention)
-      for (const ir::Node& n : k.diagram.nodes)
-        if (n.op == ir::OpKind::contract && !n.over.empty() && n.operands.size() == 2) {
-          // the first contraction's summed axis is the head dim; V's own is kept too
-          for (ir::AxisId a : n.over) fixed.insert(k.diagram.axis(a).name);
+      for (ir::NodeId c = 0; c < static_cast<ir::NodeId>(k.diagram.nodes.size()); ++c) {
+        const ir::Node& n = k.diagram.node(c);
+        if (n.op != ir::OpKind::contract || n.over.empty() || n.operands.size() != 2) continue;
+        // The first contraction's summed axis is Q's and K's head dim; V's is the axis of the
+        // second's input operand that P lacks.
+        for (ir::AxisId a : n.over) fixed.insert(k.diagram.axis(a).name);
+        for (int side = 0; side < 2; ++side) {
+          const ir::NodeId p = n.operands[static_cast<std::size_t>(side)], v = n.operands[static_cast<std::size_t>(1 - side)];
+          const bool p_is_map = std::any_of(k.diagram.nodes.begin(), k.diagram.nodes.begin() + p, [&](const ir::Node& m) {
+            return m.op == ir::OpKind::contract && k.diagram.depends_on(p, static_cast<ir::NodeId>(&m - k.diagram.nodes.data()));
+          });
+          if (!p_is_map) continue;
+          const auto& p_axes = k.diagram.node(p).axes;
+          for (ir::AxisId a : k.diagram.node(v).axes)
+            if (std::find(p_axes.begin(), p_axes.end(), a) == p_axes.end()) fixed.insert(k.diagram.axis(a).name);
         }
+      }
   }
   // An attention kernel streams its key axis: a runtime size, not fixed.
   for (const plan::Kernel& k : p.kernels)

@@ -125,6 +125,70 @@ std::optional<Variant> row_scale(const ir::Diagram& d, NodeId c) {
   return std::nullopt;
 }
 
+// Whether n is computed by a reduction or contraction (or from one): a map, not an input.
+bool reduced(const ir::Diagram& d, NodeId n) {
+  for (NodeId m = 0; m <= n; ++m) {
+    const OpKind op = d.node(m).op;
+    if ((op == OpKind::contract || ir::op_class(op) == ir::OpClass::reduction) && d.depends_on(n, m)) return true;
+  }
+  return false;
+}
+
+// contract(A +- B, W over x) with A and B each computed by a reduction or contraction (two
+// softmax maps subtracted: differential attention) as contract(A, W) +- contract(B, W): each term
+// a kernel of its own family (an attention each), their outputs combined elementwise, no map
+// materialised. A factor of a term that lacks x (a param, a per-head value) comes out of the
+// contraction: c B . W = c (B . W).
+std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
+  const Node& cn = d.node(c);
+  if (cn.operands.size() != 2) return std::nullopt;
+  auto lacks_over = [&](NodeId s) {
+    for (AxisId a : d.node(s).axes)
+      if (std::count(cn.over.begin(), cn.over.end(), a)) return false;
+    return true;
+  };
+  for (int side = 0; side < 2; ++side) {
+    const NodeId x = cn.operands[static_cast<std::size_t>(side)], w = cn.operands[static_cast<std::size_t>(1 - side)];
+    const Node& xn = d.node(x);
+    if ((xn.op != OpKind::add && xn.op != OpKind::sub) || !single_use(d, x)) continue;
+    struct Term { NodeId map, factor; };
+    Term terms[2];
+    bool ok = true;
+    for (int i = 0; i < 2; ++i) {
+      const NodeId t = xn.operands[static_cast<std::size_t>(i)];
+      terms[i] = {t, -1};
+      if (d.node(t).op == OpKind::mul && single_use(d, t))
+        for (int k = 0; k < 2; ++k) {
+          const NodeId f = d.node(t).operands[static_cast<std::size_t>(k)], m = d.node(t).operands[static_cast<std::size_t>(1 - k)];
+          if (lacks_over(f) && !reduced(d, f) && reduced(d, m)) terms[i] = {m, f};
+        }
+      ok = ok && reduced(d, terms[i].map);
+    }
+    if (!ok) continue;
+    auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+      if (n != c) return {};
+      auto part = [&](const Term& t) {
+        const ir::Value m = val[static_cast<std::size_t>(t.map)], wv = val[static_cast<std::size_t>(w)];
+        ir::Value r = side == 0 ? b.contract({m, wv}, cn.over, cn.loc) : b.contract({wv, m}, cn.over, cn.loc);
+        return t.factor >= 0 ? val[static_cast<std::size_t>(t.factor)] * r : r;
+      };
+      ir::Value out = b.binary(xn.op, part(terms[0]), part(terms[1]), xn.loc);
+      if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
+      return out;
+    });
+    if (!v) continue;
+    auto term_text = [&](const Term& t) {
+      return t.factor >= 0 ? fmt::format("{} * ({} . {})", d.label(t.factor), d.label(t.map), d.label(w))
+                           : fmt::format("{} . {}", d.label(t.map), d.label(w));
+    };
+    return Variant{std::move(*v), {fmt::format("distributed {} = ({} {} {}) . {} as {} {} {}: each map contracted apart",
+                                               d.label(c), d.label(xn.operands[0]), xn.op == OpKind::add ? "+" : "-",
+                                               d.label(xn.operands[1]), d.label(w), term_text(terms[0]),
+                                               xn.op == OpKind::add ? "+" : "-", term_text(terms[1]))}};
+  }
+  return std::nullopt;
+}
+
 double volume(const ir::Diagram& d, const std::set<AxisId>& s) {
   double v = 1;
   for (AxisId a : s) v *= static_cast<double>(d.axis(a).size);
@@ -460,6 +524,7 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
     if (d.node(n).op != OpKind::contract) continue;
     if (auto v = row_scale(d, n)) out.push_back(std::move(*v));
     if (auto v = reassociate(d, n)) out.push_back(std::move(*v));
+    if (auto v = distribute(d, n)) out.push_back(std::move(*v));
     if (auto v = vector_contraction(d, n)) out.push_back(std::move(*v));
     for (Variant& v : split_contraction(d, n)) out.push_back(std::move(v));
   }

@@ -975,8 +975,8 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
     return "an attention kernel writes one output (and its row logsumexp)";
   }
   const DType out = kd.node(kd.outputs[o_index].node).dtype;
-  if (!is_narrow_float(out) && out != DType::fp8e4m3 && out != DType::fp8e5m2)
-    return fmt::format("the output is {}: attention kernels write bf16 or f16", dtype_name(out));
+  if (!is_narrow_float(out) && out != DType::fp8e4m3 && out != DType::fp8e5m2 && out != DType::f32)
+    return fmt::format("the output is {}: attention kernels write bf16, f16 or f32", dtype_name(out));
   if (c2.over.size() != 1) return "the second contraction sums over other than one key axis";
   for (NodeId r : c.reductions)
     if (kd.node(r).over != c2.over || (kd.node(r).op != OpKind::softmax && kd.node(r).op != OpKind::logsumexp))

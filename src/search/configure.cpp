@@ -305,6 +305,11 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       out.variables.push_back({n.name + fmt::format(" (x{} stages)", std::max(1, c.stages)), shape_text(d, n, per_wg),
                                n.dtype, "smem", "per CTA", b});
       out.smem_per_cta_bytes += b;
+    } else if (!sh.operand[static_cast<std::size_t>(id)]) {
+      // A side input without the streamed axis (a per-head slope, an epilogue's [b h q e] term)
+      // is read from global memory where the fused code uses it: no shared memory.
+      const double b = elements(d, n, per_wg) * dtype_bytes(n.dtype);
+      out.variables.push_back({n.name, shape_text(d, n, per_wg), n.dtype, "gmem", "read where used", b});
     } else {
       const double b = elements(d, n, per_wg) * dtype_bytes(n.dtype);
       out.variables.push_back({n.name, shape_text(d, n, per_wg), n.dtype, "smem", "per warpgroup", b});

@@ -314,7 +314,7 @@ AttentionSpec with_larger_axis_as_rows(const AttentionSpec& spec, const napkin_t
     const int element = spec.dtype == AttentionDType::kBF16 ? NAPKIN_BF16 : NAPKIN_F16;
     TensorBinder probe(tensors, count);
     const napkin_tensor* q = probe.bind(spec.q, element, exchange_query_roles(spec.q_roles, q_roles));
-    const napkin_tensor* o = probe.bind(spec.o, element, exchange_query_roles(spec.o_roles, o_roles));
+    const napkin_tensor* o = probe.bind(spec.o, Fusion::kOutputF32 ? NAPKIN_F32 : element, exchange_query_roles(spec.o_roles, o_roles));
     if (!probe.error().empty() || probe.size('q') <= probe.size('g') || !head_axes_merge(probe, q, q_roles) ||
         !head_axes_merge(probe, o, o_roles))
       return spec;
@@ -339,7 +339,7 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
   const napkin_tensor* q = tb.bind(spec.q, element, spec.q_roles);
   const napkin_tensor* k = tb.bind(spec.k, element, spec.k_roles);
   const napkin_tensor* v = tb.bind(spec.v, element, spec.v_roles);
-  const napkin_tensor* o = tb.bind(spec.o, element, spec.o_roles);
+  const napkin_tensor* o = tb.bind(spec.o, Fusion::kOutputF32 ? NAPKIN_F32 : element, spec.o_roles);
   typename Fusion::Args fusion{};
   BlockSummaries summaries(static_cast<cudaStream_t>(stream));  // freed after the launch, in stream order
   bind_fusion(tb, fusion, summaries);

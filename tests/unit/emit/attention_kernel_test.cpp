@@ -149,6 +149,17 @@ TEST(AttentionKernel, EmitsOtherHeadDims) {
   EXPECT_NE(emit_for(mla).find("NAPKIN_GENERATED_ATTENTION(Fusion, cutlass::bfloat16_t, 192, 128,"), std::string::npos);
 }
 
+// An output left in f32 (a plan's intermediate: differential attention's first map's P V) is
+// written in f32 from the accumulators.
+TEST(AttentionKernel, WritesAnF32Output) {
+  const Loaded l = parse("f32.napkin", "axes b=1 h=2 q=64 k=64 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                                       "O = contract(softmax(contract(Q, K over d) over k), V over k)\nout O\n");
+  auto f = emit::recognise_attention(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_EQ(f->output_dtype, DType::f32);
+  EXPECT_NE(emit_for(l).find("static constexpr bool kOutputF32 = true;"), std::string::npos);
+}
+
 // TMA moves rows along the head dim: an operand or an output stored with another axis innermost
 // is refused, naming the order that builds.
 TEST(AttentionKernel, RefusesAHeadDimThatIsNotInnermost) {
@@ -410,7 +421,7 @@ TEST(AttentionKernel, RefusesWhatIsNotAttentionWithTheOpAndWhy) {
        "'V' is read by", 5},
       {"two softmaxes", "S = contract(Q, K over d)\nP = softmax(softmax(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
        "two chained normalisations", 6},
-      {"f32 output", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k)\nout O\n",
+      {"f16 output of bf16 operands", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k) as f16\nout O\n",
        "end it with `as bf16`", 7},
       {"a reduction in the scores", "S = contract(Q, K over d)\nP = softmax(S - max(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
        "only elementwise ops", 6},

@@ -153,6 +153,26 @@ TEST(Plan, LinearAttentionIsReassociated) {
   EXPECT_EQ(r.chosen.materialised[0].rfind("FKV[", 0), 0u) << r.chosen.materialised[0];
 }
 
+// Differential attention: (P1 - lam P2) V is P1 V - lam (P2 V), two attention kernels (the
+// first writing its O in f32, the second subtracting it in its epilogue); no q x k map is
+// materialised. A difference of inputs is not distributed (one GEMM of it is cheaper).
+TEST(Plan, DifferentialAttentionIsDistributedIntoTwoAttentionKernels) {
+  const auto r = derive(example("differential_attention"));
+  ASSERT_EQ(r.chosen.moves.size(), 1u);
+  EXPECT_EQ(r.chosen.moves[0].rfind("distributed", 0), 0u) << r.chosen.moves[0];
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::attention, K::attention}));
+  ASSERT_EQ(r.chosen.materialised.size(), 1u);
+  EXPECT_NE(r.chosen.materialised[0].find("[b h q e] f32"), std::string::npos) << r.chosen.materialised[0];
+  const auto plain = derive(parse(R"(axes m=512 n=512 k=512
+in A[m k] bf16
+in B[m k] bf16
+in W[k n] bf16
+O = contract(A - 0.5 * B, W over k) as bf16
+out O
+)"));
+  for (const auto& m : plain.chosen.moves) EXPECT_EQ(m.find("distributed"), std::string::npos) << m;
+}
+
 // Normalised linear attention: the denominator sum_k (phi(Q) . phi(K)) is phi(Q) . sum_k phi(K)
 // (a row reduction), which leaves the scores of single use, so the numerator reassociates too:
 // no q x k matrix at all.

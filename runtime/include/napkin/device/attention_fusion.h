@@ -85,6 +85,9 @@ struct FusionDefaults {
                         kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false,
                         kBlockOnHost = false, kBlockReadsTensors = false, kBlockRowsFromTensors = false, kBlockCostly = false,
                         kSharesAcrossBatch = false, kScoreFactor = false, kQueryAxesInterchangeable = false;
+  // O written in f32 rather than the operands' dtype (a plan's intermediate that later code
+  // subtracts from another: differential attention's two maps' outputs).
+  static constexpr bool kOutputF32 = false;
   // The LSE written for a row that sees no key: +inf, FlashAttention's (exp(s - LSE) is then 0 in
   // a backward pass); a diagram's logsumexp is -inf there (generated kernels with an LSE output).
   static constexpr float kEmptyRowLse = __builtin_huge_valf();

@@ -73,6 +73,9 @@ struct FwdConfig {
   // The diagram's fused code (attention_fusion.h). Tiles are of uneven work when its mask
   // skips blocks (causal and other masks): they keep the late claims that balance them.
   using Fusion = Fusion_;
+  // O's element: the operands' (staged in shared memory, stored by TMA), or f32 where the fusion
+  // asks (written from the accumulators straight to global memory, as a split's partial rows).
+  using OutElement = std::conditional_t<Fusion::kOutputF32, float, Element>;
   static constexpr bool kCausal = Fusion::kSkipsBlocks;
   // A bound that reads tensors (block summaries) may leave hidden chunks between visible ones
   // (a block-sparse mask, padding in runs): a pre-pass lists each tile's visible chunks
@@ -312,7 +315,7 @@ struct FwdParams {
   typename Cfg::TmaV tma_v;
   typename Cfg::TmaO tma_o;
   float* lse;  // [batch, heads_q, seqlen_q] or null
-  typename Cfg::Element* o;       // for tiles with every row masked (written directly)
+  typename Cfg::OutElement* o;    // for tiles with every row masked, and f32 O (written directly)
   int64_t o_strides[3];           // batch, seq, head
   int batch, heads_q, heads_kv, group, seqlen_q, seqlen_k, num_m_blocks, num_tiles;
   int kv_batches;                 // batch, or 1 where every batch reads one K and V (batch stride 0)
@@ -1092,18 +1095,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         for (int i = tid; i < 64 * kChunks; i += 128) {
           const int row = row0 + i / kChunks;
           if (row >= p.seqlen_q) continue;
-          Element* dst = p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] + tc.head * p.o_strides[2] + (i % kChunks) * 8;
+          using Out = typename Cfg::OutElement;
+          Out* dst = p.o + tc.batch * p.o_strides[0] + row * p.o_strides[1] + tc.head * p.o_strides[2] + (i % kChunks) * 8;
           if constexpr (Fusion::kEpilogue) {
             CUTE_UNROLL
             for (int e = 0; e < 8; ++e)
-              dst[e] = static_cast<Element>(Fusion::epilogue(p.fusion, 0.f, -INFINITY, tc.batch, tc.head, row, (i % kChunks) * 8 + e));
+              dst[e] = static_cast<Out>(Fusion::epilogue(p.fusion, 0.f, -INFINITY, tc.batch, tc.head, row, (i % kChunks) * 8 + e));
           } else {
-            *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+            CUTE_UNROLL
+            for (int e = 0; e < int(8 * sizeof(Out)); e += 16) *reinterpret_cast<uint4*>(reinterpret_cast<char*>(dst) + e) = make_uint4(0, 0, 0, 0);
           }
         }
         continue;
       }
       scale_rows<kHeadDimV>(rO, inv_sum);
+      // O in f32 (Fusion::kOutputF32), like a split's partial rows: from the accumulators to global.
+      constexpr bool kOutputF32 = Fusion::kOutputF32;
       if constexpr (Fusion::kEpilogue) {
         if (!split_tile()) {
           // The diagram's code after the second contraction, per output element; the row's LSE
@@ -1139,16 +1146,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       } else {
         cutlass::arch::NamedBarrier::sync(128, 1 + w);
       }
-      if (split_tile()) {
-        // The split's O in f32, straight from the accumulator to o_partial (a column pair a store).
+      if (split_tile() || kOutputF32) {
+        // The split's O in f32, straight from the accumulator to o_partial (a column pair a store);
+        // an f32 O likewise to O, its padded columns dropped.
         CUTE_UNROLL
         for (int r = 0; r < 2; ++r) {
           const int row = row0 + acc_row(warp_in_wg, lane, r);
           if (row >= p.seqlen_q) continue;
-          float* dst = p.o_partial + partial_row(row) * kHeadDimV;
+          float* dst = split_tile() ? p.o_partial + partial_row(row) * kHeadDimV
+                                    : reinterpret_cast<float*>(p.o) + tc.batch * p.o_strides[0] + row * p.o_strides[1] +
+                                          tc.head * p.o_strides[2];
           CUTE_UNROLL
           for (int j = 0; j < kHeadDimV / 4; j += 2)
-            *reinterpret_cast<float2*>(dst + acc_col(lane, j)) = make_float2(rO(acc_index(r, j)), rO(acc_index(r, j + 1)));
+            if (split_tile() || !Cfg::kPaddedHeadDimV || acc_col(lane, j) < Cfg::kTensorHeadDimV)
+              *reinterpret_cast<float2*>(dst + acc_col(lane, j)) = make_float2(rO(acc_index(r, j)), rO(acc_index(r, j + 1)));
         }
       } else {
         // O as Element, written with stmatrix (four 8x8 matrices per instruction, shared-memory
@@ -1163,7 +1174,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
       tma_store_fence();
       cutlass::arch::NamedBarrier::sync(128, 1 + w);
       if (tid == 0) {
-        if (!split_tile()) {
+        if (!split_tile() && !kOutputF32) {
           Tensor mO = p.tma_o.get_tma_tensor(make_shape(p.seqlen_q, kHeadDimV, p.heads_q, p.batch));
           Tensor gO = local_tile(mO(_, _, tc.head, tc.batch), Shape<_64, DV>{},
                                  make_coord(tc.m_block * Cfg::kConsumerWGs + w, 0));         // (64, DV)
@@ -1230,14 +1241,14 @@ __global__ void fwd_combine_kernel(FwdParams<Cfg> const p) {
   } else {
     for (int s = 0; s < p.num_splits; ++s) add(s, 1.f);
   }
-  typename Cfg::Element* dst = p.o + batch * p.o_strides[0] + q * p.o_strides[1] + head * p.o_strides[2];
+  typename Cfg::OutElement* dst = p.o + batch * p.o_strides[0] + q * p.o_strides[1] + head * p.o_strides[2];
   CUTE_UNROLL
   for (int e = 0; e < kPerLane; ++e) {
     if (!in_head(e)) continue;
     float v = acc[e];
     if constexpr (Fusion::kEpilogue)
       v = Fusion::epilogue(p.fusion, v, Fusion::kEpilogueUsesLse ? row_lse : -INFINITY, batch, head, q, column(e));
-    dst[column(e)] = static_cast<typename Cfg::Element>(v);
+    dst[column(e)] = static_cast<typename Cfg::OutElement>(v);
   }
   if (Fusion::kNormalise && p.lse != nullptr && lane == 0) p.lse[row] = row_lse == -INFINITY ? Fusion::kEmptyRowLse : row_lse;
 }
@@ -1305,6 +1316,8 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{},
                           make_tensor(make_gmem_ptr(static_cast<Element const*>(v)), layout(seqlen_k, Cfg::kTensorHeadDimV, heads_kv, v_strides)),
                           take<0, 2>(typename Cfg::SmemLayoutV{}), Shape<typename Cfg::N, typename Cfg::DV>{}, _1{});
+  // (An f32 O is written without TMA: this descriptor, over the same memory read as Element, is
+  // never used then.)
   p.tma_o = make_tma_copy(SM90_TMA_STORE{},
                           make_tensor(make_gmem_ptr(static_cast<Element*>(o)), layout(seqlen_q, Cfg::kTensorHeadDimV, heads_q, o_strides)),
                           typename Cfg::SmemLayoutO{}, Shape<_64, typename Cfg::DV>{}, _1{});
@@ -1318,7 +1331,7 @@ cudaError_t launch_fmha_fwd(const void* q, const void* k, const void* v, void* o
   p.seqlen_k = seqlen_k;
   p.num_m_blocks = (seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   p.num_tiles = p.num_m_blocks * heads_q * batch;
-  p.o = static_cast<Element*>(o);
+  p.o = static_cast<typename Cfg::OutElement*>(o);
   for (int i = 0; i < 3; ++i) p.o_strides[i] = o_strides[i];
   p.scale_log2 = softmax_scale * 1.4426950408889634f;
   p.fusion = fusion;
