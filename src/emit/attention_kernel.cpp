@@ -533,18 +533,15 @@ class Recogniser {
       return refuse(out.loc, fmt::format("the output is {}: the kernel writes O in the operands' dtype ({}) or f32; end it "
                                          "with `as {}`", dtype_name(out.dtype), dtype_name(q.dtype), dtype_name(q.dtype)));
     f.output_dtype = out.dtype;
-    f.head_dim = d_.axis(f.dim).size;
-    if (f.head_dim < 8 || f.head_dim > 256 || f.head_dim % 8 != 0)
-      return refuse(d_.axis(f.dim).loc,
-                    fmt::format("head dim '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for TMA; "
-                                "WGMMA's widest N is 256)",
-                                d_.axis(f.dim).name, f.head_dim));
-    f.head_dim_v = d_.axis(f.vdim).size;
-    if (f.head_dim_v < 8 || f.head_dim_v > 256 || f.head_dim_v % 8 != 0)
-      return refuse(d_.axis(f.vdim).loc,
-                    fmt::format("V's head dim '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for "
-                                "TMA; WGMMA's widest N is 256)",
-                                d_.axis(f.vdim).name, f.head_dim_v));
+    // Q's and K's head dim, then V's (the same axis, or one of its own).
+    for (const auto& [axis, what, size] : {std::tuple{f.dim, "head dim", &f.head_dim}, {f.vdim, "V's head dim", &f.head_dim_v}}) {
+      *size = d_.axis(axis).size;
+      if (*size < 8 || *size > 256 || *size % 8 != 0)
+        return refuse(d_.axis(axis).loc,
+                      fmt::format("{} '{}' = {}: the kernel takes a multiple of 8 from 8 to 256 (16-byte rows for TMA; "
+                                  "WGMMA's widest N is 256)",
+                                  what, d_.axis(axis).name, *size));
+    }
     return f;
   }
 
