@@ -481,6 +481,10 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
   }
   if (!best) {
     std::string why = unfused_plan.infeasible.empty() ? "no feasible plan" : unfused_plan.infeasible;
+    // Where the diagram is one kernel's (attention at a head dim TMA cannot move), that kernel's
+    // binding constraint comes first: it is the one a user would change.
+    if (!fused_plan.infeasible.empty() && fused_plan.infeasible != unfused_plan.infeasible)
+      why = fmt::format("as one kernel: {}; as one kernel per op: {}", fused_plan.infeasible, why);
     for (const std::string& r : merging.refused) why += "; " + r;
     Diagnostic e = plain_error(fmt::format("no feasible plan on {}: {}", m.name, why));
     if (unfused_plan.infeasible_at.line > 0) e.file = d.source_name, e.loc = unfused_plan.infeasible_at;

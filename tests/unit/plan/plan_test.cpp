@@ -153,6 +153,23 @@ TEST(Plan, LinearAttentionIsReassociated) {
   EXPECT_EQ(r.chosen.materialised[0].rfind("FKV[", 0), 0u) << r.chosen.materialised[0];
 }
 
+// A diagram that is one attention kernel at a head dim TMA cannot move (44 in f16: rows of 88
+// bytes) names that kernel's binding constraint first, not only the unfused GEMMs' layout.
+TEST(Plan, AnInfeasibleAttentionNamesItsOwnConstraintFirst) {
+  const ir::Diagram d = parse(R"(axes b=1 q=256 h=8 k=256 d=44
+in Q[b q h d] f16
+in K[b k h d] f16
+in V[b k h d] f16
+O = contract(softmax(contract(Q, K over d) * 0.15 over k), V over k) as f16
+out O
+)");
+  auto r = plan::derive_plan(d, h100());
+  ASSERT_FALSE(r.ok());
+  const std::string& why = r.error().message;
+  EXPECT_EQ(why.find("as one kernel: "), why.find("no feasible plan on h100-sxm5: ") + 31) << why;
+  EXPECT_NE(why.find("rows of Q in f16 are 88 bytes, and TMA moves multiples of 16"), std::string::npos) << why;
+}
+
 // Differential attention: (P1 - lam P2) V is P1 V - lam (P2 V), two attention kernels (the
 // first writing its O in f32, the second subtracting it in its epilogue); no q x k map is
 // materialised. A difference of inputs is not distributed (one GEMM of it is cheaper).
