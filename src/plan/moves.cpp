@@ -125,13 +125,16 @@ std::optional<Variant> row_scale(const ir::Diagram& d, NodeId c) {
   return std::nullopt;
 }
 
-// Whether n is computed by a reduction or contraction (or from one): a map, not an input.
-bool reduced(const ir::Diagram& d, NodeId n) {
-  for (NodeId m = 0; m <= n; ++m) {
-    const OpKind op = d.node(m).op;
-    if ((op == OpKind::contract || ir::op_class(op) == ir::OpClass::reduction) && d.depends_on(n, m)) return true;
+// Per node: whether it is computed by a reduction or contraction (or from one): a map, not an
+// input.
+std::vector<bool> reduced_nodes(const ir::Diagram& d) {
+  std::vector<bool> out(d.nodes.size(), false);
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const OpKind op = d.nodes[i].op;
+    out[i] = op == OpKind::contract || ir::op_class(op) == ir::OpClass::reduction;
+    for (NodeId o : d.nodes[i].operands) out[i] = out[i] || out[static_cast<std::size_t>(o)];
   }
-  return false;
+  return out;
 }
 
 // contract(A +- B, W over x) with A and B each computed by a reduction or contraction (two
@@ -142,6 +145,8 @@ bool reduced(const ir::Diagram& d, NodeId n) {
 std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
   const Node& cn = d.node(c);
   if (cn.operands.size() != 2) return std::nullopt;
+  const std::vector<bool> maps = reduced_nodes(d);
+  auto reduced = [&](NodeId n) { return maps[static_cast<std::size_t>(n)]; };
   auto lacks_over = [&](NodeId s) {
     for (AxisId a : d.node(s).axes)
       if (std::count(cn.over.begin(), cn.over.end(), a)) return false;
@@ -160,9 +165,9 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
       if (d.node(t).op == OpKind::mul && single_use(d, t))
         for (int k = 0; k < 2; ++k) {
           const NodeId f = d.node(t).operands[static_cast<std::size_t>(k)], m = d.node(t).operands[static_cast<std::size_t>(1 - k)];
-          if (lacks_over(f) && !reduced(d, f) && reduced(d, m)) terms[i] = {m, f};
+          if (lacks_over(f) && !reduced(f) && reduced(m)) terms[i] = {m, f};
         }
-      ok = ok && reduced(d, terms[i].map);
+      ok = ok && reduced(terms[i].map);
     }
     if (!ok) continue;
     auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
