@@ -160,7 +160,7 @@ std::string Diagram::label(NodeId n) const {
                          std::all_of(nd.name.begin() + 1, nd.name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
   if (!nd.name.empty() && !(generated && nd.loc.line > 0)) return "'" + nd.name + "'";
   std::string what = fmt::format("'{}'", op_symbol(nd.op));
-  if (nd.op == OpKind::constant) what = "the constant";
+  if (nd.op == OpKind::constant) what = "constant";
   if (nd.op == OpKind::iota) what = fmt::format("axis index '{}'", axis(nd.axis).name);
   if (nd.loc.line > 0) return fmt::format("the {} at {}:{}", what, nd.loc.line, nd.loc.column);
   return fmt::format("the {} (node {})", what, n);

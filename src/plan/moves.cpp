@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "ir/builder.h"
+#include "ir/printer.h"
 #include "plan/subgraph.h"
 
 namespace napkin::plan {
@@ -156,17 +157,29 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
     const NodeId x = cn.operands[static_cast<std::size_t>(side)], w = cn.operands[static_cast<std::size_t>(1 - side)];
     const Node& xn = d.node(x);
     if ((xn.op != OpKind::add && xn.op != OpKind::sub) || !single_use(d, x)) continue;
-    struct Term { NodeId map, factor; };
+    // A term: a map, times or over a factor without x (lam * P2, P2 / 2), or scaled or negated.
+    struct Term {
+      NodeId map, factor = -1;
+      OpKind op = OpKind::mul;  // mul, div (map / factor), scale (by `scalar`), neg
+      double scalar = 1;
+    };
     Term terms[2];
     bool ok = true;
     for (int i = 0; i < 2; ++i) {
       const NodeId t = xn.operands[static_cast<std::size_t>(i)];
-      terms[i] = {t, -1};
-      if (d.node(t).op == OpKind::mul && single_use(d, t))
-        for (int k = 0; k < 2; ++k) {
-          const NodeId f = d.node(t).operands[static_cast<std::size_t>(k)], m = d.node(t).operands[static_cast<std::size_t>(1 - k)];
-          if (lacks_over(f) && !reduced(f) && reduced(m)) terms[i] = {m, f};
-        }
+      const Node& tn = d.node(t);
+      terms[i] = {t};
+      if (single_use(d, t)) {
+        if (tn.op == OpKind::mul)
+          for (int k = 0; k < 2; ++k) {
+            const NodeId f = tn.operands[static_cast<std::size_t>(k)], m = tn.operands[static_cast<std::size_t>(1 - k)];
+            if (lacks_over(f) && !reduced(f) && reduced(m)) terms[i] = {m, f};
+          }
+        if (tn.op == OpKind::div && lacks_over(tn.operands[1]) && !reduced(tn.operands[1]) && reduced(tn.operands[0]))
+          terms[i] = {tn.operands[0], tn.operands[1], OpKind::div};
+        if ((tn.op == OpKind::scale || tn.op == OpKind::neg) && reduced(tn.operands[0]))
+          terms[i] = {tn.operands[0], -1, tn.op, tn.scalar};
+      }
       ok = ok && reduced(terms[i].map);
     }
     if (!ok) continue;
@@ -175,16 +188,30 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
       auto part = [&](const Term& t) {
         const ir::Value m = val[static_cast<std::size_t>(t.map)], wv = val[static_cast<std::size_t>(w)];
         ir::Value r = side == 0 ? b.contract({m, wv}, cn.over, cn.loc) : b.contract({wv, m}, cn.over, cn.loc);
-        return t.factor >= 0 ? val[static_cast<std::size_t>(t.factor)] * r : r;
+        switch (t.op) {
+          case OpKind::div: return b.binary(OpKind::div, r, val[static_cast<std::size_t>(t.factor)]);
+          case OpKind::scale: return b.scale(r, t.scalar);
+          case OpKind::neg: return -r;
+          default: return t.factor >= 0 ? val[static_cast<std::size_t>(t.factor)] * r : r;
+        }
       };
       ir::Value out = b.binary(xn.op, part(terms[0]), part(terms[1]), xn.loc);
       if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
       return out;
     });
     if (!v) continue;
+    auto factor_text = [&](NodeId f) {  // (an unnamed constant by its value)
+      const Node& fn = d.node(f);
+      return fn.op == OpKind::constant && fn.name.empty() ? ir::format_number(fn.scalar) : d.label(f);
+    };
     auto term_text = [&](const Term& t) {
-      return t.factor >= 0 ? fmt::format("{} * ({} . {})", d.label(t.factor), d.label(t.map), d.label(w))
-                           : fmt::format("{} . {}", d.label(t.map), d.label(w));
+      const std::string product = fmt::format("{} . {}", d.label(t.map), d.label(w));
+      switch (t.op) {
+        case OpKind::div: return fmt::format("({}) / {}", product, factor_text(t.factor));
+        case OpKind::scale: return fmt::format("{} * ({})", ir::format_number(t.scalar), product);
+        case OpKind::neg: return fmt::format("-({})", product);
+        default: return t.factor >= 0 ? fmt::format("{} * ({})", factor_text(t.factor), product) : product;
+      }
     };
     return Variant{std::move(*v), {fmt::format("distributed {} = ({} {} {}) . {} as {} {} {}: each map contracted apart",
                                                d.label(c), d.label(xn.operands[0]), xn.op == OpKind::add ? "+" : "-",

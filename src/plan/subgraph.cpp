@@ -975,8 +975,18 @@ std::string attention_shape(const ir::Diagram& kd, const Census& c) {
     return "an attention kernel writes one output (and its row logsumexp)";
   }
   const DType out = kd.node(kd.outputs[o_index].node).dtype;
-  if (!is_narrow_float(out) && out != DType::fp8e4m3 && out != DType::fp8e5m2 && out != DType::f32)
-    return fmt::format("the output is {}: attention kernels write bf16, f16 or f32", dtype_name(out));
+  const DType v_dtype = kd.node(kd.node(v).op == OpKind::cast ? kd.node(v).operands[0] : v).dtype;
+  if (out != v_dtype && out != DType::f32)
+    return fmt::format("the output is {}: attention kernels write O in V's dtype ({}) or f32", dtype_name(out),
+                       dtype_name(v_dtype));
+  // Under a softmax, P V reads the softmax's output as it is (the kernel's online softmax feeds P
+  // V): a P changed after its softmax (w * P, P / 2) is not the family's.
+  const bool normalised = std::any_of(c.reductions.begin(), c.reductions.end(),
+                                      [&](NodeId r) { return kd.node(r).op == OpKind::softmax; });
+  NodeId pn = p;
+  while (kd.node(pn).op == OpKind::cast) pn = kd.node(pn).operands[0];
+  if (normalised && kd.node(pn).op != OpKind::softmax)
+    return fmt::format("P V reads {}, computed after the softmax: the kernel multiplies V by the softmax itself", kd.label(pn));
   if (c2.over.size() != 1) return "the second contraction sums over other than one key axis";
   for (NodeId r : c.reductions)
     if (kd.node(r).over != c2.over || (kd.node(r).op != OpKind::softmax && kd.node(r).op != OpKind::logsumexp))

@@ -234,6 +234,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
     if (a == last_row) return &rows_div;
     return whole_of(a);
   };
+  std::string box_too_wide;
   need(rows_div, 64, "WGMMA M = 64 per warpgroup");
   if (c.row_layout == RowLayout::thread)
     need(rows_div, static_cast<std::int64_t>(threads), "one row per thread of a warpgroup");
@@ -244,7 +245,14 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       if (narrow(dn.node(o).dtype)) fmt_t = dn.node(o).dtype;
     const std::int64_t k_mult = dtype_bytes(fmt_t) == 1 ? 32 : 16;
     for (AxisId a : n.over)
-      if (auto* dv = div_of(a)) need(*dv, k_mult, fmt::format("WGMMA K of a {} contraction", dtype_name(fmt_t)));
+      if (auto* dv = div_of(a)) {
+        need(*dv, k_mult, fmt::format("WGMMA K of a {} contraction", dtype_name(fmt_t)));
+        // A whole axis summed by a contraction (Q's and K's head dim) is one TMA box's side
+        // (judged after the WGMMA N rule below, the one to name where an axis is both).
+        if (dv == whole_of(a) && d.axis(a).size > 256)
+          box_too_wide = fmt::format("divisibility: {} = {} is kept whole in one TMA box, at most 256 along an axis",
+                                     dv->what, d.axis(a).size);
+      }
     for (AxisId a : n.axes)
       if (a != last_row && !std::count(sh.rows.begin(), sh.rows.end(), a) && !std::count(sh.batch.begin(), sh.batch.end(), a))
         if (auto* dv = div_of(a)) {
@@ -254,6 +262,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
             reject(fmt::format("divisibility: {} = {} is a WGMMA's N, at most 256", dv->what, d.axis(a).size));
         }
   }
+  if (!box_too_wide.empty()) reject(box_too_wide);
   for (Divisibility& dv : whole_div)
     if (dv.value % dv.multiple != 0) {
       dv.padded_from = dv.value;
@@ -318,9 +327,13 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   }
   for (const ir::Output& o : d.outputs) {
     const Node& n = d.node(o.node);
-    const double staged = elements(d, n, per_wg) * dtype_bytes(n.dtype);
-    out.variables.push_back({n.name + " (store staging)", shape_text(d, n, per_wg), n.dtype, "smem", "per warpgroup", staged});
-    out.smem_per_warpgroup_bytes += staged;
+    // A narrow output is staged in shared memory for its TMA store; an f32 one is written from the
+    // accumulators.
+    if (narrow(n.dtype)) {
+      const double staged = elements(d, n, per_wg) * dtype_bytes(n.dtype);
+      out.variables.push_back({n.name + " (store staging)", shape_text(d, n, per_wg), n.dtype, "smem", "per warpgroup", staged});
+      out.smem_per_warpgroup_bytes += staged;
+    }
     if (!has(n, sh.stream)) {
       const double b = elements(d, n, per_wg) * dtype_bytes(acc);
       out.variables.push_back({n.name + " (accumulator)", shape_text(d, n, per_wg), acc, "rmem", "per warpgroup", b});

@@ -188,6 +188,28 @@ O = contract(A - 0.5 * B, W over k) as bf16
 out O
 )"));
   for (const auto& m : plain.chosen.moves) EXPECT_EQ(m.find("distributed"), std::string::npos) << m;
+  // A term over or times a constant, or negated, is distributed too (the constant by its value).
+  std::string text = testing::read_text(testing::source_dir() / "examples" / "differential_attention.napkin");
+  text.replace(text.find("P1 - lam * P2"), 13, "P1 - P2 / 2");
+  const auto over = derive(parse(text));
+  ASSERT_EQ(over.chosen.moves.size(), 1u);
+  EXPECT_NE(over.chosen.moves[0].find("- ('P2' . 'V') / 2:"), std::string::npos) << over.chosen.moves[0];
+  EXPECT_EQ(kinds(over.chosen), (std::vector<K>{K::attention, K::attention}));
+}
+
+// P changed after its softmax (w[k] * P) is not the attention family's (its kernel multiplies V by
+// the softmax itself): derive does not plan the attention kernel that build would refuse.
+TEST(Plan, APChangedAfterItsSoftmaxIsNotOneAttentionKernel) {
+  const auto r = plan::derive_plan(parse(R"(axes b=1 h=4 q=512 k=512 d=64
+in Q[b h q d] bf16
+in K[b h k d] bf16
+in V[b h k d] bf16
+in w[k] f32
+O = contract(w * softmax(contract(Q, K over d) * 0.125 over k), V over k) as bf16
+out O
+)"), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const auto& k : r->chosen.kernels) EXPECT_NE(k.kind, K::attention) << k.name;
 }
 
 // Normalised linear attention: the denominator sum_k (phi(Q) . phi(K)) is phi(Q) . sum_k phi(K)

@@ -115,6 +115,14 @@ TEST(HeadDim, VsHeadDimOfItsOwnIsWholeBesideQs) {
   auto r = search(f.d, f.report, f.m, SearchOptions{});
   ASSERT_TRUE(r.ok()) << r.error().format();
   EXPECT_EQ(r->method, "configuration solver");
+  // Q's and K's head dim is one TMA box's side: at most 256, whatever V's.
+  const Fixture wide = load("axes b=1 h=8 q=4096 k=4096 d=264 e=128\nin Q[b q h d] bf16\nin K[b k h d] bf16\nin V[b k h e] bf16\n"
+                            "O = contract(softmax(contract(Q, K over d) over k), V over k) as bf16\nout O[b q h e]\n",
+                            false);
+  auto w = configure(wide.d, wide.report, wide.m, config);
+  ASSERT_TRUE(w.ok()) << w.error().format();
+  ASSERT_TRUE(w->rejection.has_value());
+  EXPECT_EQ(*w->rejection, "divisibility: d = 264 is kept whole in one TMA box, at most 256 along an axis");
 }
 
 }  // namespace
