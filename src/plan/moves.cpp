@@ -138,11 +138,13 @@ std::vector<bool> reduced_nodes(const ir::Diagram& d) {
   return out;
 }
 
-// contract(A +- B, W over x) with A and B each computed by a reduction or contraction (two
-// softmax maps subtracted: differential attention) as contract(A, W) +- contract(B, W): each term
-// a kernel of its own family (an attention each), their outputs combined elementwise, no map
-// materialised. A factor of a term that lacks x (a param, a per-head value) comes out of the
-// contraction: c B . W = c (B . W).
+// contract(A +- B +- ..., W over x) with at least one term computed by a reduction or
+// contraction (softmax maps subtracted: differential attention) as contract(A, W) +- contract(B,
+// W) +- ...: each term a kernel of its own family (an attention per map, a GEMM per input), the
+// products combined elementwise, no map materialised. A sum of single use inside the sum is
+// flattened where all its terms are maps. A factor of a term that lacks x (a param, a per-head
+// value) comes out of the contraction: c B . W = c (B . W). A sum of inputs alone is left as it
+// is (one GEMM of it is cheaper).
 std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
   const Node& cn = d.node(c);
   if (cn.operands.size() != 2) return std::nullopt;
@@ -153,36 +155,53 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
       if (std::count(cn.over.begin(), cn.over.end(), a)) return false;
     return true;
   };
+  auto is_sum = [&](NodeId n) { return d.node(n).op == OpKind::add || d.node(n).op == OpKind::sub; };
+  // A term: a map, times or over a factor without x (lam * P2, P2 / 2), or scaled or negated;
+  // `minus` where the sum subtracts it.
+  struct Term {
+    NodeId map, factor = -1;
+    OpKind op = OpKind::mul;  // mul, div (map / factor), scale (by `scalar`), neg
+    double scalar = 1;
+    bool minus = false;
+  };
+  auto term_of = [&](NodeId t, bool minus) {
+    const Node& tn = d.node(t);
+    Term out{t};
+    if (single_use(d, t)) {
+      if (tn.op == OpKind::mul)
+        for (int k = 0; k < 2; ++k) {
+          const NodeId f = tn.operands[static_cast<std::size_t>(k)], m = tn.operands[static_cast<std::size_t>(1 - k)];
+          if (lacks_over(f) && !reduced(f) && !lacks_over(m)) out = {m, f};
+        }
+      if (tn.op == OpKind::div && lacks_over(tn.operands[1]) && !reduced(tn.operands[1]) && !lacks_over(tn.operands[0]))
+        out = {tn.operands[0], tn.operands[1], OpKind::div};
+      if (tn.op == OpKind::scale || tn.op == OpKind::neg)
+        out = {tn.operands[0], -1, tn.op, tn.scalar};
+    }
+    out.minus = minus;
+    return out;
+  };
+  // The terms of sum node s (taken apart where it is of single use and all its terms are maps).
+  std::function<std::vector<Term>(NodeId, bool)> terms_of_operand;
+  auto terms_of = [&](NodeId s, bool minus) {
+    const Node& sn = d.node(s);
+    std::vector<Term> out = terms_of_operand(sn.operands[0], minus);
+    for (Term& t : terms_of_operand(sn.operands[1], sn.op == OpKind::sub ? !minus : minus)) out.push_back(t);
+    return out;
+  };
+  terms_of_operand = [&](NodeId t, bool minus) -> std::vector<Term> {
+    if (is_sum(t) && single_use(d, t)) {
+      std::vector<Term> inner = terms_of(t, minus);
+      if (std::all_of(inner.begin(), inner.end(), [&](const Term& i) { return reduced(i.map); })) return inner;
+    }
+    return {term_of(t, minus)};
+  };
   for (int side = 0; side < 2; ++side) {
     const NodeId x = cn.operands[static_cast<std::size_t>(side)], w = cn.operands[static_cast<std::size_t>(1 - side)];
     const Node& xn = d.node(x);
-    if ((xn.op != OpKind::add && xn.op != OpKind::sub) || !single_use(d, x)) continue;
-    // A term: a map, times or over a factor without x (lam * P2, P2 / 2), or scaled or negated.
-    struct Term {
-      NodeId map, factor = -1;
-      OpKind op = OpKind::mul;  // mul, div (map / factor), scale (by `scalar`), neg
-      double scalar = 1;
-    };
-    Term terms[2];
-    bool ok = true;
-    for (int i = 0; i < 2; ++i) {
-      const NodeId t = xn.operands[static_cast<std::size_t>(i)];
-      const Node& tn = d.node(t);
-      terms[i] = {t};
-      if (single_use(d, t)) {
-        if (tn.op == OpKind::mul)
-          for (int k = 0; k < 2; ++k) {
-            const NodeId f = tn.operands[static_cast<std::size_t>(k)], m = tn.operands[static_cast<std::size_t>(1 - k)];
-            if (lacks_over(f) && !reduced(f) && reduced(m)) terms[i] = {m, f};
-          }
-        if (tn.op == OpKind::div && lacks_over(tn.operands[1]) && !reduced(tn.operands[1]) && reduced(tn.operands[0]))
-          terms[i] = {tn.operands[0], tn.operands[1], OpKind::div};
-        if ((tn.op == OpKind::scale || tn.op == OpKind::neg) && reduced(tn.operands[0]))
-          terms[i] = {tn.operands[0], -1, tn.op, tn.scalar};
-      }
-      ok = ok && reduced(terms[i].map);
-    }
-    if (!ok) continue;
+    if (!is_sum(x) || !single_use(d, x)) continue;
+    const std::vector<Term> terms = terms_of(x, false);
+    if (std::none_of(terms.begin(), terms.end(), [&](const Term& t) { return reduced(t.map); })) continue;
     auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
       if (n != c) return {};
       auto part = [&](const Term& t) {
@@ -195,7 +214,9 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
           default: return t.factor >= 0 ? val[static_cast<std::size_t>(t.factor)] * r : r;
         }
       };
-      ir::Value out = b.binary(xn.op, part(terms[0]), part(terms[1]), xn.loc);
+      ir::Value out = terms[0].minus ? -part(terms[0]) : part(terms[0]);
+      for (std::size_t i = 1; i < terms.size(); ++i)
+        out = b.binary(terms[i].minus ? OpKind::sub : OpKind::add, out, part(terms[i]), xn.loc);
       if (!cn.name.empty()) out = b.named(cn.name, out, cn.loc);
       return out;
     });
@@ -213,10 +234,22 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
         default: return t.factor >= 0 ? fmt::format("{} * ({})", factor_text(t.factor), product) : product;
       }
     };
-    return Variant{std::move(*v), {fmt::format("distributed {} = ({} {} {}) . {} as {} {} {}: each map contracted apart",
-                                               d.label(c), d.label(xn.operands[0]), xn.op == OpKind::add ? "+" : "-",
-                                               d.label(xn.operands[1]), d.label(w), term_text(terms[0]),
-                                               xn.op == OpKind::add ? "+" : "-", term_text(terms[1]))}};
+    auto written_text = [&](const Term& t) {
+      switch (t.op) {
+        case OpKind::div: return fmt::format("{} / {}", d.label(t.map), factor_text(t.factor));
+        case OpKind::scale: return fmt::format("{} * {}", ir::format_number(t.scalar), d.label(t.map));
+        case OpKind::neg: return fmt::format("-{}", d.label(t.map));
+        default: return t.factor >= 0 ? fmt::format("{} * {}", factor_text(t.factor), d.label(t.map)) : d.label(t.map);
+      }
+    };
+    std::string written, apart;
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      const char* sign = terms[i].minus ? (i == 0 ? "-" : " - ") : (i == 0 ? "" : " + ");
+      written += sign + written_text(terms[i]);
+      apart += sign + term_text(terms[i]);
+    }
+    return Variant{std::move(*v), {fmt::format("distributed {} = ({}) . {} as {}: each map contracted apart", d.label(c),
+                                               written, d.label(w), apart)}};
   }
   return std::nullopt;
 }

@@ -17,7 +17,8 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "geglu_linear", "expert_swiglu", "residual_projection", "feature_projection",
             "column_statistics", "column_variance", "feature_sums",
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
-            "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention"]
+            "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
+            "map_terms"]
 
 
 def napkin_bin():

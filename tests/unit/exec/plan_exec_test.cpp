@@ -92,7 +92,13 @@ TEST(PlanExec, MovedPlansMatchTheReference) {
       {"a matrix-vector contraction", "KS = sum(FK over k)\nZ = contract(FQ, KS over d)\nout Z\n"},
       {"a vector on the left", "KS = sum(FK over k)\nZ = contract(KS, FQ over d) as bf16\nout Z\n"},
       {"a contraction of three operands", "W = contract(FQ, FK, V over d k) as bf16\nout W\n"},
-      {"a contraction of four operands", "W = contract(Q, FQ, FK, V over d k) as bf16\nout W\n"}};
+      {"a contraction of four operands", "W = contract(Q, FQ, FK, V over d k) as bf16\nout W\n"},
+      {"three maps distributed", "P1 = softmax(contract(Q, K over d) * 0.125 over k)\n"
+                                 "P2 = softmax(contract(FQ, FK over d) * 0.01 over k)\n"
+                                 "P3 = softmax(contract(Q, FK over d) * 0.1 over k)\n"
+                                 "O = contract(P1 - P2 / 2 + P3, V over k) as bf16\nout O\n"},
+      {"a map and an input distributed", "in A[b h q k] bf16\nP1 = softmax(contract(Q, K over d) * 0.125 over k)\n"
+                                         "O = contract(P1 - 0.3 * A, V over k) as bf16\nout O\n"}};
   for (const auto& [what, body] : cases) {
     SCOPED_TRACE(what);
     auto p = ir::parse_diagram(SourceText{"<test>", prefix + body});

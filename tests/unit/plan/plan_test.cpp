@@ -197,6 +197,35 @@ out O
   EXPECT_EQ(kinds(over.chosen), (std::vector<K>{K::attention, K::attention}));
 }
 
+// A sum of three maps is distributed in one move (three attention kernels, each later one adding
+// the earlier outputs in its epilogue); a term that is an input contracts as a GEMM of its own,
+// its factor in that GEMM's epilogue, rather than materialising lam * A.
+TEST(Plan, ASumOfMapsAndInputsIsDistributedTermByTerm) {
+  std::string text = testing::read_text(testing::source_dir() / "examples" / "differential_attention.napkin");
+  text.replace(text.find("in V["), 0, "in Q3[b q h d] bf16\nin K3[b k h d] bf16\n");
+  text.replace(text.find("O = "), 0, "P3 = softmax(contract(Q3, K3 over d) * 0.125 over k)\n");
+  text.replace(text.find("P1 - lam * P2"), 13, "P1 - lam * P2 + P3");
+  const auto three = derive(parse(text));
+  ASSERT_EQ(three.chosen.moves.size(), 1u);
+  EXPECT_NE(three.chosen.moves[0].find("as 'P1' . 'V' - 'lam' * ('P2' . 'V') + 'P3' . 'V':"), std::string::npos)
+      << three.chosen.moves[0];
+  EXPECT_EQ(kinds(three.chosen), (std::vector<K>{K::attention, K::attention, K::attention}));
+  const auto input = derive(parse(R"(axes b=2 h=16 q=4096 k=4096 d=64 e=128
+in Q[b h q d] bf16
+in K[b h k d] bf16
+in A[b h q k] bf16
+in V[b h k e] bf16
+param lam = 0.8
+P = softmax(contract(Q, K over d) * 0.125 over k)
+O = contract(P - lam * A, V over k) as bf16
+out O
+)"));
+  ASSERT_EQ(input.chosen.moves.size(), 1u);
+  EXPECT_NE(input.chosen.moves[0].find("- 'lam' * ('A' . 'V')"), std::string::npos) << input.chosen.moves[0];
+  EXPECT_EQ(kinds(input.chosen), (std::vector<K>{K::attention, K::gemm}));
+  for (const auto& m : input.chosen.materialised) EXPECT_EQ(m.find("[b h q k]"), std::string::npos) << m;
+}
+
 // P changed after its softmax (w[k] * P) is not the attention family's (its kernel multiplies V by
 // the softmax itself): derive does not plan the attention kernel that build would refuse.
 TEST(Plan, APChangedAfterItsSoftmaxIsNotOneAttentionKernel) {
