@@ -254,6 +254,84 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
   return std::nullopt;
 }
 
+// The storage order a GEMM needs of input `x`, an operand of two-operand contraction `c`, or
+// empty where x's serves: each class of its axes (batch L, its own M or N, contracted K) one run,
+// a unit-stride M, N or K innermost, as the kernel flattens each class into one mode
+// (subgraph.cpp's gemm_classes). The order given keeps L first and the other two classes in the
+// order x holds them.
+std::vector<AxisId> gemm_order_needed(const ir::Diagram& d, NodeId c, NodeId x) {
+  const Node& cn = d.node(c);
+  const NodeId other = cn.operands[0] == x ? cn.operands[1] : cn.operands[0];
+  auto has = [](const std::vector<AxisId>& v, AxisId a) { return std::find(v.begin(), v.end(), a) != v.end(); };
+  auto cls = [&](AxisId a) { return has(d.node(other).axes, a) ? (has(cn.axes, a) ? 0 : 2) : 1; };  // L, own, K
+  const std::vector<AxisId>& order = d.node(x).axes;
+  bool serves = cls(order.back()) != 0;
+  for (int k = 0; k < 3; ++k) {
+    int first = -1, last = -1, count = 0;
+    for (int i = 0; i < static_cast<int>(order.size()); ++i)
+      if (cls(order[static_cast<std::size_t>(i)]) == k) first = first < 0 ? i : first, last = i, ++count;
+    serves = serves && (count == 0 || last - first + 1 == count);
+  }
+  if (serves) return {};
+  std::vector<int> classes{0};
+  for (AxisId a : order)
+    if (std::find(classes.begin(), classes.end(), cls(a)) == classes.end()) classes.push_back(cls(a));
+  std::vector<AxisId> needed;
+  for (int k : classes)
+    for (AxisId a : order)
+      if (cls(a) == k) needed.push_back(a);
+  return needed;
+}
+
+// An input whose storage order no GEMM can read as one mode per class (Q[b q h d] under a GEMM
+// batched over b and h: the layout attention users pass) copied once by an elementwise kernel,
+// stored as the GEMM needs it (the planner lays an intermediate out for the GEMM that reads
+// it), and the contractions that could not read it read the copy. The attention kernel reads
+// such layouts itself; this is for the plans of GEMMs.
+std::optional<Variant> relayout_inputs(const ir::Diagram& d) {
+  std::map<NodeId, std::vector<AxisId>> copies;  // input -> an order that would need no copy
+  std::set<std::pair<NodeId, NodeId>> reads;      // (contraction, input) read through the copy
+  for (NodeId c = 0; c < static_cast<NodeId>(d.nodes.size()); ++c) {
+    const Node& cn = d.node(c);
+    if (cn.op != OpKind::contract || cn.operands.size() != 2 || cn.operands[0] == cn.operands[1]) continue;
+    for (NodeId x : cn.operands) {
+      if (d.node(x).op != OpKind::input || !narrow(d.node(x).dtype)) continue;
+      std::vector<AxisId> needed = gemm_order_needed(d, c, x);
+      if (needed.empty()) continue;
+      copies.emplace(x, std::move(needed));
+      reads.insert({c, x});
+    }
+  }
+  if (copies.empty()) return std::nullopt;
+  std::map<NodeId, ir::Value> copy_of;
+  std::vector<std::string> what;
+  auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    const Node& node = d.node(n);
+    if (auto it = copies.find(n); it != copies.end()) {
+      const ir::Value in = replay_node(b, node, {}, [](AxisId a) { return a; });
+      const std::string name = fresh_name(d, node.name + "_copy");
+      copy_of[n] = b.named(name, b.cast(in, node.dtype, node.loc), node.loc);
+      auto names = [&](const std::vector<AxisId>& axes) {
+        std::vector<std::string> v;
+        for (AxisId a : axes) v.push_back(d.axis(a).name);
+        return fmt::format("{}", fmt::join(v, " "));
+      };
+      what.push_back(fmt::format("{}[{}] as {} (declared {}[{}], it would need none)", node.name, names(node.axes), name,
+                                 node.name, names(it->second)));
+      return in;
+    }
+    if (node.op != OpKind::contract || !(reads.count({n, node.operands[0]}) || reads.count({n, node.operands[1]}))) return {};
+    std::vector<ir::Value> ops;
+    for (NodeId o : node.operands) ops.push_back(reads.count({n, o}) ? copy_of.at(o) : val[static_cast<std::size_t>(o)]);
+    ir::Value out = replay_node(b, node, ops, [](AxisId a) { return a; });
+    if (!node.name.empty()) out = b.named(node.name, out, node.loc);
+    return out;
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), {fmt::format("copied {}, stored for the GEMMs that read them (each class of axes, "
+                                             "batch, own and contracted, one mode)", fmt::join(what, ", "))}};
+}
+
 double volume(const ir::Diagram& d, const std::set<AxisId>& s) {
   double v = 1;
   for (AxisId a : s) v *= static_cast<double>(d.axis(a).size);
@@ -582,6 +660,7 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
       if (seen.insert(o).second) users_of[static_cast<std::size_t>(o)].push_back(n);
   }
   std::vector<Recompute> recomputes;
+  if (auto v = relayout_inputs(d)) out.push_back(std::move(*v));
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
     if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
     if (recompute)

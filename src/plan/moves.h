@@ -7,8 +7,11 @@
 //   reassociate   contract(contract(A, B), C) computed as contract(A, contract(B, C)) (or with
 //                 (A, C) first) when that takes fewer FLOPs: linear attention computes phi(K)^T V
 //                 once per head instead of a q x k score matrix
-//   distribute    contract(A - c B, W) as contract(A, W) - c contract(B, W) where A and B are
-//                 maps a reduction computes (differential attention: two attention kernels)
+//   distribute    contract(A - c B + ..., W) as contract(A, W) - c contract(B, W) + ... where a
+//                 term is a map a reduction computes (differential attention: two attention
+//                 kernels)
+//   relayout      an input no GEMM reads as stored (Q[b q h d] batched over b and h) copied by an
+//                 elementwise kernel, stored as the GEMM reads it
 //   recompute     an elementwise value of one input read by several consumers (one of them a
 //                 contraction or reduction) copied into each, so each computes it as it loads
 //   (and a sum pushed into an operand, a matrix-vector contraction as a row reduction, a
