@@ -6,6 +6,7 @@
 #include "arch/load.h"
 #include "cost/cost.h"
 #include "driver/units.h"
+#include "emit/generates.h"
 #include "emit/pseudocode.h"
 #include "emit/svg_canvas.h"
 #include "ir/printer.h"
@@ -69,8 +70,11 @@ Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, c
   return s;
 }
 
-std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine& m, bool attention_configured) {
-  auto derivation = plan::derive_plan(d, m);
+std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine& m, bool attention_configured,
+                                       const std::string& file) {
+  plan::PlanOptions po;
+  if (auto src = read_source_file(file)) po.generates = emit::generates(std::move(*src));
+  auto derivation = plan::derive_plan(d, m, po);
   if (!derivation || !derivation->chosen.infeasible.empty()) return std::nullopt;
   const plan::Plan& p = derivation->chosen;
   if (plan::one_attention_kernel(p) && attention_configured) return std::nullopt;
@@ -90,7 +94,7 @@ CommandOutput pseudocode(const DiagramArgs& args, const PseudocodeOptions& optio
     schedule = s.value();
   } else {
     // A diagram that derives a plan of kernels (any but one attention kernel) prints the plan.
-    if (auto p = derived_plan(d, *machine, true)) {
+    if (auto p = derived_plan(d, *machine, true, args.file)) {
       auto text = plan_pseudocode(d, *p, *machine, options.markdown);
       if (!text) return failure(text.error(), false);
       CommandOutput r;

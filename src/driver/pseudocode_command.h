@@ -28,6 +28,7 @@ Result<std::string> plan_pseudocode(const ir::Diagram& d, const plan::Plan& p, c
 
 // The plan napkin derive prints for `d`, where it is one (any diagram but a single attention
 // kernel that the configuration solver configures: `attention_configured`), feasible.
-std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine& m, bool attention_configured);
+std::optional<plan::Plan> derived_plan(const ir::Diagram& d, const arch::Machine& m, bool attention_configured,
+                                       const std::string& file);
 
 }  // namespace napkin::driver

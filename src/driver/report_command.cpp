@@ -358,7 +358,7 @@ Result<std::string> report_html(const DiagramArgs& args, const ReportOptions& op
   const std::string version(emit::napkin_version());
   // The plan of kernels napkin derive prints, where the diagram derives one (any but a single
   // attention kernel the configuration solver configures): the report shows it first.
-  const std::optional<plan::Plan> plan = derived_plan(d, m, best != nullptr);
+  const std::optional<plan::Plan> plan = derived_plan(d, m, best != nullptr, args.file);
 
   Page p;
   // Summary.

@@ -20,6 +20,7 @@
 
 #include "napkin/kernel_abi.h"  // runtime/include: the C interface of a generated kernel
 #include "emit/attention_kernel.h"
+#include "emit/generates.h"
 #include "emit/expression.h"
 #include "emit/gemm_kernel.h"
 #include "emit/row_kernel.h"
@@ -403,6 +404,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     // Not one attention kernel: the derived plan, a translation unit per kernel.
     plan::PlanOptions po;
     po.search.row_layout = search::RowLayout::quad;  // WGMMA's row layout, as the kernels'
+    po.generates = emit::generates(*src);
     auto r = plan::derive_plan(d, *m, po);
     if (!r) return r.error();
     const plan::Plan& p = r->chosen;
@@ -739,6 +741,7 @@ Result<Built> prebuilt(const DiagramArgs& args, const std::string& machine, cons
   }
   plan::PlanOptions po;
   po.search.row_layout = search::RowLayout::quad;
+  po.generates = emit::generates(*src);
   auto r = plan::derive_plan(parsed->diagram, *m, po);
   if (!r) return r.error();
   b.derived = {"kernel plan", r->chosen.predicted_s, ""};

@@ -118,6 +118,11 @@ class Partition {
     auto kd = kernel_diagram(d_, owner, target, bounds, *index_);
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
+    if (f.valid && o_.generates)
+      if (std::string why = o_.generates(f.kind, *kd); !why.empty()) {
+        f = Family{};
+        f.why = "napkin build generates no such kernel: " + why;
+      }
     return cache_->emplace(key, std::move(f)).first->second;
   }
 

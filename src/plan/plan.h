@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,9 +87,15 @@ struct Derivation {
   std::vector<Alternative> alternatives;
 };
 
+// Why napkin build would not generate a kernel of this family for this kernel's diagram, or ""
+// where it would: the emitters' own recognisers (emit/generates.h), which the core cannot
+// include. With it the planner plans only kernels that build generates.
+using Generates = std::function<std::string(KernelKind, const ir::Diagram&)>;
+
 struct PlanOptions {
   search::SearchOptions search;  // for attention kernels
   int top = 1;                   // schedules kept per kernel (distinct)
+  Generates generates;           // unset: the planner's own rules alone
 };
 
 // Whether the plan is one attention kernel with no move: the diagram as written, which the

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `napkin derive` as a script and a reader use it.
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,29 @@ TEST(Derive, SaysWhereBuildGeneratesNoKernel) {
   auto plain = run_napkin("derive examples/causal.napkin --machine h100-sxm5");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out.find("generates no kernel"), std::string::npos);
+}
+
+// Derive plans only kernels napkin build generates (the emitters' recognisers): two matmuls whose
+// shape is attention's but whose layout the attention kernel does not read (C stored [d p], the
+// head dim not innermost) are two GEMMs; an fp8 output, which no epilogue rounds to, is refused
+// naming the generator's reason.
+TEST(Derive, PlansOnlyKernelsThatBuildGenerates) {
+  const auto dir = std::filesystem::temp_directory_path() / "napkin_derive_generates";
+  std::filesystem::create_directories(dir);
+  const auto chain = dir / "chain.napkin";
+  std::ofstream(chain) << "axes m=8192 d=128 p=64 r=128\nin A[m d] bf16\nin C[d p] bf16\nin D[p r] bf16\n"
+                          "T = contract(A, C over d) as bf16\nY = contract(T, D over p) as bf16\nout Y\n";
+  auto r = run_napkin("derive " + chain.string() + " --machine h100-sxm5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1. gemm T <- A C"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2. gemm Y <- D T"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("generates no kernel"), std::string::npos) << r.out;
+  const auto fp8 = dir / "fp8_out.napkin";
+  std::ofstream(fp8) << "axes m=512 n=512 k=512\nin A[m k] bf16\nin B[n k] bf16\n"
+                        "Y = contract(A, B over k) as fp8e4m3\nout Y\n";
+  r = run_napkin("derive " + fp8.string() + " --machine h100-sxm5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("napkin build generates no such kernel"), std::string::npos) << r.err;
 }
 
 TEST(Derive, PseudocodeOfTheBestSchedule) {
