@@ -45,23 +45,31 @@ bool weak_constant(const Diagram& d, const Node& n) {
 }
 
 // Result dtype of arithmetic on the operands: floats promote, weak constants (literals and
-// params) do not take part, i32 stays i32, bool is refused.
+// params) do not take part, i32 stays i32 unless a weak constant may be fractional (a literal
+// that is not a whole number, a param, arithmetic on them: 0.5 * |q - k| is f32, q - 1 stays
+// i32), bool is refused.
 std::variant<DType, std::string> arithmetic_dtype(const Diagram& d, const Node& n,
                                                   const std::vector<NodeId>& operands) {
   std::optional<DType> result;
-  bool all_weak = true;
+  bool all_weak = true, fractional = false;
   for (NodeId o : operands) {
     const Node& x = d.node(o);
     if (x.dtype == DType::boolean)
       return fmt::format("'{}' expects numbers, but {} is bool (use select(cond, a, b))",
                          op_symbol(n.op), d.label(o));
-    if (weak_constant(d, x)) continue;
+    if (weak_constant(d, x)) {
+      const bool whole = x.op == OpKind::constant && x.name.empty() && std::isfinite(x.scalar) &&
+                         x.scalar == std::floor(x.scalar) && std::abs(x.scalar) < 2147483648.0;
+      fractional = fractional || !whole;
+      continue;
+    }
     all_weak = false;
     if (!result) result = x.dtype;
     else if (*result == DType::i32) result = x.dtype;
     else if (x.dtype != DType::i32) result = promote_float(*result, x.dtype);
   }
   if (all_weak) return DType::f64;
+  if (*result == DType::i32 && fractional) return DType::f32;
   return *result;
 }
 

@@ -406,7 +406,17 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     po.search.row_layout = search::RowLayout::quad;  // WGMMA's row layout, as the kernels'
     po.generates = emit::generates(*src);
     auto r = plan::derive_plan(d, *m, po);
-    if (!r) return r.error();
+    if (!r) {
+      // A diagram that is one attention kernel by the planner's rules: the attention emitter's
+      // reason first (what the user wrote it as), the plan's after.
+      plan::PlanOptions planner = po;
+      planner.generates = nullptr;
+      auto any = plan::derive_plan(d, *m, planner);
+      if (!any || !plan::one_attention_kernel(any->chosen)) return r.error();
+      Diagnostic e = form.error();
+      e.note = "nor as a plan of other kernels: " + r.error().message;
+      return e;
+    }
     const plan::Plan& p = r->chosen;
     if (p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention) return form.error();
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),

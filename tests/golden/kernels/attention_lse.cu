@@ -20,8 +20,8 @@ struct Fusion : napkin::device::FusionDefaults {
   static constexpr bool kBlockOnHost = true;
   template <class Reads>
   __device__ static bool visible(Args const& a, Reads const&, int b, int h, int q, int k) {
-    const int v8 = k + static_cast<int>(a.param_lag_f32);
-    const bool v10 = v8 <= q;
+    const float v8 = napkin::device::index_float(k) + a.param_lag_f32;
+    const bool v10 = v8 <= napkin::device::index_float(q);
     return v10;
   }
   __host__ __device__ static napkin::device::BlockVisibility block(Args const& a, int b, int h, int q0, int q1, int k0, int k1) {
@@ -30,6 +30,8 @@ struct Fusion : napkin::device::FusionDefaults {
     const napkin::device::BlockVisibility r10 = napkin::device::bv_le(r8, qr);
     return r10;
   }
+  // index_float's values: |x| <= 1 L + 0, L the longest index extent (checked at launch)
+  static constexpr long long kIndexFloatScale = 1, kIndexFloatOffset = 0;
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

@@ -125,6 +125,17 @@ TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
   EXPECT_EQ(roles("b g h q d", "h k"), "bghqd hkd hke");
 }
 
+// A fraction or a param times an index is real in the score and the mask (tests/diagrams/
+// fractional_index: 0.25 |q - k| and k <= q + 2.5), never an integer product that truncates it.
+TEST(AttentionKernel, AnIndexTimesAFractionIsNotTruncated) {
+  const std::string rel = "tests/diagrams/fractional_index.napkin";
+  const std::string unit = emit_for(parse(rel, testing::read_text(testing::source_dir() / rel)));
+  EXPECT_NE(unit.find("raw - (0.25f * 8.0f) * napkin::device::index_float("), std::string::npos) << unit;
+  EXPECT_NE(unit.find("napkin::device::index_float(q) + a.param_lag_f32"), std::string::npos) << unit;
+  EXPECT_EQ(unit.find("static_cast<int>("), std::string::npos) << unit;
+  testing::expect_golden("kernels/fractional_index.cu", unit);
+}
+
 // Head dims other than 64, 128 and 256 (tests/diagrams: 40 in f16, Stable Diffusion's; 96 causal
 // GQA): the kernel is instantiated at the diagram's head dim (the device library pads its tiles).
 TEST(AttentionKernel, EmitsOtherHeadDims) {

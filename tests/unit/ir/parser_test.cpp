@@ -29,6 +29,18 @@ TEST(Parser, AttentionTypes) {
   EXPECT_TRUE(p->warnings.empty());
 }
 
+// Index arithmetic stays i32 with whole numbers and becomes f32 with a fraction or a param (whose
+// value a caller may rebind): 0.5 * |q - k| is never truncated to an integer.
+TEST(Parser, AnIndexTimesAFractionIsReal) {
+  auto p = parse("axes q=8 k=8\nparam c = 2\nA = q - k + 1\nB = 0.5 * abs(q - k)\nC = c * q\nD = q * 2.0\nE = q / 2\n"
+                 "out A\nout B\nout C\nout D\nout E\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  const Diagram& d = p->diagram;
+  for (const auto& [name, dtype] : std::vector<std::pair<const char*, DType>>{
+           {"A", DType::i32}, {"B", DType::f32}, {"C", DType::f32}, {"D", DType::i32}, {"E", DType::f32}})
+    EXPECT_EQ(d.node(*d.find_node(name)).dtype, dtype) << name;
+}
+
 // The builder API and the parser produce the same IR for the same diagram.
 TEST(Parser, BuilderProducesTheSameIr) {
   Builder b("t.napkin");
