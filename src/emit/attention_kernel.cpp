@@ -248,12 +248,21 @@ class Recogniser {
         return refuse(q.loc, fmt::format("K has axis '{}' that Q lacks: each key row must belong to a query's batch and head",
                                          d_.axis(x).name));
     if (!has_axis(k, f.dim) || !has_axis(q, f.dim)) return refuse(d_.node(f.qk).loc, "Q and K must both carry the contracted axis");
+    // The query axis where the fused code says which it is: a Q-only axis added to, subtracted
+    // from or compared with the key index (q >= k, k - q, floor(q / c) == floor(k / c)),
+    // whatever the storage order ([s b h d] puts the query first).
+    const AxisId indexed = query_by_index(f, q_only);
     // A Q-only axis declared before the head that K shares is a batch whose every query reads
-    // one K and V (K[h k d] beside Q[b h q d]); one after it is the GQA group.
+    // one K and V (K[h k d] beside Q[b h q d]), unless it is the query (by the code, or as the
+    // longest Q-only axis: Q[q b h d] beside K[k b d], multi-query attention in [s b h d]); one
+    // after it is the GQA group.
     if (shared.size() == 1 && q_only.size() >= 2) {
       const auto& qa = q.axes;
       const auto head_at = std::find(qa.begin(), qa.end(), shared[0]);
-      if (std::find(qa.begin(), qa.end(), q_only.front()) < head_at) {
+      const AxisId first = q_only.front();
+      const bool longest = std::all_of(q_only.begin() + 1, q_only.end(),
+                                       [&](AxisId x) { return d_.axis(first).size > d_.axis(x).size; });
+      if (std::find(qa.begin(), qa.end(), first) < head_at && first != indexed && (indexed >= 0 || !longest)) {
         f.batch = q_only.front();
         q_only.erase(q_only.begin());
       }
@@ -280,8 +289,9 @@ class Recogniser {
       };
       const std::vector<AxisId>& out = d_.outputs[f.o_index].axes;
       auto fits = [&](AxisId x) { return follows_head(q.axes, x) + follows_head(out, x); };
-      if (fits(f.query) > fits(f.group) ||
-          (fits(f.query) == fits(f.group) && d_.axis(f.group).size > d_.axis(f.query).size))
+      if (indexed >= 0 ? f.group == indexed
+                       : fits(f.query) > fits(f.group) ||
+                             (fits(f.query) == fits(f.group) && d_.axis(f.group).size > d_.axis(f.query).size))
         std::swap(f.query, f.group);
     }
     if (shared.size() == 2) {
@@ -313,6 +323,28 @@ class Recogniser {
                                           t->name, d_.axis(t->axes.back()).name, t->name, innermost_last(t->axes, head_dim)));
     }
     return f;
+  }
+
+  // The one axis of `candidates` whose index the diagram adds to, subtracts from or compares
+  // with the key index (each on one side of the op), or -1 (none, or several).
+  AxisId query_by_index(const AttentionForm& f, const std::vector<AxisId>& candidates) const {
+    std::vector<std::set<AxisId>> indices(d_.nodes.size());  // the iota axes each node reads
+    std::set<AxisId> found;
+    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
+      const Node& x = d_.node(n);
+      if (x.op == OpKind::iota) indices[static_cast<std::size_t>(n)].insert(x.axis);
+      if (ir::op_class(x.op) != ir::OpClass::reduction && x.op != OpKind::contract)
+        for (NodeId o : x.operands) indices[static_cast<std::size_t>(n)].insert(indices[static_cast<std::size_t>(o)].begin(),
+                                                                                 indices[static_cast<std::size_t>(o)].end());
+      const bool relates = x.op == OpKind::add || x.op == OpKind::sub || x.op == OpKind::lt || x.op == OpKind::le ||
+                           x.op == OpKind::gt || x.op == OpKind::ge || x.op == OpKind::eq || x.op == OpKind::ne;
+      if (!relates || x.operands.size() != 2) continue;
+      const auto& a = indices[static_cast<std::size_t>(x.operands[0])];
+      const auto& b = indices[static_cast<std::size_t>(x.operands[1])];
+      for (AxisId c : candidates)
+        if ((a.count(c) && b.count(f.key)) || (b.count(c) && a.count(f.key))) found.insert(c);
+    }
+    return found.size() == 1 ? *found.begin() : -1;
   }
 
   // `axes`' names in their order with `last` moved innermost: "b h k d".

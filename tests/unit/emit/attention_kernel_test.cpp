@@ -120,6 +120,8 @@ TEST(AttentionKernel, ReadsKeysSharedAcrossTheBatchAtBatchStrideZero) {
   EXPECT_EQ(roles("b h g q d", "h k"), "bhgqd hkd hke");
   EXPECT_EQ(roles("b h g q d", "b h k"), "bhgqd bhkd bhke");
   EXPECT_EQ(roles("b h q d", "b k"), "hgqd hkd hke");  // MQA: b the KV head (one per sequence), h its group
+  // MQA in [s b h d]: the query is declared first; the longest Q-only axis, not a batch.
+  EXPECT_EQ(roles("q b h d", "k b"), "qhgd khd khe");
   // A group declared before the head in Q but after it in O (out O: [b h g q e]): O decides, and
   // the launch names Q, whose heads cannot merge.
   EXPECT_EQ(roles("b g h q d", "h k"), "bghqd hkd hke");
@@ -134,6 +136,17 @@ TEST(AttentionKernel, AnIndexTimesAFractionIsNotTruncated) {
   EXPECT_NE(unit.find("napkin::device::index_float(q) + a.param_lag_f32"), std::string::npos) << unit;
   EXPECT_EQ(unit.find("static_cast<int>("), std::string::npos) << unit;
   testing::expect_golden("kernels/fractional_index.cu", unit);
+}
+
+// The query axis is the one the mask compares with the key index, whatever the sizes or the
+// storage order: a causal MQA in [s b h d] at 16 heads of 8 tokens.
+TEST(AttentionKernel, TheQueryIsTheAxisTheMaskComparesWithTheKey) {
+  const Loaded l = parse("mqa.napkin", "axes b=2 h=16 q=8 k=300 d=64\nin Q[q b h d] bf16\nin K[k b d] bf16\nin V[k b d] bf16\n"
+                                       "O = contract(softmax(select(q >= k, contract(Q, K over d), -inf) over k), V over k) as bf16\n"
+                                       "out O[q b h d]\n");
+  auto f = emit::recognise_attention(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_EQ(f->q_roles, "qhgd");
 }
 
 // Head dims other than 64, 128 and 256 (tests/diagrams: 40 in f16, Stable Diffusion's; 96 causal
