@@ -224,13 +224,29 @@ void read_across(const ir::Diagram& d, const Node& node, NodeId o, Boundary& b) 
   }
 }
 
+// The axis a row kernel writes `n` along: that of the normalisation over one axis (softmax,
+// rmsnorm, layernorm) `n` is, or is an elementwise function of alone (a cast); -1 if none.
+AxisId written_along(const ir::Diagram& d, NodeId n) {
+  for (;;) {
+    const Node& node = d.node(n);
+    if (ir::op_class(node.op) == OpClass::composite) return node.over.size() == 1 ? node.over[0] : -1;
+    if (ir::op_class(node.op) != OpClass::unary || node.operands.size() != 1) return -1;
+    n = node.operands[0];
+  }
+}
+
 Boundary& boundary_entry(const ir::Diagram& d, std::map<NodeId, Boundary>& out, NodeId n) {
   auto [it, fresh] = out.try_emplace(n);
   if (fresh) {
     const Node& node = d.node(n);
     it->second.name = boundary_name(d, n);
     it->second.dtype = node.dtype;
-    for (AxisId a : node.axes) it->second.order.push_back(d.axis(a).name);
+    // Stored as its row kernel writes it, the normalised axis innermost (coalesced rows); a
+    // consumer reorders it where it must (read_across).
+    const AxisId along = written_along(d, n);
+    for (AxisId a : node.axes)
+      if (a != along) it->second.order.push_back(d.axis(a).name);
+    if (std::find(node.axes.begin(), node.axes.end(), along) != node.axes.end()) it->second.order.push_back(d.axis(along).name);
   }
   return it->second;
 }
@@ -917,8 +933,14 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
     // (Rows too long for registers are re-read from L1/L2 in each pass: emit/row_kernel.)
     for (NodeId n : c.inputs)
       if (std::find(kd.node(n).axes.begin(), kd.node(n).axes.end(), *r) != kd.node(n).axes.end()) p.row_bytes_per_element += dtype_bytes(kd.node(n).dtype);
-    for (const ir::Output& o : kd.outputs)
-      p.writes_rows = p.writes_rows || std::find(o.axes.begin(), o.axes.end(), *r) != o.axes.end();
+    for (const ir::Output& o : kd.outputs) {
+      const bool along_rows = std::find(o.axes.begin(), o.axes.end(), *r) != o.axes.end();
+      p.writes_rows = p.writes_rows || along_rows;
+      // A row written across its storage order (the caller's output order) goes element by
+      // element, a 32-byte sector each (as the elementwise kernel's, below).
+      if (along_rows && o.axes.back() != *r && !p.columns)
+        p.strided_bytes += static_cast<double>(kd.elements(o.axes)) * std::max(0.0, 32.0 - dtype_bytes(kd.node(o.node).dtype));
+    }
     if (p.row_elements > (std::int64_t{1} << 30) && !p.columns)
       return invalid(fmt::format("rows of {} elements: a row kernel takes at most 2^30", p.row_elements));
     p.rows = static_cast<std::int64_t>(widest) / p.row_elements;
