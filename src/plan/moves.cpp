@@ -650,7 +650,9 @@ std::optional<Variant> split_pair(const ir::Diagram& d, NodeId c, std::size_t bi
 
 }  // namespace
 
-std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
+bool relayout_applies(const ir::Diagram& d) { return relayout_inputs(d).has_value(); }
+
+std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute, bool relayout) {
   std::vector<Variant> out;
   const std::vector<bool> live = live_nodes(d);
   std::vector<std::vector<NodeId>> users_of(d.nodes.size());
@@ -660,7 +662,8 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute) {
       if (seen.insert(o).second) users_of[static_cast<std::size_t>(o)].push_back(n);
   }
   std::vector<Recompute> recomputes;
-  if (auto v = relayout_inputs(d)) out.push_back(std::move(*v));
+  if (relayout)
+    if (auto v = relayout_inputs(d)) out.push_back(std::move(*v));
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
     if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
     if (recompute)

@@ -33,7 +33,11 @@ struct Variant {
 // Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the
 // first few alone and all together). `recompute`: whether to offer recomputes at all (they pay
 // only where the plan fuses: not past the planner's bound on fused kernels).
-std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute = true);
+// `relayout`: whether to offer inputs copied for the GEMMs that cannot read them as stored.
+std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute = true, bool relayout = false);
+
+// Whether some input is stored so that a GEMM reading it cannot (the relayout move applies).
+bool relayout_applies(const ir::Diagram& d);
 
 // Axes merged into one (their product), outermost first: `name` stands for `parts`.
 struct AxisMerge {
