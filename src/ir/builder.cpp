@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/recognise.h"
 #include "ir/verifier.h"
 
 namespace napkin::ir {
@@ -497,7 +498,7 @@ Result<Diagram> Builder::finish() {
   auto verified = verify(d_, source_);
   if (!verified) return verified.error();
   warnings_ = std::move(verified.value());
-  return d_;
+  return recognise_composites(d_);
 }
 
 // ---- operators ----

@@ -24,7 +24,7 @@ EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", 
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
             "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
             "softcap_param", "latent_attention", "causal_d96", "mla_attention", "fractional_index",
-            "mqa_sbhd"]
+            "mqa_sbhd", "written_softmax"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -36,7 +36,7 @@ CASES = [
 ]
 # Small params so the masks cut inside the tiles at these lengths (c not a power of two: the
 # kernel's floor(q / c) must land exact multiples on their integer, as the reference does).
-PARAMS = {"sliding_window": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"], "softcap_param": ["cap=2", "temp=0.1"]}
+PARAMS = {"sliding_window": ["w=100"], "written_softmax": ["w=100"], "prefix_lm": ["p=70"], "chunked_local": ["c=100"], "softcap_param": ["cap=2", "temp=0.1"]}
 
 
 def napkin_bin():

@@ -138,6 +138,22 @@ TEST(AttentionKernel, AnIndexTimesAFractionIsNotTruncated) {
   testing::expect_golden("kernels/fractional_index.cu", unit);
 }
 
+// A softmax written out (tests/diagrams/written_softmax) is the composite (ir/recognise.h): the
+// kernel is the one `softmax(S over k)` gives, line for line past the diagram's own text.
+TEST(AttentionKernel, AWrittenOutSoftmaxIsTheFusedKernel) {
+  const std::string rel = "tests/diagrams/written_softmax.napkin";
+  const std::string text = testing::read_text(testing::source_dir() / rel);
+  const std::string written = emit_for(parse(rel, text));
+  std::string composite_text = text;
+  const std::string by_hand = "M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over k)\n";
+  ASSERT_NE(composite_text.find(by_hand), std::string::npos);
+  composite_text.replace(composite_text.find(by_hand), by_hand.size(), "P = softmax(S over k)\n");
+  const std::string composite = emit_for(parse(rel, composite_text));
+  auto code = [](const std::string& unit) { return unit.substr(unit.find("#include")); };
+  EXPECT_EQ(code(written), code(composite));
+  testing::expect_golden("kernels/written_softmax.cu", written);
+}
+
 // The query axis is the one the mask compares with the key index, whatever the sizes or the
 // storage order: a causal MQA in [s b h d] at 16 heads of 8 tokens.
 TEST(AttentionKernel, TheQueryIsTheAxisTheMaskComparesWithTheKey) {

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// Recognition: the inverse of normalisation for the composites users write out by hand, so a
+// softmax spelled in primitive ops is the same diagram as `softmax(...)` and reaches the same
+// fused kernels (the attention emitter and the planner's row kernels match the composite).
+//
+//   exp(x - max(x over A)) / sum(exp(x - max(x over A)) over A)   -> softmax(x over A)
+//   max(x over A) + log(sum(exp(x - max(x over A)) over A))        -> logsumexp(x over A)
+//
+// Equal subexpressions may be one named value or written twice (`E / sum(E over k)` or
+// `exp(S - M) / sum(exp(S - M) over k)`); the add may have its operands either way round.
+// The one place the written arithmetic differs, the composite's rule holds (docs/language.md):
+// a slice that is all -inf gives 0 (softmax) or -inf (logsumexp), not NaN. exp(x) without the
+// max is not recognised: it overflows where softmax does not, and streams without a running max
+// (a normalised contraction, sched/streaming.h), so it stays the user's choice.
+#pragma once
+
+#include "ir/ir.h"
+
+namespace napkin::ir {
+
+// Pre: d is verified. Post: verified; each matched node is replaced by its composite (keeping
+// its name, location and type: a match whose composite would have another dtype is left as
+// written), and the nodes only the matched forms used are dropped (nodes that were already
+// unused are kept, so their warnings stand). A diagram with nothing to recognise comes back
+// equal, node ids included. Idempotent.
+Diagram recognise_composites(const Diagram& d);
+
+}  // namespace napkin::ir

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// recognise: a softmax or logsumexp written out by hand parses to the composite (one node in
+// place of the written ops, named and typed as written), and what only resembles one does not.
+// Agreement in value is checked in tests/unit/reference/recognise_agreement_test.cpp.
+#include <gtest/gtest.h>
+
+#include "common/test_util.h"
+#include "ir/parser.h"
+#include "ir/recognise.h"
+
+namespace napkin::ir {
+namespace {
+
+constexpr const char* kHead =
+    "axes q=5 k=7 d=3\nin Q[q d] f32\nin K[k d] f32\nS = contract(Q, K over d)\n";
+
+ParsedDiagram parse(const std::string& body) {
+  auto p = parse_diagram(SourceText{"t.napkin", std::string(kHead) + body});
+  EXPECT_TRUE(p.ok()) << p.error().format();
+  return p.ok() ? std::move(*p) : ParsedDiagram{};
+}
+
+// The op of output `name` and the name of its operand.
+std::pair<OpKind, std::string> output_op(const Diagram& d, const std::string& name) {
+  const Node& n = d.node(*d.find_node(name));
+  return {n.op, n.operands.empty() ? "" : d.node(n.operands[0]).name};
+}
+
+TEST(Recognise, WrittenSoftmaxIsTheComposite) {
+  for (std::string body : {"M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\n",
+                           "P = exp(S - max(S over k)) / sum(exp(S - max(S over k)) over k)\nout P\n"}) {
+    SCOPED_TRACE(body);
+    const ParsedDiagram p = parse(body);
+    EXPECT_EQ(output_op(p.diagram, "P"), std::make_pair(OpKind::softmax, std::string("S")));
+    EXPECT_EQ(p.diagram.nodes.size(), 4u) << "Q K S P";
+    EXPECT_FALSE(p.diagram.find_node("M") || p.diagram.find_node("E")) << "intermediates only the softmax read go";
+    EXPECT_TRUE(p.warnings.empty()) << p.warnings.front().format();
+    EXPECT_EQ(p.diagram.node(*p.diagram.find_node("P")).over, std::vector<AxisId>{1});
+  }
+}
+
+TEST(Recognise, WrittenLogsumexpIsTheComposite) {
+  for (std::string body : {"M = max(S over k)\nL = M + log(sum(exp(S - M) over k))\nout L\n",
+                           "M = max(S over k)\nL = log(sum(exp(S - M) over k)) + M\nout L\n"}) {
+    SCOPED_TRACE(body);
+    const ParsedDiagram p = parse(body);
+    EXPECT_EQ(output_op(p.diagram, "L"), std::make_pair(OpKind::logsumexp, std::string("S")));
+    EXPECT_FALSE(p.diagram.find_node("M"));
+  }
+}
+
+TEST(Recognise, IntermediatesUsedElsewhereStay) {
+  const ParsedDiagram p = parse("M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\nout M\n"
+                                "U = E * 2\n");
+  EXPECT_EQ(output_op(p.diagram, "P").first, OpKind::softmax);
+  EXPECT_TRUE(p.diagram.find_node("M")) << "an output";
+  EXPECT_TRUE(p.diagram.find_node("U") && p.diagram.find_node("E")) << "unused as written: kept, and warned";
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].message.find("'U'"), std::string::npos) << p.warnings[0].message;
+}
+
+TEST(Recognise, LookalikesStayAsWritten) {
+  for (std::string body : {
+           "P = exp(S) / sum(exp(S) over k)\nout P\n",                  // no max: a normalised sum
+           "L = log(sum(exp(S) over k))\nout L\n",
+           "M = max(S over k)\nE = exp(S - M)\nP = E / sum(E * 2 over k)\nout P\n",  // numerator and sum differ
+           "M = max(S over q)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\n",      // max over another axis
+           "M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over q)\nout P\n",      // sum over another axis
+           "M = max(S over k)\nL = M + log(sum(exp(S) over k))\nout L\n",           // M + log sum exp(S)
+       }) {
+    SCOPED_TRACE(body);
+    const ParsedDiagram p = parse(body);
+    for (const Node& n : p.diagram.nodes) EXPECT_NE(op_class(n.op), OpClass::composite);
+  }
+}
+
+TEST(Recognise, IdempotentAndEveryExampleUnchanged) {
+  const ParsedDiagram p = parse("M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\n");
+  EXPECT_EQ(recognise_composites(p.diagram), p.diagram);
+  for (const auto& path : testing::files_in(testing::source_dir() / "examples", ".napkin")) {
+    auto e = load_diagram(path.string());
+    ASSERT_TRUE(e.ok()) << e.error().format();
+    EXPECT_EQ(recognise_composites(e->diagram), e->diagram) << path;
+  }
+}
+
+}  // namespace
+}  // namespace napkin::ir
