@@ -285,6 +285,34 @@ std::string kernel_name(const Kernel& k) {
   return fmt::format("{} {} <- {}", kernel_kind_name(k.kind), fmt::join(outs, " "), fmt::join(ins, " "));
 }
 
+// The first node of `d` that reduces over `axis` by other than a contraction (zeros in a padded
+// operand leave a contraction's sum as it is), or -1.
+NodeId reduces_over(const ir::Diagram& d, ir::AxisId axis) {
+  for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
+    const ir::Node& x = d.node(n);
+    if (x.op != OpKind::contract && std::find(x.over.begin(), x.over.end(), axis) != x.over.end()) return n;
+  }
+  return -1;
+}
+
+// The TMA rows problem with the padding that fixes it, where padding keeps the result; else what
+// else padding needs: the padded elements would enter a softmax, a max, a sum or a norm over it.
+std::string padding_hint(const ir::Diagram& d, const TmaRows& rows) {
+  const auto axis = d.find_axis(rows.axis);
+  const NodeId r = axis ? reduces_over(d, *axis) : -1;
+  if (r < 0) return rows.text();
+  const ir::Node& x = d.node(r);
+  const std::string where = x.loc.line > 0 ? fmt::format("the {} at {}:{}", ir::op_name(x.op), x.loc.line, x.loc.column)
+                                           : "the " + std::string(ir::op_name(x.op)) + " " + d.label(r);
+  const bool norm = x.op == OpKind::rmsnorm || x.op == OpKind::layernorm;
+  const bool sum = x.op == OpKind::reduce_sum;
+  return fmt::format("{}. Padding {} to {} alone would change the result: the padded elements enter {} over {}{}", rows.problem,
+                     rows.axis, rows.padded, where, rows.axis,
+                     norm ? fmt::format(" (its mean counts them); no padding of the inputs runs {}={} as written", rows.axis, rows.size)
+                          : fmt::format("; pad it and mask them out there (--set {}={} and select({} < {}, x, {}) before it)",
+                                        rows.axis, rows.padded, rows.axis, rows.size, sum ? "0" : "-inf"));
+}
+
 // The kernels of a partition in execution order, with what they materialise.
 Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vector<std::string> moves) {
   Plan p;
@@ -339,8 +367,8 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     kernel.considered = f.considered;
     kernel.rejected = f.rejected;
     kernel.name = kernel_name(kernel);
-    if (std::string why = tma_layout_error(kernel.diagram, part.machine(), f.kind); !why.empty()) {
-      p.warnings.push_back(fmt::format("at these sizes the kernel {} cannot run: {}", kernel.name, why));
+    if (TmaRows rows = tma_layout_error(kernel.diagram, part.machine(), f.kind); !rows.empty()) {
+      p.warnings.push_back(fmt::format("at these sizes the kernel {} cannot run: {}", kernel.name, padding_hint(d, rows)));
       p.runs_at_these_sizes = false;
     }
     p.predicted_s += kernel.predicted_s;

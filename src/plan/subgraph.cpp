@@ -485,20 +485,20 @@ struct GemmClasses {
   Prologue a, b;    // the operands' inputs and the code that computes each as it loads
   std::string why;  // when the contraction is no GEMM
 };
-// Why TMA cannot move the rows of a tensor stored in `order` (a GEMM operand or output), or "":
-// its innermost mode (the class of its last axis, adjacent dims flattened) must hold a multiple
-// of 16 bytes, as every stride but the unit one must; the message names the smallest padding.
-std::string tma_rows_error(const ir::Diagram& kd, const std::string& name, const std::vector<AxisId>& order, DType dtype,
-                           const std::vector<const std::set<AxisId>*>& classes) {
-  if (order.empty()) return "";
+// Why TMA cannot move the rows of a tensor stored in `order` (a GEMM operand or output), or
+// nothing: its innermost mode (the class of its last axis, adjacent dims flattened) must hold a
+// multiple of 16 bytes, as every stride but the unit one must; with the smallest padding.
+TmaRows tma_rows_error(const ir::Diagram& kd, const std::string& name, const std::vector<AxisId>& order, DType dtype,
+                       const std::vector<const std::set<AxisId>*>& classes) {
+  if (order.empty()) return {};
   const std::set<AxisId>* inner = nullptr;
   for (const std::set<AxisId>* cls : classes)
     if (cls->count(order.back())) inner = cls;
-  if (inner == nullptr) return "";
+  if (inner == nullptr) return {};
   const std::int64_t bytes = static_cast<std::int64_t>(dtype_bytes(dtype));
   const std::int64_t per16 = bytes > 0 && 16 % bytes == 0 ? 16 / bytes : 1;
   const std::int64_t extent = static_cast<std::int64_t>(product(kd, *inner));
-  if (extent % per16 == 0) return "";
+  if (extent % per16 == 0) return {};
   const ir::Axis& last = kd.axis(order.back());
   const std::int64_t rest = extent / last.size;  // the mode's other axes
   std::int64_t padded = last.size + 1;
@@ -506,10 +506,10 @@ std::string tma_rows_error(const ir::Diagram& kd, const std::string& name, const
   std::vector<std::string> axes;
   for (AxisId x : order)
     if (inner->count(x)) axes.push_back(kd.axis(x).name);
-  return fmt::format("{}'s innermost GEMM mode [{}] holds {} elements ({} bytes) a row: TMA moves rows of a multiple of 16 "
-                     "bytes (every stride but the unit one too): pad {} to {} (--set {}={}; zeros along a contracted axis, "
-                     "sliced off along an output axis)",
-                     name, fmt::join(axes, " "), extent, extent * bytes, last.name, padded, last.name, padded);
+  return {fmt::format("{}'s innermost GEMM mode [{}] holds {} elements ({} bytes) a row: TMA moves rows of a multiple of 16 "
+                      "bytes (every stride but the unit one too)",
+                      name, fmt::join(axes, " "), extent, extent * bytes),
+          last.name, last.size, padded};
 }
 
 // `order`'s axis names with the batch axes `l` first, the others as they stand: the order that
@@ -615,10 +615,10 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
 }
 
 // tma_rows_error of the GEMM's TMA-read operands: A's source, and B's with `b_too`.
-std::string operand_rows_error(const ir::Diagram& kd, const GemmClasses& g, bool b_too) {
+TmaRows operand_rows_error(const ir::Diagram& kd, const GemmClasses& g, bool b_too) {
   const Node& a = kd.node(g.a.source);
-  if (std::string why = tma_rows_error(kd, a.name, a.axes, a.dtype, {&g.l, &g.m, &g.k}); !why.empty()) return why;
-  if (!b_too) return "";
+  if (TmaRows why = tma_rows_error(kd, a.name, a.axes, a.dtype, {&g.l, &g.m, &g.k}); !why.empty()) return why;
+  if (!b_too) return {};
   const Node& b = kd.node(g.b.source);
   return tma_rows_error(kd, b.name, b.axes, b.dtype, {&g.l, &g.n, &g.k});
 }
@@ -1268,24 +1268,29 @@ Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::Sea
   return invalid(fmt::format("{} contractions in one kernel: at most two (the attention family, a dual GEMM)", c.contracts.size()));
 }
 
-std::string tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind) {
-  if (kind != KernelKind::gemm && kind != KernelKind::dual_gemm && kind != KernelKind::gemm_reduction) return "";
+TmaRows tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind) {
+  if (kind != KernelKind::gemm && kind != KernelKind::dual_gemm && kind != KernelKind::gemm_reduction) return {};
   NodeId ct = -1;
   for (NodeId n = 0; n < static_cast<NodeId>(kd.nodes.size()) && ct < 0; ++n)
     if (kd.node(n).op == OpKind::contract) ct = n;
-  if (ct < 0) return "";
+  if (ct < 0) return {};
   const GemmClasses g = gemm_classes(kd, ct, m, /*prologues=*/kind == KernelKind::gemm);
-  if (!g.why.empty()) return "";
+  if (!g.why.empty()) return {};
   // The dual GEMM copies B0 and B1 side by side where one descriptor cannot read them, and
   // writes its output from registers: A alone is read as stored.
-  if (std::string why = operand_rows_error(kd, g, /*b_too=*/kind != KernelKind::dual_gemm); !why.empty()) return why;
+  if (TmaRows why = operand_rows_error(kd, g, /*b_too=*/kind != KernelKind::dual_gemm); !why.empty()) return why;
   if (kind == KernelKind::gemm)
     for (const ir::Output& o : kd.outputs)  // the product (row sums, stored plainly, lack N)
       if (std::any_of(o.axes.begin(), o.axes.end(), [&](AxisId x) { return g.n.count(x) > 0; }))
-        if (std::string why = tma_rows_error(kd, kd.node(o.node).name, o.axes, kd.node(o.node).dtype, {&g.l, &g.m, &g.n});
+        if (TmaRows why = tma_rows_error(kd, kd.node(o.node).name, o.axes, kd.node(o.node).dtype, {&g.l, &g.m, &g.n});
             !why.empty())
           return why;
-  return "";
+  return {};
+}
+
+std::string TmaRows::text() const {
+  return fmt::format("{}: pad {} to {} (--set {}={}; zeros along a contracted axis, sliced off along an output axis)", problem,
+                     axis, padded, axis, padded);
 }
 
 }  // namespace napkin::plan

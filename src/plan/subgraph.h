@@ -161,8 +161,15 @@ Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::Sea
 
 // Why a GEMM-family kernel cannot move its operands or output as stored at the diagram's sizes
 // (TMA: rows of a multiple of 16 bytes; its launch refuses such a call), with the smallest
-// padding that would; "" where it can. A warning on a plan, not a refusal: sizes are the
+// padding that would; empty where it can. A warning on a plan, not a refusal: sizes are the
 // library's run-time arguments, and the plan is right for the sizes that run.
-std::string tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind);
+struct TmaRows {
+  std::string problem;  // which tensor's rows, and the rule
+  std::string axis;     // the axis whose padding fixes it: from `size` to `padded`
+  std::int64_t size = 0, padded = 0;
+  bool empty() const { return problem.empty(); }
+  std::string text() const;  // the problem and the padding, with how zeros keep the result
+};
+TmaRows tma_layout_error(const ir::Diagram& kd, const arch::Machine& m, KernelKind kind);
 
 }  // namespace napkin::plan

@@ -904,6 +904,27 @@ TEST(Plan, ATmaRowOfOddBytesIsAWarningWithThePadding) {
                   .chosen.warnings.empty());
 }
 
+// Where the padded axis is normalised downstream (a softmax over the vocabulary), zeros would
+// enter the softmax: the hint says so and names the mask that keeps the result, which then runs.
+TEST(Plan, APaddingThatWouldChangeASoftmaxSaysSoAndNamesTheMask) {
+  const auto d = derive(parse("axes t=64 e=768 v=50257\nin H[t e] bf16\nin W[e v] bf16\n"
+                              "P = softmax(contract(H, W over e) over v) as bf16\nout P\n"));
+  ASSERT_EQ(d.chosen.warnings.size(), 1u);
+  const std::string& w = d.chosen.warnings[0];
+  EXPECT_NE(w.find("Padding v to 50264 alone would change the result: the padded elements enter the softmax at 4:5 over v"),
+            std::string::npos) << w;
+  EXPECT_NE(w.find("--set v=50264 and select(v < 50257, x, -inf) before it"), std::string::npos) << w;
+  EXPECT_EQ(w.find("sliced off"), std::string::npos) << w;
+  EXPECT_TRUE(derive(parse("axes t=64 e=768 v=50264\nin H[t e] bf16\nin W[e v] bf16\n"
+                           "P = softmax(select(v < 50257, contract(H, W over e), -inf) over v) as bf16\nout P\n"))
+                  .chosen.warnings.empty());
+  const auto norm = derive(parse("axes t=64 e=768 v=50257\nin H[t e] bf16\nin W[e v] bf16\n"
+                                 "Y = rmsnorm(contract(H, W over e) over v) as bf16\nout Y\n"));
+  ASSERT_EQ(norm.chosen.warnings.size(), 1u);
+  EXPECT_NE(norm.chosen.warnings[0].find("(its mean counts them); no padding of the inputs runs v=50257 as written"),
+            std::string::npos) << norm.chosen.warnings[0];
+}
+
 // A plain sum over a row longer than registers hold (a 262144-element row) is one row kernel
 // (its rows re-read from L1/L2 in each pass where a pass needs them), predicted with one SM a
 // row where the rows are fewer than the SMs; a problem larger than the GPU's memory warns.
