@@ -262,16 +262,10 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
 std::vector<AxisId> gemm_order_needed(const ir::Diagram& d, NodeId c, NodeId x) {
   const Node& cn = d.node(c);
   const NodeId other = cn.operands[0] == x ? cn.operands[1] : cn.operands[0];
-  auto has = [](const std::vector<AxisId>& v, AxisId a) { return std::find(v.begin(), v.end(), a) != v.end(); };
-  auto cls = [&](AxisId a) { return has(d.node(other).axes, a) ? (has(cn.axes, a) ? 0 : 2) : 1; };  // L, own, K
+  auto cls = [&](AxisId a) { return gemm_axis_class(d, cn, other, a); };  // L, own, K
   const std::vector<AxisId>& order = d.node(x).axes;
   bool serves = cls(order.back()) != 0;
-  for (int k = 0; k < 3; ++k) {
-    int first = -1, last = -1, count = 0;
-    for (int i = 0; i < static_cast<int>(order.size()); ++i)
-      if (cls(order[static_cast<std::size_t>(i)]) == k) first = first < 0 ? i : first, last = i, ++count;
-    serves = serves && (count == 0 || last - first + 1 == count);
-  }
+  for (int k = 0; k < 3; ++k) serves = serves && one_run(order, [&](AxisId a) { return cls(a) == k; });
   if (serves) return {};
   std::vector<int> classes{0};
   for (AxisId a : order)

@@ -168,15 +168,6 @@ std::string boundary_name(const ir::Diagram& d, NodeId n) {
   return name;
 }
 
-// Whether the axes of `order` in a class form one run of adjacent positions: the GEMM kernel
-// flattens each class of axes (L, M, N, K) into one mode (emit/gemm_kernel.cpp).
-bool one_run(const std::vector<AxisId>& order, const std::function<bool(AxisId)>& in_class) {
-  int first = -1, last = -1, count = 0;
-  for (int i = 0; i < static_cast<int>(order.size()); ++i)
-    if (in_class(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
-  return count == 0 || last - first + 1 == count;
-}
-
 // Each class of a GEMM operand's axes (batch L, its own M or N, contracted K) must be adjacent in
 // its storage order: the kernel flattens a class into one mode (emit/gemm_kernel.cpp). An
 // intermediate stored otherwise (an attention output [b h q d] read over h and d) is stored as
@@ -186,7 +177,7 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   const auto& mine = d.node(o).axes;
   const auto& theirs = d.node(other).axes;
   auto has = [](const std::vector<AxisId>& v, AxisId a) { return std::find(v.begin(), v.end(), a) != v.end(); };
-  auto cls = [&](AxisId a) { return has(theirs, a) ? (has(contraction.axes, a) ? 0 : 2) : 1; };  // L, M, K
+  auto cls = [&](AxisId a) { return gemm_axis_class(d, contraction, other, a); };
   std::vector<AxisId> order;
   for (const std::string& n : b.order) order.push_back(*d.find_axis(n));
   bool adjacent = true;
@@ -262,6 +253,18 @@ void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, co
 }
 
 }  // namespace
+
+bool one_run(const std::vector<AxisId>& order, const std::function<bool(AxisId)>& in_class) {
+  int first = -1, last = -1, count = 0;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    if (in_class(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
+  return count == 0 || last - first + 1 == count;
+}
+
+int gemm_axis_class(const ir::Diagram& d, const Node& contraction, NodeId other, AxisId a) {
+  auto has = [](const std::vector<AxisId>& v, AxisId x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  return has(d.node(other).axes, a) ? (has(contraction.axes, a) ? 0 : 2) : 1;
+}
 
 std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const DiagramIndex& index,
                                       const std::vector<NodeId>* values) {

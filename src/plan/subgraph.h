@@ -159,6 +159,13 @@ struct Family {
 };
 Family classify(const ir::Diagram& kd, const arch::Machine& m, const search::SearchOptions& so, int top);
 
+// Whether the axes of `order` in a class form one run of adjacent positions: the GEMM kernel
+// flattens each class of axes (L, M, N, K) into one mode (emit/gemm_kernel.cpp).
+bool one_run(const std::vector<ir::AxisId>& order, const std::function<bool(ir::AxisId)>& in_class);
+// The class of axis `a` of the operand of `contraction` whose other operand is `other`: 0 batch
+// (L, on both operands and the product), 1 the operand's own (M or N), 2 contracted (K).
+int gemm_axis_class(const ir::Diagram& d, const ir::Node& contraction, ir::NodeId other, ir::AxisId a);
+
 // Why a GEMM-family kernel cannot move its operands or output as stored at the diagram's sizes
 // (TMA: rows of a multiple of 16 bytes; its launch refuses such a call), with the smallest
 // padding that would; empty where it can. A warning on a plan, not a refusal: sizes are the
