@@ -380,8 +380,13 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     if (is_output) continue;
     const double bytes = static_cast<double>(d.elements(d.node(n).axes)) * dtype_bytes(b.dtype);
     p.materialised_bytes += bytes;
-    p.materialised.push_back(fmt::format("{}[{}] {} ({:.4g} MB){}", b.name, fmt::join(b.order, " "), dtype_name(b.dtype),
-                                         bytes / 1e6, b.note.empty() ? "" : "; " + b.note));
+    // An unnamed intermediate's plan name (t9) says where it was written.
+    const ir::Node& node = d.node(n);
+    const std::string written = node.name.empty() && node.loc.line > 0
+                                    ? fmt::format(", the {} at {}:{}", ir::op_name(node.op), node.loc.line, node.loc.column)
+                                    : "";
+    p.materialised.push_back(fmt::format("{}[{}] {} ({:.4g} MB{}){}", b.name, fmt::join(b.order, " "), dtype_name(b.dtype),
+                                         bytes / 1e6, written, b.note.empty() ? "" : "; " + b.note));
   }
   if (!p.infeasible.empty()) p.predicted_s = 0;
   return p;
