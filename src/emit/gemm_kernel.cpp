@@ -404,10 +404,6 @@ class Recogniser {
     if (!cone_.count(f.contraction) || (f.contraction1 >= 0 && !cone_.count(f.contraction1)))
       return refuse(out_loc_, fmt::format("the output '{}' does not read {}", d_.node(f.output).name,
                                           f.contraction1 >= 0 ? "both contractions" : "the contraction"));
-    if (f.contraction1 >= 0 && !f.leaves.empty())
-      return refuse(d_.node(f.leaves.front().node).loc,
-                    fmt::format("epilogue input '{}': a dual GEMM's epilogue reads its two products, constants and params only",
-                                d_.node(f.leaves.front().node).name));
     std::sort(f.params.begin(), f.params.end());
     std::sort(f.leaves.begin(), f.leaves.end(), [](const GemmLeaf& x, const GemmLeaf& y) { return x.node < y.node; });
     std::map<NodeId, std::string> products{{f.contraction, "acc"}};
@@ -682,6 +678,65 @@ std::string config_line(const GemmForm& f, const plan::GemmSchedule& s, const ch
       s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
 }
 
+// Fields of an Arguments struct for code over tensors through their strides (expression::Writer
+// reads an input x as a.x[i_t * a.s_x_t + ...]): every M, N and L axis's extent, each tensor's
+// pointer and strides in `order`, the params.
+std::string strided_arguments(const ir::Diagram& d, const GemmForm& f, const std::vector<std::pair<NodeId, std::vector<AxisId>>>& tensors,
+                              bool outputs_too) {
+  std::string args = "  struct Arguments {\n";
+  for (const std::vector<AxisId>* cls : {&f.m, &f.n, &f.l})
+    for (AxisId a : *cls) args += fmt::format("    int64_t extent_{}_ = 1;\n", d.axis(a).name);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Node& x = d.node(tensors[i].first);
+    const bool output = outputs_too && x.op != OpKind::input;
+    args += fmt::format("    {}{}* {} = nullptr;  // {}{}\n", output ? "" : "const ", expression::memory_type(x.dtype), x.name, x.name,
+                        axes_text(d, tensors[i].second));
+    for (AxisId a : tensors[i].second) args += fmt::format("    int64_t s_{}_{} = 0;\n", x.name, d.axis(a).name);
+  }
+  for (NodeId p : f.params) args += fmt::format("    float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
+  return args + "  };\n";
+}
+
+// A class's flat index (`flat`) as the indices i_<axis> of its axes, outermost first (unused ones
+// are dead code).
+std::string class_indices(const ir::Diagram& d, const std::vector<AxisId>& cls, const char* flat) {
+  std::string code;
+  std::string rest = flat;
+  for (std::size_t i = cls.size(); i-- > 0;) {
+    const std::string name = d.axis(cls[i]).name;
+    if (i == 0) code += fmt::format("    const int64_t i_{} = {};\n", name, rest);
+    else code += fmt::format("    const int64_t i_{0} = {1} % a.extent_{0}_;\n", name, rest);
+    rest = fmt::format("{} / a.extent_{}_", i == cls.size() - 1 ? std::string(flat) : "(" + rest + ")", name);
+  }
+  return code;
+}
+
+// The entry's lines filling `var`, a strided_arguments struct: each tensor bound by name, the
+// params; then (after the binder's error check) the extents.
+std::string strided_bindings(const ir::Diagram& d, const GemmForm& f, const std::string& var,
+                             const std::vector<std::pair<NodeId, std::vector<AxisId>>>& tensors, bool outputs_too) {
+  std::string out;
+  for (const auto& [n, order] : tensors) {
+    const Node& x = d.node(n);
+    const bool output = outputs_too && x.op != OpKind::input;
+    out += fmt::format("  if (const napkin_tensor* t = tb.bind(\"{}\", {}, \"{}\")) {{\n", x.name, abi_dtype(x.dtype), roles(f, order));
+    out += fmt::format("    {}.{} = static_cast<{}{}*>(t->data);\n", var, x.name, output ? "" : "const ", expression::memory_type(x.dtype));
+    for (std::size_t i = 0; i < order.size(); ++i) out += fmt::format("    {}.s_{}_{} = t->strides[{}];\n", var, x.name, d.axis(order[i]).name, i);
+    out += "  }\n";
+  }
+  for (NodeId p : f.params)
+    out += fmt::format("  {0}.{1} = static_cast<float>(tb.param(\"{1}\", {2}));\n", var, d.node(p).name, ir::format_number(d.node(p).scalar));
+  return out;
+}
+std::string strided_extents(const ir::Diagram& d, const GemmForm& f, const std::string& var) {
+  std::string out;
+  const std::vector<AxisId>* classes[4] = {&f.m, &f.n, &f.k, &f.l};
+  for (int k : {0, 1, 3})
+    for (std::size_t i = 0; i < classes[k]->size(); ++i)
+      out += fmt::format("  {}.extent_{}_ = tb.size('{}');\n", var, d.axis((*classes[k])[i]).name, kRoleLetters[k][i]);
+  return out;
+}
+
 // The dual GEMM's translation unit: the diagram's epilogue as the Combine functor of
 // napkin::gemm::DualKernel, and an entry that checks both B operands against each other.
 std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const plan::GemmSchedule& s,
@@ -699,18 +754,20 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
       s.tile_n, s.tile_n, cutlass_type(f.element), cutlass_type(f.out_dtype), f.a_k_major ? "RowMajor" : "ColumnMajor",
       f.b_k_major ? "ColumnMajor" : "RowMajor", f.out_n_major ? "RowMajor" : "ColumnMajor", s.tile_m, 2 * s.tile_n, s.tile_k,
       s.stages, s.pingpong ? "true" : "false", s.swizzle, scheduler_arguments(s));
-  out += params_struct(d, f);
+  std::vector<std::pair<NodeId, std::vector<AxisId>>> leaves;
+  for (const GemmLeaf& leaf : f.leaves) leaves.emplace_back(leaf.node, d.node(leaf.node).axes);
   std::map<NodeId, std::string> known{{f.contraction, "acc0"}, {f.contraction1, "acc1"}};
   expression::Writer w(d, known);
   if (rounded_to_half(f.out_dtype)) w.approximate_transcendentals();
   std::string body;
   const std::string result = w.value(f.output, body, "    ");
-  out += fmt::format("// The diagram's epilogue on the two products, in f32: acc0 = contract({}, {}), acc1 = contract({}, {}).\n",
+  out += fmt::format("// The diagram's epilogue on the two products, in f32: acc0 = contract({}, {}), acc1 = contract({}, {}), at\n"
+                     "// the element's flat GEMM coordinates (m, n, l), which index the inputs it reads.\n",
                      A.name, B0.name, A.name, B1.name);
-  out += "struct Combine {\n";
-  out += f.params.empty() ? "  struct Arguments {};\n" : "  using Arguments = Params;\n";
-  out += fmt::format("  CUTLASS_DEVICE float operator()(float acc0, float acc1, Arguments const&{}) const {{\n",
-                     f.params.empty() ? "" : " a");
+  out += "struct Combine {\n" + strided_arguments(d, f, leaves, false);
+  out += "  CUTLASS_DEVICE float operator()(float acc0, float acc1, int64_t m, int64_t n, int64_t l, Arguments const& a) const {\n";
+  out += "    (void)m, (void)n, (void)l, (void)a;\n";
+  out += class_indices(d, f.m, "m") + class_indices(d, f.n, "n") + class_indices(d, f.l, "l");
   out += body + fmt::format("    return {};\n  }}\n}};\n\n", result);
   out += "using Kernel = napkin::gemm::DualKernel<Config, Combine>;\n\n}  // namespace\n\n";
 
@@ -719,8 +776,9 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B0", B0, B0.axes) + bind_line(f, "B1", B1, B1.axes) +
          bind_line(f, "D", Y, f.out_axes);
-  out += params_binding(d, f);
+  out += "  Combine::Arguments combine{};\n" + strided_bindings(d, f, "combine", leaves, false);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
+  out += strided_extents(d, f, "combine");
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b0", "B0", B0, B0.axes, "nkl") +
          mode_lines(f, "b1", "B1", B1, B1.axes, "nkl") + mode_lines(f, "d", "D", Y, f.out_axes, "mnl");
@@ -735,7 +793,7 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
       "                                                     D->data, dm, dn, dl, {2}, static_cast<cudaStream_t>(stream),\n"
       "                                                     Config::kSwizzle);\n"
       "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}}\n",
-      B1.name, B0.name, f.params.empty() ? "{}" : "params");
+      B1.name, B0.name, "combine");
   return out;
 }
 
@@ -943,31 +1001,11 @@ std::string emit_folded_gemm_kernel(const ir::Diagram& d, const GemmForm& f, con
   const Node& B = d.node(f.b);
   std::string out = unit_head(d, f, s, prov, "napkin/gemm_reduction.h", "", "B " + B.name);
   out += config_line(f, s, "float", true) + "\n";
-  // Arguments: every class axis's extent, each input's and output's pointer and strides, params.
-  std::string args = "  struct Arguments {\n";
-  for (const std::vector<AxisId>* cls : {&f.m, &f.n, &f.l})
-    for (AxisId a : *cls) args += fmt::format("    int64_t extent_{}_ = 1;\n", d.axis(a).name);
-  auto tensor_fields = [&](const Node& x, const std::vector<AxisId>& order, bool output) {
-    args += fmt::format("    {}{}* {} = nullptr;  // {}{}\n", output ? "" : "const ", expression::memory_type(x.dtype), x.name, x.name,
-                        axes_text(d, order));
-    for (AxisId a : order) args += fmt::format("    int64_t s_{}_{} = 0;\n", x.name, d.axis(a).name);
-  };
-  for (NodeId n : f.fold_inputs) tensor_fields(d.node(n), d.node(n).axes, false);
-  for (const ir::Output& o : f.fold_outputs) tensor_fields(d.node(o.node), o.axes, true);
-  for (NodeId p : f.params) args += fmt::format("    float {} = {};\n", d.node(p).name, expression::literal(d.node(p).scalar));
-  args += "  };\n";
-  // Each class's flat index as the indices of its axes (outermost first; unused ones are dead code).
-  auto indices = [&](const std::vector<AxisId>& cls, const char* flat) {
-    std::string code;
-    std::string rest = flat;
-    for (std::size_t i = cls.size(); i-- > 0;) {
-      const std::string name = d.axis(cls[i]).name;
-      if (i == 0) code += fmt::format("    const int64_t i_{} = {};\n", name, rest);
-      else code += fmt::format("    const int64_t i_{0} = {1} % a.extent_{0}_;\n", name, rest);
-      rest = fmt::format("{} / a.extent_{}_", i == cls.size() - 1 ? std::string(flat) : "(" + rest + ")", name);
-    }
-    return code;
-  };
+  std::vector<std::pair<NodeId, std::vector<AxisId>>> tensors;
+  for (NodeId n : f.fold_inputs) tensors.emplace_back(n, d.node(n).axes);
+  for (const ir::Output& o : f.fold_outputs) tensors.emplace_back(o.node, o.axes);
+  const std::string args = strided_arguments(d, f, tensors, true);
+  auto indices = [&](const std::vector<AxisId>& cls, const char* flat) { return class_indices(d, cls, flat); };
   std::map<NodeId, std::string> known{{f.contraction, "acc"}};
   expression::Writer summands(d, known);
   std::string body, folds, assigns;
@@ -1008,22 +1046,9 @@ std::string emit_folded_gemm_kernel(const ir::Diagram& d, const GemmForm& f, con
                      entry_name);
   out += "  napkin::TensorBinder tb(tensors, count);\n";
   out += bind_line(f, "A", A, A.axes) + bind_line(f, "B", B, B.axes);
-  out += "  Rows::Arguments rows{};\n";
-  auto bind_fields = [&](const Node& x, const std::vector<AxisId>& order, bool output) {
-    out += fmt::format("  if (const napkin_tensor* t = tb.bind(\"{}\", {}, \"{}\")) {{\n", x.name, abi_dtype(x.dtype), roles(f, order));
-    out += fmt::format("    rows.{} = static_cast<{}{}*>(t->data);\n", x.name, output ? "" : "const ", expression::memory_type(x.dtype));
-    for (std::size_t i = 0; i < order.size(); ++i) out += fmt::format("    rows.s_{}_{} = t->strides[{}];\n", x.name, d.axis(order[i]).name, i);
-    out += "  }\n";
-  };
-  for (NodeId n : f.fold_inputs) bind_fields(d.node(n), d.node(n).axes, false);
-  for (const ir::Output& o : f.fold_outputs) bind_fields(d.node(o.node), o.axes, true);
-  for (NodeId p : f.params)
-    out += fmt::format("  rows.{0} = static_cast<float>(tb.param(\"{0}\", {1}));\n", d.node(p).name, ir::format_number(d.node(p).scalar));
+  out += "  Rows::Arguments rows{};\n" + strided_bindings(d, f, "rows", tensors, true);
   out += "  if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);\n";
-  const std::vector<AxisId>* classes[4] = {&f.m, &f.n, &f.k, &f.l};
-  for (int k : {0, 1, 3})
-    for (std::size_t i = 0; i < classes[k]->size(); ++i)
-      out += fmt::format("  rows.extent_{}_ = tb.size('{}');\n", d.axis((*classes[k])[i]).name, kRoleLetters[k][i]);
+  out += strided_extents(d, f, "rows");
   out += "  napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error\n";
   out += mode_lines(f, "a", "A", A, A.axes, "mkl") + mode_lines(f, "b", "B", B, B.axes, "nkl") + ab_checks(f, A, B);
   out += "  if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);\n";

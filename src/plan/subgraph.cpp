@@ -813,12 +813,25 @@ Family classify_dual_gemm(const ir::Diagram& kd, const Census& c, const arch::Ma
   const GemmClasses g0 = gemm_classes(kd, c.contracts[0], m);
   if (!g0.why.empty()) return invalid(g0.why);
   if (std::string why = output_modes_error(kd, g0, kd.node(out).name, kd.outputs[0].axes); !why.empty()) return invalid(why);
-  for (NodeId n : c.inputs)
-    if (n != c0.operands[0] && n != c0.operands[1] && n != c1.operands[1])
-      return invalid(fmt::format("epilogue input {}: the dual GEMM's epilogue reads its two products, constants and params only",
-                                 kd.node(n).name));
+  // Epilogue inputs (a bias on either product, a scale): read from registers at each element's
+  // coordinates, so any layout, with all or none of each class of the output's axes.
+  double epi = 0;
+  for (NodeId n : c.inputs) {
+    if (n == c0.operands[0] || n == c0.operands[1] || n == c1.operands[1]) continue;
+    const Node& leaf = kd.node(n);
+    if (!is_float(leaf.dtype))
+      return invalid(fmt::format("epilogue input {} is {}: the epilogue reads float inputs", leaf.name, dtype_name(leaf.dtype)));
+    for (const std::set<AxisId>* cls : {&g0.l, &g0.m, &g0.n}) {
+      const auto in = std::count_if(leaf.axes.begin(), leaf.axes.end(), [&](AxisId x) { return cls->count(x) > 0; });
+      if (in != 0 && in != static_cast<long>(cls->size()))
+        return invalid(fmt::format("epilogue input {} [{}] has part of a class of the output's axes (L, M or N): all or none",
+                                   leaf.name, axis_names(kd, leaf.axes)));
+    }
+    epi += static_cast<double>(kd.elements(leaf.axes)) * dtype_bytes(leaf.dtype);
+  }
   search::GemmProblem p = gemm_problem(kd, g0, kd.node(c0.operands[0]).dtype, out);
   p.outputs = 2;
+  p.epilogue_bytes_per_element = epi / static_cast<double>(kd.elements(kd.node(out).axes));
   return solved_gemm(p, m, top, KernelKind::dual_gemm);
 }
 

@@ -18,7 +18,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "column_statistics", "column_variance", "feature_sums",
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
-            "map_terms", "heads_inner"]
+            "map_terms", "heads_inner", "biased_swiglu"]
 
 
 def napkin_bin():

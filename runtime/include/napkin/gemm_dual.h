@@ -135,8 +135,10 @@ struct DualMainloop : Base {
 };
 
 // The epilogue: D[m n l] = Combine(acc0, acc1) per element, stored from registers (pairs of
-// columns in one 4-byte store where D is contiguous along N). Combine::operator()(float b0, float
-// b1) is the diagram's code; `swapped` says the kernel's first accumulator is B1's.
+// columns in one 4-byte store where D is contiguous along N). Combine::operator()(float acc0,
+// float acc1, int64_t m, int64_t n, int64_t l, Arguments const&) is the diagram's code at the
+// element's flat GEMM coordinates (the inputs it reads are indexed by them); `swapped` says the
+// kernel's first accumulator is B1's.
 template <class ElementD_, class StrideD_, class Combine>
 struct DualEpilogueArguments {
   ElementD_* ptr_D = nullptr;
@@ -144,6 +146,7 @@ struct DualEpilogueArguments {
   bool swapped = false;
   typename Combine::Arguments combine{};
   int n_limit = INT_MAX;  // columns stored: n < min(N, n_limit)
+  int64_t n_offset = 0;   // the launch's first column of the whole problem (the tails' launch)
 };
 template <class ElementD_, class StrideD_, class Combine>
 class DualEpilogue : public RegisterEpilogue<DualEpilogueArguments<ElementD_, StrideD_, Combine>> {
@@ -191,7 +194,8 @@ class DualEpilogue : public RegisterEpilogue<DualEpilogueArguments<ElementD_, St
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 2; ++j) {
           const float x = acc(i + j, mi, 0), y = acc(i + j + kValues / 2, mi, 0);
-          out[j] = p_.swapped ? combine(y, x, p_.combine) : combine(x, y, p_.combine);
+          const int64_t column = p_.n_offset + n + j;
+          out[j] = p_.swapped ? combine(y, x, m, column, l, p_.combine) : combine(x, y, m, column, l, p_.combine);
         }
         ElementD* const at = d + m * dm + n * dn;
         if (dn == 1 && n + 1 < N && (reinterpret_cast<uintptr_t>(at) % (2 * sizeof(ElementD))) == 0) {
@@ -299,7 +303,7 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
     t1 = both + span;
   }
   auto launch = [&](const T* lo, const T* hi, const Mode& n, const Mode& k, const Mode& l, int64_t columns, void* out, int n_limit,
-                    bool swapped) {
+                    int64_t n_offset, bool swapped) {
     typename Kernel::CollectiveMainloop::Arguments mainloop{};
     mainloop.ptr_A = static_cast<const T*>(a);
     mainloop.dA = make_stride<typename Cfg::StrideA>(am, ak, al);
@@ -310,13 +314,13 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
                                     {int(am.extent), int(2 * columns), int(K), int(L)},
                                     mainloop,
                                     {static_cast<typename Cfg::ElementD*>(out), make_stride<typename Cfg::StrideD>(dm, dn, dl), swapped,
-                                     combine, n_limit}};
+                                     combine, n_limit, n_offset}};
     return run<typename Kernel::Gemm>(args, stream, swizzle, Cfg::kRasterAlongN);
   };
   const int64_t whole = N - N % kHalf;
   if (whole > 0) {
     const bool swapped = t1 < t0;
-    if (std::string e = launch(swapped ? t1 : t0, swapped ? t0 : t1, bn, bk, bl, whole, d, INT_MAX, swapped); !e.empty())
+    if (std::string e = launch(swapped ? t1 : t0, swapped ? t0 : t1, bn, bk, bl, whole, d, INT_MAX, 0, swapped); !e.empty())
       return release(e);
   }
   if (whole < N) {
@@ -329,7 +333,7 @@ std::string run_dual(const void* a, const Mode& am, const Mode& ak, const Mode& 
         !gather(tails + one, tn.stride, tk.stride, tl.stride, t1, bn, bk, bl, whole, N - whole, kHalf))
       return release(std::string("gather_columns: ") + cudaGetErrorString(cudaGetLastError()));
     void* out = static_cast<typename Cfg::ElementD*>(d) + whole * dn.stride;
-    if (std::string e = launch(tails, tails + one, tn, tk, tl, kHalf, out, static_cast<int>(N - whole), false); !e.empty())
+    if (std::string e = launch(tails, tails + one, tn, tk, tl, kHalf, out, static_cast<int>(N - whole), whole, false); !e.empty())
       return release(e);
   }
   return release("");

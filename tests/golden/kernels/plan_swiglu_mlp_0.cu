@@ -12,10 +12,17 @@ namespace {
 using Config = napkin::gemm::Config<cutlass::bfloat16_t, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::layout::RowMajor, cutlass::layout::RowMajor,
                                     128, 256, 64, 1, 1, 0, false, 2>;
 
-// The diagram's epilogue on the two products, in f32: acc0 = contract(X, Wg), acc1 = contract(X, Wu).
+// The diagram's epilogue on the two products, in f32: acc0 = contract(X, Wg), acc1 = contract(X, Wu), at
+// the element's flat GEMM coordinates (m, n, l), which index the inputs it reads.
 struct Combine {
-  struct Arguments {};
-  CUTLASS_DEVICE float operator()(float acc0, float acc1, Arguments const&) const {
+  struct Arguments {
+    int64_t extent_t_ = 1;
+    int64_t extent_f_ = 1;
+  };
+  CUTLASS_DEVICE float operator()(float acc0, float acc1, int64_t m, int64_t n, int64_t l, Arguments const& a) const {
+    (void)m, (void)n, (void)l, (void)a;
+    const int64_t i_t = m;
+    const int64_t i_f = n;
     const float v4 = napkin::rows::round_bf16(acc0);  // G
     const float v6 = napkin::rows::round_bf16(acc1);  // U
     const float v8 = -v4;
@@ -38,7 +45,10 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
   const napkin_tensor* B0 = tb.bind("Wg", NAPKIN_BF16, "Kn");
   const napkin_tensor* B1 = tb.bind("Wu", NAPKIN_BF16, "Kn");
   const napkin_tensor* D = tb.bind("H", NAPKIN_BF16, "mn");
+  Combine::Arguments combine{};
   if (!tb.error().empty()) return napkin::host::fail(tb.error(), err, err_len);
+  combine.extent_t_ = tb.size('m');
+  combine.extent_f_ = tb.size('n');
   napkin::gemm::Modes s;  // each tensor's dims as GEMM modes; the first error
   const napkin::gemm::Mode am = s.mode(A, "X", "M", {0});
   const napkin::gemm::Mode ak = s.mode(A, "X", "K", {1});
@@ -57,7 +67,7 @@ extern "C" int32_t napkin_plan_kernel_0(const napkin_tensor* tensors, int32_t co
   if (!s.error().empty()) return napkin::host::fail(s.error(), err, err_len);
   // D is written from registers (any strides); any N and any Wu (napkin::gemm::run_dual: a copy where one descriptor cannot read it beside Wg).
   const std::string e = napkin::gemm::run_dual<Kernel>(A->data, am, ak, al, B0->data, B1->data, b0n, b0k, b0l, b1n, b1k, b1l,
-                                                     D->data, dm, dn, dl, {}, static_cast<cudaStream_t>(stream),
+                                                     D->data, dm, dn, dl, combine, static_cast<cudaStream_t>(stream),
                                                      Config::kSwizzle);
   return e.empty() ? 0 : napkin::host::fail(e, err, err_len);
 }

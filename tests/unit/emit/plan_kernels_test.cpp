@@ -72,6 +72,19 @@ TEST(PlanKernels, GoldenUnitsOfTheGemmFamilyExamples) {
   }
 }
 
+// A dual GEMM whose epilogue reads inputs (tests/diagrams/biased_swiglu: a bias per expert on each
+// product, bf16 and f32): read at the element's coordinates through their strides.
+TEST(PlanKernels, ADualGemmReadsBiasesAtEachElementsCoordinates) {
+  const Loaded l = load("tests/diagrams/biased_swiglu.napkin",
+                        testing::read_text(testing::source_dir() / "tests" / "diagrams" / "biased_swiglu.napkin"));
+  const auto units = emit_plan(l);
+  ASSERT_EQ(units.size(), 1u);
+  EXPECT_NE(units[0].find("napkin::gemm::DualKernel<Config, Combine>"), std::string::npos);
+  EXPECT_NE(units[0].find("napkin::rows::load(a.bg + (0 + i_x * a.s_bg_x + i_f * a.s_bg_f))"), std::string::npos) << units[0];
+  EXPECT_NE(units[0].find("tb.bind(\"bu\", NAPKIN_F32, \"ln\")"), std::string::npos) << units[0];
+  testing::expect_golden("kernels/plan_biased_swiglu_0.cu", units[0]);
+}
+
 // An operand's elementwise producer fused into a memory-bound GEMM's mainloop (the prologue
 // GEMM): one kernel, its code the operand's transform; and the refusals that keep it correct.
 TEST(PlanKernels, AFeatureMapRunsAsThePrologueOfItsGemm) {

@@ -785,7 +785,8 @@ TEST(GemmSolver, SwizzleAppearsInTheScheduleText) {
 }
 
 // Two contractions sharing their first operand become one dual GEMM only where one descriptor
-// can read both B operands (same dtype and storage order) and the epilogue reads nothing else.
+// can read both B operands (same dtype and storage order); its epilogue reads inputs over all or
+// none of each class of the output's axes (biases, per-expert ones with the batch).
 TEST(Plan, DualGemm) {
   auto kinds = [](const plan::Plan& p) {
     std::vector<K> k;
@@ -800,10 +801,16 @@ TEST(Plan, DualGemm) {
   r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[f e] bf16\nG = contract(X, Wg over e) as bf16\n"
                    "U = contract(X, Wu over e) as bf16\nH = G * U as bf16\nout H\n"));
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
-  // An epilogue input besides the two products (a bias): not a dual GEMM either.
+  // An epilogue input besides the two products (a bias), and biases per expert: one dual GEMM.
   r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[e f] bf16\nin b[f] f32\nG = contract(X, Wg over e) as bf16\n"
                    "U = contract(X, Wu over e) as bf16\nH = (G + b) * U as bf16\nout H\n"));
-  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::gemm, K::gemm}));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::dual_gemm}));
+  r = derive(parse(testing::read_text(testing::source_dir() / "tests" / "diagrams" / "biased_swiglu.napkin")));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::dual_gemm}));
+  // A bias over part of the batch axes (x of x and y): the dual GEMM refuses it, two GEMMs run it.
+  r = derive(parse("axes x=2 y=3 t=256 e=512 f=1024\nin X[x y t e] bf16\nin Wg[x y e f] bf16\nin Wu[x y e f] bf16\n"
+                   "in b[x f] f32\nH = (contract(X, Wg over e) + b) * contract(X, Wu over e) as bf16\nout H\n"));
+  EXPECT_NE(kinds(r.chosen), (std::vector<K>{K::dual_gemm}));
   // Both products are outputs: each is written, no dual GEMM reads them away.
   r = derive(parse(std::string(head) + "in Wg[e f] bf16\nin Wu[e f] bf16\nG = contract(X, Wg over e) as bf16\n"
                    "U = contract(X, Wu over e) as bf16\nout G\nout U\n"));
