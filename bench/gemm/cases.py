@@ -32,6 +32,11 @@ for tokens in (2048, 8192):
     # A language model's head and its loss (Llama 3's 128256-token vocabulary, e = 4096), the
     # logits folded in the GEMM's epilogue: against PyTorch's linear + cross_entropy.
     CASES.append((f"linear_cross_entropy_{tokens}", "examples/linear_cross_entropy.napkin", [f"t={tokens}"], "plan"))
+for tokens in (2048, 8192):
+    # SwiGLU's gate and up projections with biases (Llama 3 8B's e = 4096, f = 14336): one dual GEMM
+    # reading both bias rows in its epilogue.
+    CASES.append((f"biased_swiglu_{tokens}", "tests/diagrams/biased_swiglu.napkin", ["x=1", f"t={tokens}", "e=4096", "f=14336"],
+                  "plan"))
 for columns in (512, 4096):
     # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
     # a column kernel.

@@ -48,6 +48,12 @@ def torch_impl(case, torch, F):
     """The same math in PyTorch, given f32 (reference) or native (eager) tensors."""
     if case.startswith(("gemm", "llama3")):
         return lambda t, f32: (t["A"].float() @ t["B"].float()) if f32 else t["A"] @ t["B"]
+    if case.startswith("biased_swiglu"):
+        def f(t, f32):
+            X, Wg, Wu, bg, bu = (t[n].float() if f32 else t[n] for n in ("X", "Wg", "Wu", "bg", "bu"))
+            G, U = X @ Wg + bg.unsqueeze(1), X @ Wu + bu.unsqueeze(1)
+            return F.silu(G) * U
+        return f
     if case.startswith("swiglu"):
         def f(t, f32):
             X, Wg, Wu, Wd = (t[n].float() if f32 else t[n] for n in ("X", "Wg", "Wu", "Wd"))

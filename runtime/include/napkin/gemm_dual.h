@@ -190,9 +190,10 @@ class DualEpilogue : public RegisterEpilogue<DualEpilogueArguments<ElementD_, St
       for (int i = 0; i < kValues / 2; i += 2) {  // values i and i + 1: columns n and n + 1 of one row
         const int m = m0 + get<0>(c(i, mi, 0)), n = n0 + get<1>(c(i, mi, 0));
         if (m >= M) continue;
-        float out[2];
+        float out[2] = {0.0f, 0.0f};
         CUTLASS_PRAGMA_UNROLL
         for (int j = 0; j < 2; ++j) {
+          if (n + j >= N) continue;  // past the columns stored: Combine's inputs end there too
           const float x = acc(i + j, mi, 0), y = acc(i + j + kValues / 2, mi, 0);
           const int64_t column = p_.n_offset + n + j;
           out[j] = p_.swapped ? combine(y, x, m, column, l, p_.combine) : combine(x, y, m, column, l, p_.combine);
