@@ -21,7 +21,13 @@ struct Composite {
   OpKind op;
   NodeId x;
   std::vector<AxisId> over;
+  // A positive temperature written after the max, exp((x - max) * c): the composite is of
+  // x * c, a node to add (its operands the diagram's).
+  std::optional<Node> scaled;
 };
+
+// c is a literal (not a param: it may be rebound) greater than 0.
+bool positive_literal(const Node& c) { return c.op == OpKind::constant && c.name.empty() && c.scalar > 0; }
 
 class Matcher {
  public:
@@ -69,22 +75,46 @@ class Matcher {
     return m.operands[0];
   }
 
-  // x where e = exp(x - max(x over A)).
-  std::optional<NodeId> exponent(NodeId e, const std::vector<AxisId>& over) {
-    if (at(e).op != OpKind::exp) return std::nullopt;
-    const NodeId y = at(e).operands[0];
+  // x where y = x - max(x over A).
+  std::optional<NodeId> centred(NodeId y, const std::vector<AxisId>& over) {
     if (at(y).op != OpKind::sub) return std::nullopt;
     auto x = max_operand(at(y).operands[1], over);
     if (!x || !same(*x, at(y).operands[0])) return std::nullopt;
     return at(y).operands[0];
   }
 
+  // The softmax over A whose numerator is e: e = exp(x - max(x over A)), or with a positive
+  // literal temperature after the max (* c, c *, / c, scale(., c)): softmax of x times it.
+  std::optional<Composite> exponent(NodeId e, const std::vector<AxisId>& over) {
+    if (at(e).op != OpKind::exp) return std::nullopt;
+    const NodeId y = at(e).operands[0];
+    if (auto x = centred(y, over)) return Composite{OpKind::softmax, *x, over, std::nullopt};
+    const Node& t = at(y);
+    Node scaled = t;
+    scaled.name.clear();
+    if (t.op == OpKind::scale && t.scalar > 0) {
+      if (auto x = centred(t.operands[0], over)) {
+        scaled.operands = {*x};
+        return Composite{OpKind::softmax, *x, over, scaled};
+      }
+    }
+    if (t.op == OpKind::mul || t.op == OpKind::div)
+      for (std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+        if (t.op == OpKind::div && i == 1) break;  // c / (x - max) is no temperature
+        const NodeId c = t.operands[1 - i];
+        if (!positive_literal(at(c))) continue;
+        if (auto x = centred(t.operands[i], over); x && is_float(at(*x).dtype)) {
+          scaled.operands[i] = *x;
+          return Composite{OpKind::softmax, *x, over, scaled};
+        }
+      }
+    return std::nullopt;
+  }
+
   // e / sum(e over A).
   std::optional<Composite> softmax(NodeId e, NodeId z) {
     if (at(z).op != OpKind::reduce_sum || !same(e, at(z).operands[0])) return std::nullopt;
-    auto x = exponent(e, at(z).over);
-    if (!x) return std::nullopt;
-    return Composite{OpKind::softmax, *x, at(z).over};
+    return exponent(e, at(z).over);
   }
 
   // max(x over A) + log(sum(exp(x - max(x over A)) over A)).
@@ -99,7 +129,8 @@ class Matcher {
     return Composite{OpKind::logsumexp, y.operands[0], at(m).over};
   }
 
-  // The composite's type equals the written form's (else the written form stays).
+  // The composite's type equals the written form's (else the written form stays). A temperature
+  // keeps its float operand's dtype (a literal takes no part), so x's type stands for x * c.
   bool same_type(NodeId n, const Composite& c) const {
     Node probe;
     probe.op = c.op;
@@ -128,41 +159,69 @@ std::vector<bool> live_nodes(const Diagram& d) {
 
 Diagram recognise_composites(const Diagram& d) {
   Matcher matcher(d);
-  Diagram out = d;
+  Diagram out;
+  out.axes = d.axes;
+  out.source_name = d.source_name;
+  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
+  std::vector<NodeId> origin;                   // out's node -> d's
+  auto add = [&](Node n, NodeId from) {
+    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    return static_cast<NodeId>(out.nodes.size() - 1);
+  };
   bool changed = false;
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    auto c = matcher.match(static_cast<NodeId>(i));
-    if (!c) continue;
-    Node& n = out.nodes[i];
-    n.op = c->op;
-    n.operands = {c->x};
-    n.over = c->over;
-    n.scalar = 0.0;
-    changed = true;
+    const NodeId from = static_cast<NodeId>(i);
+    Node n = d.nodes[i];
+    if (auto c = matcher.match(from)) {
+      changed = true;
+      NodeId x = id[static_cast<std::size_t>(c->x)];
+      if (c->scaled) {
+        x = add(*c->scaled, from);
+        Node& s = out.nodes.back();
+        auto t = infer_type(out, s);
+        NAPKIN_CHECK(std::holds_alternative<InferredType>(t), "recognise built an ill-typed temperature");
+        s.axes = std::get<InferredType>(t).axes;
+        s.dtype = std::get<InferredType>(t).dtype;
+      }
+      n.op = c->op;
+      n.operands = {};
+      n.over = c->over;
+      n.scalar = 0.0;
+      id[i] = add(std::move(n), from);
+      out.nodes.back().operands = {x};
+      continue;
+    }
+    id[i] = add(std::move(n), from);
+  }
+  for (Output o : d.outputs) {
+    o.node = id[static_cast<std::size_t>(o.node)];
+    out.outputs.push_back(std::move(o));
   }
   if (!changed) return d;
 
   // Keep what an output reads now, and what was unused before (with what it reads).
   const std::vector<bool> was_live = live_nodes(d);
   std::vector<bool> keep = live_nodes(out);
-  for (std::size_t i = 0; i < d.nodes.size(); ++i)
-    if (!was_live[i]) keep[i] = true;
+  for (std::size_t i = 0; i < out.nodes.size(); ++i)
+    if (!was_live[static_cast<std::size_t>(origin[i])]) keep[i] = true;
   for (std::size_t i = out.nodes.size(); i-- > 0;)
     if (keep[i])
       for (NodeId o : out.nodes[i].operands) keep[static_cast<std::size_t>(o)] = true;
   Diagram compact;
   compact.axes = out.axes;
   compact.source_name = out.source_name;
-  std::vector<NodeId> id(out.nodes.size(), -1);
+  std::vector<NodeId> kept(out.nodes.size(), -1);
   for (std::size_t i = 0; i < out.nodes.size(); ++i) {
     if (!keep[i]) continue;
     Node n = out.nodes[i];
-    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
-    id[i] = static_cast<NodeId>(compact.nodes.size());
+    for (NodeId& o : n.operands) o = kept[static_cast<std::size_t>(o)];
+    kept[i] = static_cast<NodeId>(compact.nodes.size());
     compact.nodes.push_back(std::move(n));
   }
   for (Output o : out.outputs) {
-    o.node = id[static_cast<std::size_t>(o.node)];
+    o.node = kept[static_cast<std::size_t>(o.node)];
     compact.outputs.push_back(std::move(o));
   }
   auto verified = verify(compact, nullptr);

@@ -4,6 +4,8 @@
 // fused kernels (the attention emitter and the planner's row kernels match the composite).
 //
 //   exp(x - max(x over A)) / sum(exp(x - max(x over A)) over A)   -> softmax(x over A)
+//   the same with exp((x - max(x over A)) * c), c a literal > 0      -> softmax(x * c over A)
+//     (also c * (...), (...) / c, scale(..., c): a temperature written after the max)
 //   max(x over A) + log(sum(exp(x - max(x over A)) over A))        -> logsumexp(x over A)
 //
 // Equal subexpressions may be one named value or written twice (`E / sum(E over k)` or

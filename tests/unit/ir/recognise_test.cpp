@@ -39,6 +39,28 @@ TEST(Recognise, WrittenSoftmaxIsTheComposite) {
   }
 }
 
+// A positive literal temperature after the max: the softmax of the scaled scores (max(x c) =
+// c max(x) for c > 0). A param (rebindable, maybe negative) or a negative literal stays as written.
+TEST(Recognise, ATemperatureAfterTheMaxIsASoftmaxOfTheScaledScores) {
+  for (std::string t : {"(S - M) * 0.125", "0.125 * (S - M)", "(S - M) / 8", "scale(S - M, 0.125)"}) {
+    SCOPED_TRACE(t);
+    const ParsedDiagram p = parse("M = max(S over k)\nE = exp(" + t + ")\nP = E / sum(E over k)\nout P\n");
+    const Node& out = p.diagram.node(*p.diagram.find_node("P"));
+    ASSERT_EQ(out.op, OpKind::softmax);
+    const Node& scaled = p.diagram.node(out.operands[0]);
+    std::string operands;
+    for (NodeId o : scaled.operands) operands += p.diagram.node(o).op == OpKind::constant ? "c" : p.diagram.node(o).name;
+    EXPECT_TRUE(operands == "S" || operands == "Sc" || operands == "cS") << operands;
+    EXPECT_FALSE(p.diagram.find_node("M"));
+    EXPECT_TRUE(p.warnings.empty());
+  }
+  for (std::string t : {"(S - M) * -0.5", "(S - M) * p", "8 / (S - M)"}) {
+    SCOPED_TRACE(t);
+    const ParsedDiagram p = parse("param p = 0.5\nM = max(S over k)\nE = exp(" + t + ")\nP = E / sum(E over k)\nout P\n");
+    for (const Node& n : p.diagram.nodes) EXPECT_NE(op_class(n.op), OpClass::composite);
+  }
+}
+
 TEST(Recognise, WrittenLogsumexpIsTheComposite) {
   for (std::string body : {"M = max(S over k)\nL = M + log(sum(exp(S - M) over k))\nout L\n",
                            "M = max(S over k)\nL = log(sum(exp(S - M) over k)) + M\nout L\n"}) {

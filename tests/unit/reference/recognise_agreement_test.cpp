@@ -60,6 +60,14 @@ TEST(RecogniseAgreement, Softmax) {
                ir::OpKind::softmax, 0.0);
 }
 
+TEST(RecogniseAgreement, SoftmaxWithATemperatureAfterTheMax) {
+  expect_agree(both([](ir::Builder& b, ir::Value s, ir::AxisId c) {
+                 ir::Value e = b.unary(ir::OpKind::exp, (s - b.reduce(ir::OpKind::reduce_max, s, {c})) / b.constant(3.0));
+                 return e / b.reduce(ir::OpKind::reduce_sum, e, {c});
+               }),
+               ir::OpKind::softmax, 0.0);
+}
+
 TEST(RecogniseAgreement, Logsumexp) {
   expect_agree(both([](ir::Builder& b, ir::Value s, ir::AxisId c) {
                  ir::Value m = b.reduce(ir::OpKind::reduce_max, s, {c});
