@@ -185,17 +185,20 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   const double threads = static_cast<double>(wg_threads->value);
   const double clock = m.clock_hz.value, sms = static_cast<double>(m.sm_count.value);
   const std::string stream_name = d.axis(sh.stream).name;
-  // Per-warpgroup tile extents: w_q rows over the last row axis, the others whole (a GQA group's
-  // heads share the K and V chunks) where they divide w_q; where not (7 query heads a KV head),
-  // one element of them at a time, as a batch axis (each head its own tile, K and V read again
-  // from L2).
-  double other_rows = 1;
-  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) other_rows *= static_cast<double>(d.axis(sh.rows[i]).size);
-  if (std::fmod(static_cast<double>(c.rows_per_warpgroup), other_rows) != 0) {
-    sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end() - 1);
-    sh.rows.erase(sh.rows.begin(), sh.rows.end() - 1);
-    other_rows = 1;
+  // Per-warpgroup tile extents: w_q rows over one row axis, as the kernel tiles them
+  // (napkin/attention_kernel.h: the query rows, or a GQA group's heads where they outnumber the
+  // queries, as in decoding): the longest, the last of equals. The others are batch axes, one
+  // element at a time (each head its own tiles, K and V read again from L2).
+  if (sh.rows.size() > 1) {
+    auto longest = sh.rows.begin();
+    for (auto it = sh.rows.begin(); it != sh.rows.end(); ++it)
+      if (d.axis(*it).size >= d.axis(*longest).size) longest = it;
+    const AxisId row = *longest;
+    sh.rows.erase(longest);
+    sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end());
+    sh.rows = {row};
   }
+  const double other_rows = 1;
   // Per-row extents: a row is one element of the row axes; the chunk of the streamed axis.
   std::vector<std::pair<AxisId, std::int64_t>> per_row{{sh.stream, c.chunk}};
   for (AxisId a : sh.rows) per_row.emplace_back(a, 1);
