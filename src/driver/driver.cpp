@@ -149,12 +149,16 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
   if (options.output_dir.empty())
     return failure(plain_error("--output-dir: expected a directory to write the outputs to"), options.json);
   const double work = reference::work_estimate(d);
-  if (work > options.max_work)
+  if (work > options.max_work) {
+    const ir::Axis* largest = &d.axes.front();  // a verified diagram has an axis where work > 1
+    for (const ir::Axis& a : d.axes)
+      if (a.size > largest->size) largest = &a;
     return failure(plain_error(fmt::format(
                        "{}: evaluating needs about {:.3g} f64 steps, more than --max-work {:.3g}; "
-                       "bind smaller sizes with --set (e.g. --set q=256), or raise --max-work",
-                       args.file, work, options.max_work)),
+                       "bind smaller sizes with --set (e.g. --set {}={}), or raise --max-work",
+                       args.file, work, options.max_work, largest->name, std::min<std::int64_t>(largest->size / 8 + 1, 256))),
                    options.json);
+  }
   reference::TensorMap inputs = reference::random_inputs(d, options.seed);
   for (const std::string& spec : options.inputs) {
     const auto eq = spec.find('=');

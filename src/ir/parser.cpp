@@ -671,8 +671,11 @@ class Elaborator {
     for (const AxisDecl& a : p_.axes) {
       std::int64_t size = a.size;
       if (const Binding* b = binding(a.name.text)) {
-        if (!(b->value >= 1) || b->value != std::floor(b->value) || b->value > 9.2e18)
+        if (!(b->value >= 1) || b->value != std::floor(b->value))
           return plain_error(fmt::format("--set {}: axis '{}' needs a positive integer size",
+                                         b->text, a.name.text));
+        if (b->value > 9.2e18)
+          return plain_error(fmt::format("--set {}: axis '{}' is larger than the largest size napkin takes (2^63 - 1)",
                                          b->text, a.name.text));
         size = static_cast<std::int64_t>(b->value);
       }

@@ -440,9 +440,9 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
   // left as it was allocated. Refused rather than copied (the caller holds the input already).
   for (const ir::Output& o : d.outputs)
     if (d.node(o.node).op == OpKind::input)
-      return plain_error(fmt::format("{}:{}: output '{}' is an input of the diagram: a plan writes computed values only "
+      return plain_error(fmt::format("{}:{}:{}: output '{}' is an input of the diagram: a plan writes computed values only "
                                      "(use the input itself, or output a value computed from it)",
-                                     o.loc.line, o.loc.column, d.node(o.node).name));
+                                     d.source_name, o.loc.line, o.loc.column, d.node(o.node).name));
   // 1. Variants: as written, then with each move that applies, and with all of them, one after
   // another (a move may open another: a sum pushed into an operand leaves a contraction of
   // single use, which then reassociates). Inputs copied for the GEMMs that cannot read them as

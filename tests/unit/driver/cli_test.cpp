@@ -86,6 +86,11 @@ TEST(Cli, FailuresGiveANonzeroExitAndAOneLineReason) {
       {"check examples/missing.napkin", "error: examples/missing.napkin: cannot open the file"},
       {"check examples/attention.napkin --set q=-1",
        "error: --set q=-1: axis 'q' needs a positive integer size"},
+      {"check examples/attention.napkin --set q=99999999999999999999",
+       "error: --set q=99999999999999999999: axis 'q' is larger than the largest size napkin takes (2^63 - 1)"},
+      {"eval examples/matmul.napkin -o /tmp/napkin_never --set m=100000",
+       "error: examples/matmul.napkin: evaluating needs about 1.68e+12 f64 steps, more than "
+       "--max-work 1e+10; bind smaller sizes with --set (e.g. --set m=256), or raise --max-work"},
       {"check examples/attention.napkin --set t=4",
        "error: --set t=4: examples/attention.napkin has no axis or param named 't' (axes: b h q k d)"},
       {"eval examples/attention.napkin -o /tmp/napkin_never",
