@@ -556,6 +556,14 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
       hint = fmt::format(" ({} has no {} tensor cores){}", m.name, dtype_name(a.dtype), hint);
     else if (a.dtype == DType::fp8e4m3 || a.dtype == DType::fp8e5m2)
       hint = " (fp8 GEMMs are not generated yet)" + hint;
+    // A wider operand rounded to bf16 is another computation: say so beside the cast.
+    for (const Node* x : {&a, &bnode})
+      if (!is_narrow_float(x->dtype) && is_float(x->dtype)) {
+        hint += fmt::format(", which rounds {}'s {} values to bf16's 8-bit significand (f32, tf32 and f64 GEMMs are not "
+                            "generated yet)",
+                            x->name, dtype_name(x->dtype));
+        break;
+      }
     return invalid(fmt::format("the GEMM's operands are {} and {}: the kernel takes two bf16 or two f16 operands{}",
                                dtype_name(a.dtype), dtype_name(bnode.dtype), hint));
   }
