@@ -536,6 +536,11 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
     return e;
   }
   out.chosen = std::move(*best);
+  if (unfused.kernels().size() > kMaxFused)
+    out.chosen.warnings.push_back(fmt::format("the diagram has {} ops, more than the {} the fusion search takes (its work grows "
+                                              "with the cube of their count): every op is a kernel of its own; derive a part "
+                                              "of the diagram at a time (a layer) for a fused plan",
+                                              unfused.kernels().size(), kMaxFused));
   // The tensors a call holds at once (inputs, outputs, the materialised intermediates, all live
   // together in the worst case) against the GPU's memory: a plan that cannot be allocated says so.
   {

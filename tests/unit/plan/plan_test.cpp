@@ -947,6 +947,18 @@ TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
 
 // Axes reduced together and adjacent in every tensor are one axis to the kernels (a row kernel
 // reduces over one): the plan says so and keeps the merge for the launch's views.
+// Past the fusion search's bound (128 ops) every op is its own kernel, and the plan says so.
+TEST(Plan, ADiagramPastTheSearchBoundSaysItIsUnfused) {
+  std::string text = "axes t=1024 e=256\nin X[t e] bf16\nT0 = X * 1.5\n";
+  for (int i = 1; i <= 130; ++i) text += fmt::format("T{} = exp(T{}) * 0.5\n", i, i - 1);
+  text += "Y = T130 as bf16\nout Y\n";
+  const auto d = derive(parse(text));
+  ASSERT_FALSE(d.chosen.warnings.empty());
+  EXPECT_NE(d.chosen.warnings.back().find("more than the 128 the fusion search takes"), std::string::npos)
+      << d.chosen.warnings.back();
+  EXPECT_TRUE(derive(parse("axes t=1024 e=256\nin X[t e] bf16\nY = exp(X) as bf16\nout Y\n")).chosen.warnings.empty());
+}
+
 TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
   auto r = plan::derive_plan(parse("axes t=64 h=4 d=32\nin X[t h d] bf16\nin g[h d] bf16\n"
                                    "Y = rmsnorm(X over h d) * g as bf16\nout Y\n"), h100());
