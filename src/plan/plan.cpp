@@ -309,7 +309,7 @@ std::string padding_hint(const ir::Diagram& d, const TmaRows& rows) {
   return fmt::format("{}. Padding {} to {} alone would change the result: the padded elements enter {} over {}{}", rows.problem,
                      rows.axis, rows.padded, where, rows.axis,
                      norm ? fmt::format(" (its mean counts them); no padding of the inputs runs {}={} as written", rows.axis, rows.size)
-                          : fmt::format("; pad it and mask them out there (--set {}={} and select({} < {}, x, {}) before it)",
+                          : fmt::format("; pad it and mask them out there (--set {}={} and select({} < {}, ..., {}) before it)",
                                         rows.axis, rows.padded, rows.axis, rows.size, sum ? "0" : "-inf"));
 }
 
