@@ -346,6 +346,7 @@ std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
     NodeId t = outer.operands[static_cast<std::size_t>(side)];
     const NodeId cc = outer.operands[static_cast<std::size_t>(1 - side)];
     std::optional<DType> cast;
+    const NodeId rounded = t;
     if (d.node(t).op == OpKind::cast && single_use(d, t)) {
       cast = d.node(t).dtype;
       t = d.node(t).operands[0];
@@ -394,6 +395,10 @@ std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
     std::string text = fmt::format("reassociated {} = ({} . {}) . {} as {} . ({} = {} . {}): {:.3g} GFLOP instead of {:.3g}",
                                    d.label(c2), d.label(a), d.label(bb), d.label(cc), d.label(pick->third), name,
                                    d.label(pick->first), d.label(pick->second), best / 1e9, before / 1e9);
+    if (cast)  // the written rounding moves with the product it rounded: say that the numbers change
+      text += fmt::format("; the rounding to {} written at {} now rounds {} (the result differs from the diagram's within "
+                          "{}'s rounding)",
+                          dtype_name(*cast), d.label(rounded), name, dtype_name(*cast));
     return Variant{std::move(*v), {text}};
   }
   return std::nullopt;

@@ -144,6 +144,13 @@ TEST(Plan, LinearAttentionIsReassociated) {
   const auto r = derive(example("linear_attention"));
   ASSERT_EQ(r.chosen.moves.size(), 1u);
   EXPECT_NE(r.chosen.moves[0].find("reassociated"), std::string::npos);
+  EXPECT_EQ(r.chosen.moves[0].find("rounding"), std::string::npos) << "no rounding written between the products";
+  // A rounding the user wrote between the products moves with the product it rounds: said so.
+  const auto chain = derive(parse("axes m=1024 k=512 n=768 p=256\nin A[m k] bf16\nin B[k n] bf16\nin C[n p] bf16\n"
+                                  "T = contract(A, B over k) as bf16\nU = contract(T, C over n) as bf16\nout U\n"));
+  ASSERT_EQ(chain.chosen.moves.size(), 1u);
+  EXPECT_NE(chain.chosen.moves[0].find("the rounding to bf16 written at 'T' now rounds BC (the result differs"), std::string::npos)
+      << chain.chosen.moves[0];
   for (const auto& m : r.chosen.materialised) EXPECT_EQ(m.find("q k"), std::string::npos) << m;  // no q x k scores
   // The feature maps run as the GEMMs' operand prologues: two kernels, nothing but the state
   // materialised.
