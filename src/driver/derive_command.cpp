@@ -414,6 +414,7 @@ CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::
   s += ")\n\n";
   s += fmt::format("best: {}\n  predicted {}, {:.1f} TFLOP/s, bound by {}\n  schedule: {}\n\n", best.summary,
                    seconds_text(best.predicted_time_s), best.tflops, best.bound, sched::to_string(best.schedule));
+  if (std::string w = plan::memory_warning(d, *m); !w.empty()) s += fmt::format("warning: {}\n\n", w);
   if (best.configuration) s += configuration_text(*best.configuration, *m) + "\n";
   const std::size_t shown = std::min<std::size_t>(r->ranked.size(), static_cast<std::size_t>(o.top));
   s += fmt::format("top {}:\n", shown);

@@ -427,6 +427,20 @@ bool runs_first(const Plan& p, const Plan& best, bool faster) {
 }
 }  // namespace
 
+std::string memory_warning(const ir::Diagram& d, const arch::Machine& m, double materialised_bytes) {
+  double bytes = materialised_bytes;
+  for (const ir::Node& n : d.nodes)
+    if (n.op == OpKind::input) bytes += static_cast<double>(d.elements(n.axes)) * dtype_bytes(n.dtype);
+  for (const ir::Output& o : d.outputs)
+    if (d.node(o.node).op != OpKind::input)
+      bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
+  const double hbm = static_cast<double>(m.total_capacity_bytes(arch::kGmem));
+  if (hbm <= 0 || bytes <= hbm) return "";
+  return fmt::format("the {} take {:.4g} GB, more than {}'s {:.4g} GB of memory: no call at these sizes can be allocated",
+                     materialised_bytes > 0 ? "inputs, outputs and materialised intermediates" : "inputs and outputs", bytes / 1e9,
+                     m.name, hbm / 1e9);
+}
+
 Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options) {
   if (written.outputs.empty()) return plain_error("the diagram has no outputs");
   // Axes reduced together, as one: every kernel below sees the merged diagram.
@@ -541,21 +555,7 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
                                               "with the cube of their count): every op is a kernel of its own; derive a part "
                                               "of the diagram at a time (a layer) for a fused plan",
                                               unfused.kernels().size(), kMaxFused));
-  // The tensors a call holds at once (inputs, outputs, the materialised intermediates, all live
-  // together in the worst case) against the GPU's memory: a plan that cannot be allocated says so.
-  {
-    double bytes = 0;
-    for (const ir::Node& n : d.nodes)
-      if (n.op == OpKind::input) bytes += static_cast<double>(d.elements(n.axes)) * dtype_bytes(n.dtype);
-    for (const ir::Output& o : d.outputs)  // (none is an input: refused above)
-      bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
-    const double held = bytes + out.chosen.materialised_bytes;
-    const double hbm = static_cast<double>(m.total_capacity_bytes(arch::kGmem));
-    if (hbm > 0 && held > hbm)
-      out.chosen.warnings.push_back(fmt::format("the inputs, outputs and materialised intermediates take {:.4g} GB, more than "
-                                                "{}'s {:.4g} GB of memory: no call at these sizes can be allocated",
-                                                held / 1e9, m.name, hbm / 1e9));
-  }
+  if (std::string w = memory_warning(d, m, out.chosen.materialised_bytes); !w.empty()) out.chosen.warnings.push_back(w);
   out.chosen.name = "chosen";
   auto same = [](const Plan& a, const Plan& b) {
     if (a.kernels.size() != b.kernels.size()) return false;

@@ -76,6 +76,11 @@ struct Plan {
   std::vector<AxisMerge> merged_axes;
 };
 
+// The tensors a call holds at once (inputs, outputs and `materialised_bytes` of intermediates,
+// all live together in the worst case) against the GPU's memory: why no call at these sizes can
+// be allocated, or "".
+std::string memory_warning(const ir::Diagram& d, const arch::Machine& m, double materialised_bytes = 0);
+
 struct Derivation {
   Plan chosen;
   // The fully fused and fully unfused alternatives (when they differ from the chosen one), each

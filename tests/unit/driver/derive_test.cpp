@@ -58,6 +58,17 @@ TEST(Derive, PaperExampleTextMatchesGolden) {
   EXPECT_NE(v.out.find("divisibility: w_q = 64 is not a multiple of 128"), std::string::npos) << v.out.substr(0, 2000);
 }
 
+// An attention kernel whose inputs and outputs outgrow the GPU's memory derives with a warning
+// (as a plan does); one that fits has none.
+TEST(Derive, AnAttentionLargerThanTheGpuSaysSo) {
+  auto huge = run_napkin("derive examples/attention.napkin --machine h100-sxm5 --set q=4294967297");
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  EXPECT_NE(huge.out.find("warning: the inputs and outputs take 7.037e+04 GB, more than h100-sxm5's 85.9 GB of memory"),
+            std::string::npos) << huge.out.substr(0, 1500);
+  auto fits = run_napkin("derive examples/attention.napkin --machine h100-sxm5");
+  EXPECT_EQ(fits.out.find("warning:"), std::string::npos);
+}
+
 // An attention kernel the generator does not take (the fp8 paper example: V in f16) derives,
 // and says that `napkin build` refuses it and why; one it takes says nothing of the kind.
 TEST(Derive, SaysWhereBuildGeneratesNoKernel) {
