@@ -985,7 +985,8 @@ class Elaborator {
     if (f == "contract") {
       if (e.args.size() < 2 || !e.has_over || !e.kwargs.empty()) {
         b_.fail(e.loc, "contract expects two or more operands and the contracted axes: "
-                       "contract(A, B over k)");
+                       "contract(A, B over k)",
+                "a product that sums over no axis (an outer product) is elementwise: A * B");
         return {};
       }
       std::vector<Value> xs;

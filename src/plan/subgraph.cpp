@@ -525,6 +525,13 @@ std::string batch_first(const ir::Diagram& kd, const std::vector<AxisId>& order,
   return fmt::format("{}", fmt::join(names, " "));
 }
 
+// Why a GEMM does not sum axis x that only `own` has, with the form that computes it.
+std::string summed_within(const ir::Diagram& kd, AxisId x, const Node& own, const Node& other) {
+  return fmt::format("axis {0} is summed within {1} alone: contract {2} with sum({1} over {0}) instead (a row kernel, then "
+                     "the GEMM)",
+                     kd.axis(x).name, own.name, other.name);
+}
+
 // `prologues`: operands may be elementwise code of one input each (the prologue GEMM); else
 // they are inputs, as TMA reads them.
 GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& m, bool prologues = false) {
@@ -573,14 +580,17 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
     if (sb.count(x) && so.count(x)) lset.insert(x);
     else if (sb.count(x)) kset.insert(x);
     else if (so.count(x)) mset.insert(x);
-    else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
+    else return invalid(summed_within(kd, x, a, bnode));
   }
   for (AxisId x : sb)
     if (!sa.count(x)) {
       if (so.count(x)) nset.insert(x);
-      else return invalid(fmt::format("axis {} is summed within one operand", kd.axis(x).name));
+      else return invalid(summed_within(kd, x, bnode, a));
     }
-  if (kset.empty()) return invalid("the contraction sums over no axis: an outer product, not a GEMM");
+  if (kset.empty())
+    return invalid(fmt::format("the contraction sums over no axis: an outer product, not a GEMM (write it {} * {}, an "
+                               "elementwise kernel)",
+                               a.name, bnode.name));
   // Each class one run of adjacent dims in every tensor, as the kernel flattens it into a mode:
   // the axes of the last class that is not, or "".
   auto runs = [&](const std::vector<AxisId>& order, const std::vector<const std::set<AxisId>*>& classes) {

@@ -513,8 +513,15 @@ out C
 )"), h100());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("two bf16 or two f16 operands"), std::string::npos) << r.error().message;
-  // ... and the smallest change, which derives.
-  EXPECT_NE(r.error().message.find("or cast them (A as bf16)"), std::string::npos) << r.error().message;
+  // ... and the smallest change, which derives, and what it costs in precision.
+  EXPECT_NE(r.error().message.find("or cast them (A as bf16), which rounds A's f32 values to bf16's 8-bit significand"),
+            std::string::npos) << r.error().message;
+  // An axis summed within one operand: the form that computes it.
+  auto within = plan::derive_plan(parse("axes m=64 k=64 n=32\nin A[m k] bf16\nin B[k n] bf16\nC = contract(A, B over k n)\nout C\n"),
+                                  h100());
+  ASSERT_FALSE(within.ok());
+  EXPECT_NE(within.error().message.find("axis n is summed within B alone: contract A with sum(B over n) instead"),
+            std::string::npos) << within.error().message;
   EXPECT_TRUE(plan::derive_plan(parse("axes m=512 k=512 n=512\nin A[m k] f32\nin B[k n] f32\n"
                                       "C = contract(A as bf16, B as bf16 over k)\nout C\n"),
                                 h100())
