@@ -2,6 +2,7 @@
 #include "ir/recognise.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <utility>
@@ -27,7 +28,9 @@ struct Composite {
 };
 
 // c is a literal (not a param: it may be rebound) greater than 0.
-bool positive_literal(const Node& c) { return c.op == OpKind::constant && c.name.empty() && c.scalar > 0; }
+bool positive_literal(const Node& c) {
+  return c.op == OpKind::constant && c.name.empty() && c.scalar > 0 && std::isfinite(c.scalar);
+}
 
 class Matcher {
  public:
@@ -92,8 +95,8 @@ class Matcher {
     const Node& t = at(y);
     Node scaled = t;
     scaled.name.clear();
-    if (t.op == OpKind::scale && t.scalar > 0) {
-      if (auto x = centred(t.operands[0], over)) {
+    if (t.op == OpKind::scale && t.scalar > 0 && std::isfinite(t.scalar)) {
+      if (auto x = centred(t.operands[0], over); x && is_float(at(*x).dtype)) {
         scaled.operands = {*x};
         return Composite{OpKind::softmax, *x, over, scaled};
       }
