@@ -82,7 +82,8 @@ struct GemmForm {
   ir::NodeId a = -1, b = -1;             // the operands (inputs)
   ir::NodeId contraction = -1;           // contract(A, B over K)
   // A dual GEMM (napkin/gemm_dual.h): a second contraction contract(A, B1 over K), B1 stored as
-  // B is; the epilogue combines the two products (acc0, acc1) and reads no leaves. -1: one GEMM.
+  // B is; the epilogue combines the two products (acc0, acc1) and reads its leaves at each
+  // element's coordinates through their strides (napkin/gemm_dual.h). -1: one GEMM.
   ir::NodeId b1 = -1, contraction1 = -1;
   // Operands computed from A's or B's input as the GEMM loads them (the prologue GEMM,
   // napkin/gemm_prologue.h): the node the contraction reads, its code elementwise over the
