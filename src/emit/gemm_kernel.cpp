@@ -790,10 +790,10 @@ std::string emit_dual_gemm_kernel(const ir::Diagram& d, const GemmForm& f, const
   out += fmt::format(
       "  // D is written from registers (any strides); any N and any {0} (napkin::gemm::run_dual: a copy where one descriptor cannot read it beside {1}).\n"
       "  const std::string e = napkin::gemm::run_dual<Kernel>(A->data, am, ak, al, B0->data, B1->data, b0n, b0k, b0l, b1n, b1k, b1l,\n"
-      "                                                     D->data, dm, dn, dl, {2}, static_cast<cudaStream_t>(stream),\n"
+      "                                                     D->data, dm, dn, dl, combine, static_cast<cudaStream_t>(stream),\n"
       "                                                     Config::kSwizzle);\n"
       "  return e.empty() ? 0 : napkin::host::fail(e, err, err_len);\n}}\n",
-      B1.name, B0.name, "combine");
+      B1.name, B0.name);
   return out;
 }
 

@@ -295,6 +295,12 @@ NodeId reduces_over(const ir::Diagram& d, ir::AxisId axis) {
   return -1;
 }
 
+// "the softmax at 4:5": a node by its op and place (a plan names unnamed values t<id>), else its label.
+std::string op_at(const ir::Diagram& d, NodeId n) {
+  const ir::Node& x = d.node(n);
+  return x.loc.line > 0 ? fmt::format("the {} at {}:{}", ir::op_name(x.op), x.loc.line, x.loc.column) : d.label(n);
+}
+
 // The TMA rows problem with the padding that fixes it, where padding keeps the result; else what
 // else padding needs: the padded elements would enter a softmax, a max, a sum or a norm over it.
 std::string padding_hint(const ir::Diagram& d, const TmaRows& rows) {
@@ -302,12 +308,10 @@ std::string padding_hint(const ir::Diagram& d, const TmaRows& rows) {
   const NodeId r = axis ? reduces_over(d, *axis) : -1;
   if (r < 0) return rows.text();
   const ir::Node& x = d.node(r);
-  const std::string where = x.loc.line > 0 ? fmt::format("the {} at {}:{}", ir::op_name(x.op), x.loc.line, x.loc.column)
-                                           : "the " + std::string(ir::op_name(x.op)) + " " + d.label(r);
   const bool norm = x.op == OpKind::rmsnorm || x.op == OpKind::layernorm;
   const bool sum = x.op == OpKind::reduce_sum;
   return fmt::format("{}. Padding {} to {} alone would change the result: the padded elements enter {} over {}{}", rows.problem,
-                     rows.axis, rows.padded, where, rows.axis,
+                     rows.axis, rows.padded, op_at(d, r), rows.axis,
                      norm ? fmt::format(" (its mean counts them); no padding of the inputs runs {}={} as written", rows.axis, rows.size)
                           : fmt::format("; pad it and mask them out there (--set {}={} and select({} < {}, ..., {}) before it)",
                                         rows.axis, rows.padded, rows.axis, rows.size, sum ? "0" : "-inf"));
@@ -382,9 +386,7 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
     p.materialised_bytes += bytes;
     // An unnamed intermediate's plan name (t9) says where it was written.
     const ir::Node& node = d.node(n);
-    const std::string written = node.name.empty() && node.loc.line > 0
-                                    ? fmt::format(", the {} at {}:{}", ir::op_name(node.op), node.loc.line, node.loc.column)
-                                    : "";
+    const std::string written = node.name.empty() && node.loc.line > 0 ? ", " + op_at(d, n) : "";
     p.materialised.push_back(fmt::format("{}[{}] {} ({:.4g} MB{}){}", b.name, fmt::join(b.order, " "), dtype_name(b.dtype),
                                          bytes / 1e6, written, b.note.empty() ? "" : "; " + b.note));
   }

@@ -36,10 +36,11 @@ bool has(const Node& n, AxisId a) { return std::find(n.axes.begin(), n.axes.end(
 
 bool narrow(DType t) { return is_float(t) && t != DType::f32 && t != DType::f64; }
 
-// The structure the solver needs: row axes (re-read: tiled per warpgroup), one streamed axis,
+// The structure the solver needs: one row axis (re-read: tiled per warpgroup), one streamed axis,
 // batch axes (woven, tile 1) and whole axes (neither: kept entire, like d).
 struct Shape {
-  std::vector<AxisId> rows, batch, whole;
+  AxisId row = -1;
+  std::vector<AxisId> batch, whole;
   AxisId stream = -1;
   std::vector<sched::Accumulator> accumulators;
   std::vector<bool> operand;  // per node: an input the tensor core reads (a contraction's operand)
@@ -74,6 +75,7 @@ std::vector<bool> tensor_core_operands(const Diagram& d) {
 
 Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
   Shape s;
+  std::vector<AxisId> rows;  // the axes the streamed operands lack
   s.operand = tensor_core_operands(d);
   std::vector<std::string> streamed;
   for (const auto& a : r.axes)
@@ -99,18 +101,27 @@ Result<Shape> shape_of(const Diagram& d, const sched::StreamingReport& r) {
         return std::find(a.broadcast_inputs.begin(), a.broadcast_inputs.end(), name) != a.broadcast_inputs.end();
       };
       const auto n_lacking = std::count_if(streamed_operands.begin(), streamed_operands.end(), lacks);
-      if (!streamed_operands.empty() && n_lacking == static_cast<std::ptrdiff_t>(streamed_operands.size())) s.rows.push_back(a.axis);
+      if (!streamed_operands.empty() && n_lacking == static_cast<std::ptrdiff_t>(streamed_operands.size())) rows.push_back(a.axis);
       else if (n_lacking > 0) s.whole.push_back(a.axis);
       else s.batch.push_back(a.axis);
     } else {
       s.whole.push_back(a.axis);
     }
   }
-  if (streamed.size() != 1 || s.rows.empty())
+  if (streamed.size() != 1 || rows.empty())
     return plain_error(fmt::format(
         "the configuration solver needs one streamed axis and at least one re-read axis (rows), as in "
         "attention; {} has {} streamed ({}) and {} re-read",
-        d.source_name, streamed.size(), fmt::join(streamed, " "), s.rows.size()));
+        d.source_name, streamed.size(), fmt::join(streamed, " "), rows.size()));
+  // The kernel tiles one row axis (napkin/attention_kernel.h: the query rows, or a GQA group's
+  // heads where they outnumber the queries, as in decoding): the longest, the last of equals.
+  // The others are batch axes, one element at a time (each head its own tiles, K and V read
+  // again from L2).
+  s.row = rows.front();
+  for (AxisId a : rows)
+    if (d.axis(a).size >= d.axis(s.row).size) s.row = a;
+  for (AxisId a : rows)
+    if (a != s.row) s.batch.push_back(a);
   return s;
 }
 
@@ -175,7 +186,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
                                 const arch::Machine& m, const Config& c) {
   auto shape_r = shape_of(d, report);
   if (!shape_r) return shape_r.error();
-  Shape sh = shape_r.value();
+  const Shape sh = shape_r.value();
   const Diagram& dn = report.normalised.diagram;
   Configuration out;
   out.config = c;
@@ -185,29 +196,14 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   const double threads = static_cast<double>(wg_threads->value);
   const double clock = m.clock_hz.value, sms = static_cast<double>(m.sm_count.value);
   const std::string stream_name = d.axis(sh.stream).name;
-  // Per-warpgroup tile extents: w_q rows over one row axis, as the kernel tiles them
-  // (napkin/attention_kernel.h: the query rows, or a GQA group's heads where they outnumber the
-  // queries, as in decoding): the longest, the last of equals. The others are batch axes, one
-  // element at a time (each head its own tiles, K and V read again from L2).
-  if (sh.rows.size() > 1) {
-    auto longest = sh.rows.begin();
-    for (auto it = sh.rows.begin(); it != sh.rows.end(); ++it)
-      if (d.axis(*it).size >= d.axis(*longest).size) longest = it;
-    const AxisId row = *longest;
-    sh.rows.erase(longest);
-    sh.batch.insert(sh.batch.end(), sh.rows.begin(), sh.rows.end());
-    sh.rows = {row};
-  }
-  const double other_rows = 1;
-  // Per-row extents: a row is one element of the row axes; the chunk of the streamed axis.
+  // Per-row extents: a row is one element of the row axis; the chunk of the streamed axis.
   std::vector<std::pair<AxisId, std::int64_t>> per_row{{sh.stream, c.chunk}};
-  for (AxisId a : sh.rows) per_row.emplace_back(a, 1);
+  per_row.emplace_back(sh.row, 1);
   for (AxisId a : sh.batch) per_row.emplace_back(a, 1);
-  const AxisId last_row = sh.rows.back();
-  const double last_per_wg = static_cast<double>(c.rows_per_warpgroup) / other_rows;
+  const AxisId last_row = sh.row;
+  const double last_per_wg = static_cast<double>(c.rows_per_warpgroup);
   std::vector<std::pair<AxisId, std::int64_t>> per_wg{{sh.stream, c.chunk}};
   for (AxisId a : sh.batch) per_wg.emplace_back(a, 1);
-  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) per_wg.emplace_back(sh.rows[i], d.axis(sh.rows[i]).size);
   per_wg.emplace_back(last_row, static_cast<std::int64_t>(std::max(1.0, last_per_wg)));
   auto reject = [&](std::string why) {
     if (!out.rejection) out.rejection = std::move(why);
@@ -257,7 +253,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
                                      dv->what, d.axis(a).size);
       }
     for (AxisId a : n.axes)
-      if (a != last_row && !std::count(sh.rows.begin(), sh.rows.end(), a) && !std::count(sh.batch.begin(), sh.batch.end(), a))
+      if (a != last_row && !std::count(sh.batch.begin(), sh.batch.end(), a))
         if (auto* dv = div_of(a)) {
           need(*dv, 8, "WGMMA N % 8");
           // A whole axis is one WGMMA's N (the accumulator's columns): at most 256.
@@ -492,8 +488,7 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   // resident together, up to every SM (§4).
   double batch = 1;
   for (AxisId a : sh.batch) batch *= static_cast<double>(d.axis(a).size);
-  double rows_total = 1;
-  for (AxisId a : sh.rows) rows_total *= static_cast<double>(d.axis(a).size);
+  const double rows_total = static_cast<double>(d.axis(sh.row).size);
   const double ctas_per_slice = std::ceil(rows_total / rows_per_sm);
   out.ctas_sharing_chunk = std::min(ctas_per_slice, sms);
   out.hbm_s_per_iteration = out.transfer_s_per_iteration / out.ctas_sharing_chunk;
@@ -565,10 +560,6 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
   for (AxisId a : sh.batch) {
     smem.tiles.push_back({d.axis(a).name, 1});
     rmem.tiles.push_back({d.axis(a).name, 1});
-  }
-  for (std::size_t i = 0; i + 1 < sh.rows.size(); ++i) {
-    smem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
-    rmem.tiles.push_back({d.axis(sh.rows[i]).name, d.axis(sh.rows[i]).size});
   }
   smem.tiles.push_back({d.axis(last_row).name, last_cta});
   rmem.tiles.push_back({d.axis(last_row).name, std::min(last_wg, d.axis(last_row).size)});
