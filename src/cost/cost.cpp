@@ -183,7 +183,8 @@ Result<Estimate> estimate(const Diagram& input, const Schedule& s, const arch::M
   // re-read what lacks them (that is what streaming buys).
   // §12: per scheduled level, the blocks a mask leaves visible.
   std::vector<LevelSkipping> skips;
-  for (std::size_t i = 0; i < s.levels.size(); ++i) skips.push_back(skipping_at(d, s, i));
+  // (On the diagram as written: masks are read where hoist_masks put them, as the kernels read them.)
+  for (std::size_t i = 0; i < s.levels.size(); ++i) skips.push_back(skipping_at(input, s, i));
   std::string above = std::string(arch::kGmem);
   for (std::size_t i = 0; i < s.levels.size(); ++i) {
     const LevelSchedule& l = s.levels[i];

@@ -13,6 +13,7 @@
 
 #include "emit/expression.h"
 #include "ir/printer.h"
+#include "sched/skip.h"
 
 namespace napkin::emit {
 namespace {
@@ -141,6 +142,8 @@ FactorParts factor_parts(const Diagram& d, const AttentionForm& f, std::size_t f
       parts.constant *= x.scalar;
     } else if (x.op == OpKind::neg) {
       parts.constant = -parts.constant;
+    } else if (x.op == OpKind::cast) {
+      continue;  // a cast to f32 or wider: a factor of 1
     } else {
       const NodeId m = off_path(d, f, n);
       const Node& c = d.node(m);
@@ -394,12 +397,8 @@ class Recogniser {
       top = sm.operands[0];
       fill = -INFINITY;
     }
-    std::vector<NodeId> preds;
-    while (d_.node(top).op == OpKind::select && is_constant(d_, d_.node(top).operands[2], fill) &&
-           !d_.depends_on(d_.node(top).operands[0], f.qk)) {
-      preds.push_back(d_.node(top).operands[0]);
-      top = d_.node(top).operands[1];
-    }
+    // The masks derive counts blocks by (one peel for both: sched/skip.h).
+    const std::vector<NodeId> preds = sched::peel_masks(d_, top, fill);
     f.score = top;
     if (auto r = check_elementwise(f, f.score, "scores", "bhgqk", true); !r.ok()) return r;
     for (NodeId pr : preds)
@@ -578,7 +577,7 @@ class Recogniser {
   }
 
   // The score's factor (AttentionForm::factor_nodes): down the score from its top towards Q K^T,
-  // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg), every
+  // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg, a cast to f32 or wider), every
   // multiplier free of the query row and the key is taken out; a softcap on the path gives its
   // cap and ends the path (tanh is not linear). Below a + or - on the path only nonzero finite
   // constants are: the terms beside it are divided by them (a per-head value there could be 0).
@@ -607,6 +606,12 @@ class Recogniser {
           next = x.operands[0];
           break;
         case OpKind::softcap: collect = !below_a_sum || divisible(x.scalar); break;
+        case OpKind::cast:  // to f32 or wider: the kernel's f32 score as it is (a factor of 1)
+          if ((x.dtype == DType::f32 || x.dtype == DType::f64) && is_float(d_.node(x.operands[0]).dtype)) {
+            collect = true;
+            next = x.operands[0];
+          }
+          break;
         case OpKind::mul: case OpKind::div: {
           const int pi = path_operand();
           if (pi < 0 || (x.op == OpKind::div && pi != 0)) break;

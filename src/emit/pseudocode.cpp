@@ -839,7 +839,7 @@ class Writer {
         // A mask that is false on a whole (tile, chunk) block makes every score there -inf:
         // the chunk adds nothing, so it is neither loaded nor computed (sched/skip.h).
         if (first)
-          for (NodeId p : sched::mask_predicates(d_, a))
+          for (NodeId p : normalised_of(sched::mask_predicates(original_, a)))
             emit(indent, fmt::format("skip the chunk if ({}) holds nowhere in the (tile, chunk) block", definition(p, Ctx::body).text),
                  "all -inf: nothing to add");
         chunk = c;
@@ -1034,6 +1034,17 @@ class Writer {
   }
 
  private:
+  // The normalised diagram's copies of nodes of the original (predicates: copied one to one).
+  std::vector<NodeId> normalised_of(const std::vector<NodeId>& nodes) const {
+    std::vector<NodeId> out;
+    for (NodeId n : nodes) {
+      const auto& origin = report_.normalised.origin;
+      const auto it = std::find(origin.begin(), origin.end(), n);
+      if (it != origin.end()) out.push_back(static_cast<NodeId>(it - origin.begin()));
+    }
+    return out;
+  }
+
   const ir::Diagram& original_;
   const sched::Schedule& s_;
   const arch::Machine* m_;

@@ -74,7 +74,7 @@ class Builder {
 
   bool failed() const { return error_.has_value(); }
   // Verifies and returns the diagram, or the first error; composites written out by hand
-  // come back as composites (ir/recognise.h). Warnings (unused inputs, unused values, as
+  // come back as composites and masks at the reductions they feed (ir/recognise.h). Warnings (unused inputs, unused values, as
   // written) are available from warnings() afterwards.
   Result<Diagram> finish();
   const std::vector<Diagnostic>& warnings() const { return warnings_; }

@@ -128,6 +128,22 @@ std::int64_t Diagram::elements(const std::vector<AxisId>& ids) const {
   return n;
 }
 
+bool Diagram::reads_leaves_only(NodeId n) const {
+  std::vector<bool> seen(nodes.size(), false);
+  std::vector<NodeId> stack{n};
+  while (!stack.empty()) {
+    const NodeId x = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<std::size_t>(x)]) continue;
+    seen[static_cast<std::size_t>(x)] = true;
+    const Node& y = node(x);
+    if (y.op == OpKind::input || y.op == OpKind::iota || y.op == OpKind::constant) continue;
+    if (!is_elementwise(y.op)) return false;
+    stack.insert(stack.end(), y.operands.begin(), y.operands.end());
+  }
+  return true;
+}
+
 bool Diagram::depends_on(NodeId n, NodeId target) const {
   if (n < target) return false;
   std::vector<bool> dep(static_cast<std::size_t>(n - target) + 1, false);

@@ -110,6 +110,9 @@ struct Diagram {
   std::string label(NodeId n) const;
   // Whether node n is `target` or computed from it (node ids are topological).
   bool depends_on(NodeId n, NodeId target) const;
+  // Whether n is computed from inputs, indices, params and literals by elementwise ops alone
+  // (no reduction, contraction or composite under it): a mask's predicate, not the scores'.
+  bool reads_leaves_only(NodeId n) const;
 
   bool operator==(const Diagram& o) const {
     return axes == o.axes && nodes == o.nodes && outputs == o.outputs;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <utility>
@@ -15,6 +16,25 @@
 #include "ir/verifier.h"
 
 namespace napkin::ir {
+
+SameValue::SameValue(const Diagram& d) : d_(d) {}
+
+bool SameValue::operator()(NodeId a, NodeId b) {
+  if (a == b) return true;
+  const Node& x = d_.node(a);
+  const Node& y = d_.node(b);
+  if (x.op != y.op || x.op == OpKind::input || x.axes != y.axes || x.over != y.over || x.dtype != y.dtype ||
+      x.axis != y.axis || x.operands.size() != y.operands.size())
+    return false;
+  if (x.op == OpKind::constant) return x.scalar == y.scalar && x.name.empty() && y.name.empty();
+  if (x.scalar != y.scalar) return false;
+  const auto key = std::minmax(a, b);
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  bool equal = true;
+  for (std::size_t i = 0; equal && i < x.operands.size(); ++i) equal = (*this)(x.operands[i], y.operands[i]);
+  memo_[key] = equal;
+  return equal;
+}
 
 namespace {
 
@@ -34,26 +54,7 @@ bool positive_literal(const Node& c) {
 
 class Matcher {
  public:
-  explicit Matcher(const Diagram& d) : d_(d) {}
-
-  // Whether a and b compute the same value: one node, or the same op on the same values.
-  // Distinct inputs are distinct tensors; a param is equal only to itself (it may be rebound).
-  bool same(NodeId a, NodeId b) {
-    if (a == b) return true;
-    const Node& x = d_.node(a);
-    const Node& y = d_.node(b);
-    if (x.op != y.op || x.op == OpKind::input || x.axes != y.axes || x.over != y.over || x.dtype != y.dtype ||
-        x.axis != y.axis || x.operands.size() != y.operands.size())
-      return false;
-    if (x.op == OpKind::constant) return x.scalar == y.scalar && x.name.empty() && y.name.empty();
-    if (x.scalar != y.scalar) return false;
-    const auto key = std::minmax(a, b);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    bool equal = true;
-    for (std::size_t i = 0; equal && i < x.operands.size(); ++i) equal = same(x.operands[i], y.operands[i]);
-    memo_[key] = equal;
-    return equal;
-  }
+  explicit Matcher(const Diagram& d) : d_(d), same_(d) {}
 
   // The composite node n computes, written out, if any.
   std::optional<Composite> match(NodeId n) {
@@ -82,7 +83,7 @@ class Matcher {
   std::optional<NodeId> centred(NodeId y, const std::vector<AxisId>& over) {
     if (at(y).op != OpKind::sub) return std::nullopt;
     auto x = max_operand(at(y).operands[1], over);
-    if (!x || !same(*x, at(y).operands[0])) return std::nullopt;
+    if (!x || !same_(*x, at(y).operands[0])) return std::nullopt;
     return at(y).operands[0];
   }
 
@@ -116,7 +117,7 @@ class Matcher {
 
   // e / sum(e over A).
   std::optional<Composite> softmax(NodeId e, NodeId z) {
-    if (at(z).op != OpKind::reduce_sum || !same(e, at(z).operands[0])) return std::nullopt;
+    if (at(z).op != OpKind::reduce_sum || !same_(e, at(z).operands[0])) return std::nullopt;
     return exponent(e, at(z).over);
   }
 
@@ -128,7 +129,7 @@ class Matcher {
     const NodeId e = at(z).operands[0];
     if (at(e).op != OpKind::exp || at(at(e).operands[0]).op != OpKind::sub) return std::nullopt;
     const Node& y = at(at(e).operands[0]);
-    if (!same(y.operands[1], m) || !same(y.operands[0], at(m).operands[0])) return std::nullopt;
+    if (!same_(y.operands[1], m) || !same_(y.operands[0], at(m).operands[0])) return std::nullopt;
     return Composite{OpKind::logsumexp, y.operands[0], at(m).over};
   }
 
@@ -145,7 +146,7 @@ class Matcher {
   }
 
   const Diagram& d_;
-  std::map<std::pair<NodeId, NodeId>, bool> memo_;
+  SameValue same_;
 };
 
 // Nodes an output depends on.
@@ -157,6 +158,109 @@ std::vector<bool> live_nodes(const Diagram& d) {
       for (NodeId o : d.nodes[i].operands) live[static_cast<std::size_t>(o)] = true;
   return live;
 }
+
+
+// `out` rebuilt from d (`origin`: out's node -> d's), keeping what an output reads now and what
+// was unused in d (with what it reads, so its warnings stand); verified.
+Diagram compacted(const Diagram& d, const Diagram& out, const std::vector<NodeId>& origin) {
+  const std::vector<bool> was_live = live_nodes(d);
+  std::vector<bool> keep = live_nodes(out);
+  for (std::size_t i = 0; i < out.nodes.size(); ++i)
+    if (!was_live[static_cast<std::size_t>(origin[i])]) keep[i] = true;
+  for (std::size_t i = out.nodes.size(); i-- > 0;)
+    if (keep[i])
+      for (NodeId o : out.nodes[i].operands) keep[static_cast<std::size_t>(o)] = true;
+  Diagram compact;
+  compact.axes = out.axes;
+  compact.source_name = out.source_name;
+  std::vector<NodeId> kept(out.nodes.size(), -1);
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
+    if (!keep[i]) continue;
+    Node n = out.nodes[i];
+    for (NodeId& o : n.operands) o = kept[static_cast<std::size_t>(o)];
+    kept[i] = static_cast<NodeId>(compact.nodes.size());
+    compact.nodes.push_back(std::move(n));
+  }
+  for (Output o : out.outputs) {
+    o.node = kept[static_cast<std::size_t>(o.node)];
+    compact.outputs.push_back(std::move(o));
+  }
+  auto verified = verify(compact, nullptr);
+  NAPKIN_CHECK(verified.ok(), fmt::format("a rewrite produced an invalid diagram: {}",
+                                          verified.ok() ? "" : verified.error().message));
+  return compact;
+}
+
+// A literal -inf (a param may be rebound).
+bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == -INFINITY; }
+bool is_zero_literal(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == 0.0; }
+
+// The masks under which a value is -inf (hoist_masks' rules), and the value where they hold.
+class MaskHoister {
+ public:
+  explicit MaskHoister(const Diagram& d) : d_(d), memo_(d.nodes.size()), done_(d.nodes.size(), false) {}
+
+  bool index_only(NodeId p) const { return d_.reads_leaves_only(p); }
+
+  // The hoistable predicates of n (d's ids, node order of discovery, each once).
+  const std::vector<NodeId>& masks(NodeId n) {
+    const auto i = static_cast<std::size_t>(n);
+    if (done_[i]) return memo_[i];
+    std::vector<NodeId> m;
+    const Node& x = d_.node(n);
+    auto join = [&](NodeId o) {
+      for (NodeId p : masks(o))
+        if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
+    };
+    switch (x.op) {
+      case OpKind::select:
+        if (!is_minus_infinity(d_.node(x.operands[2]))) break;
+        if (index_only(x.operands[0])) {
+          m.push_back(x.operands[0]);
+          minus_infinity_ = x.operands[2];
+        }
+        join(x.operands[1]);
+        break;
+      case OpKind::add: case OpKind::min: join(x.operands[0]); join(x.operands[1]); break;
+      case OpKind::sub: join(x.operands[0]); break;
+      case OpKind::scale:
+        if (x.scalar > 0 && std::isfinite(x.scalar)) join(x.operands[0]);
+        break;
+      case OpKind::mul:
+        if (positive_literal(d_.node(x.operands[1]))) join(x.operands[0]);
+        else if (positive_literal(d_.node(x.operands[0]))) join(x.operands[1]);
+        break;
+      case OpKind::div:
+        if (positive_literal(d_.node(x.operands[1]))) join(x.operands[0]);
+        break;
+      case OpKind::cast:
+        if (is_float(x.dtype) && is_float(d_.node(x.operands[0]).dtype)) join(x.operands[0]);
+        break;
+      default: break;
+    }
+    done_[i] = true;
+    memo_[i] = std::move(m);
+    return memo_[i];
+  }
+
+  // Whether x is already hoisted: selects of hoistable predicates on top of a value with none.
+  bool hoisted(NodeId x) {
+    while (true) {
+      const Node& n = d_.node(x);
+      if (n.op != OpKind::select || !is_minus_infinity(d_.node(n.operands[2])) || !index_only(n.operands[0]))
+        return masks(x).empty();
+      x = n.operands[1];
+    }
+  }
+
+  NodeId minus_infinity() const { return minus_infinity_; }
+
+ private:
+  const Diagram& d_;
+  std::vector<std::vector<NodeId>> memo_;
+  std::vector<bool> done_;
+  NodeId minus_infinity_ = -1;
+};
 
 }  // namespace
 
@@ -203,34 +307,109 @@ Diagram recognise_composites(const Diagram& d) {
     out.outputs.push_back(std::move(o));
   }
   if (!changed) return d;
+  return compacted(d, out, origin);
+}
 
-  // Keep what an output reads now, and what was unused before (with what it reads).
-  const std::vector<bool> was_live = live_nodes(d);
-  std::vector<bool> keep = live_nodes(out);
-  for (std::size_t i = 0; i < out.nodes.size(); ++i)
-    if (!was_live[static_cast<std::size_t>(origin[i])]) keep[i] = true;
-  for (std::size_t i = out.nodes.size(); i-- > 0;)
-    if (keep[i])
-      for (NodeId o : out.nodes[i].operands) keep[static_cast<std::size_t>(o)] = true;
-  Diagram compact;
-  compact.axes = out.axes;
-  compact.source_name = out.source_name;
-  std::vector<NodeId> kept(out.nodes.size(), -1);
-  for (std::size_t i = 0; i < out.nodes.size(); ++i) {
-    if (!keep[i]) continue;
-    Node n = out.nodes[i];
-    for (NodeId& o : n.operands) o = kept[static_cast<std::size_t>(o)];
-    kept[i] = static_cast<NodeId>(compact.nodes.size());
-    compact.nodes.push_back(std::move(n));
+Diagram hoist_masks(const Diagram& d) {
+  MaskHoister hoister(d);
+  const std::vector<bool> live = live_nodes(d);
+  Diagram out;
+  out.axes = d.axes;
+  out.source_name = d.source_name;
+  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
+  std::vector<NodeId> origin;                   // out's node -> d's
+  // Appends n (operands already out's ids) with its type inferred; -1 where it does not type.
+  auto add = [&](Node n, NodeId from) -> NodeId {
+    auto t = infer_type(out, n);
+    if (!std::holds_alternative<InferredType>(t)) return -1;
+    n.axes = std::get<InferredType>(t).axes;
+    n.dtype = std::get<InferredType>(t).dtype;
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    return static_cast<NodeId>(out.nodes.size() - 1);
+  };
+  auto copy = [&](NodeId n, std::vector<NodeId> operands, NodeId from) {
+    Node x = d.node(n);
+    x.name.clear();
+    x.operands = std::move(operands);
+    return add(std::move(x), from);
+  };
+  // n where its masks hold, in out's ids (-1 where a rebuilt node does not type).
+  std::map<NodeId, NodeId> stripped;
+  std::function<NodeId(NodeId, NodeId)> strip = [&](NodeId n, NodeId from) -> NodeId {
+    if (hoister.masks(n).empty()) return id[static_cast<std::size_t>(n)];
+    if (auto it = stripped.find(n); it != stripped.end()) return it->second;
+    const Node& x = d.node(n);
+    auto operand = [&](std::size_t i) { return id[static_cast<std::size_t>(x.operands[i])]; };
+    auto all_typed = [](const std::vector<NodeId>& v) { return std::find(v.begin(), v.end(), -1) == v.end(); };
+    NodeId r = -1;
+    if (x.op == OpKind::select && hoister.index_only(x.operands[0])) {
+      r = strip(x.operands[1], from);
+    } else if (x.op == OpKind::select) {
+      const std::vector<NodeId> ops{operand(0), strip(x.operands[1], from), operand(2)};
+      if (all_typed(ops)) r = copy(n, ops, from);
+    } else {
+      std::vector<NodeId> ops;
+      for (std::size_t i = 0; i < x.operands.size(); ++i)
+        ops.push_back(hoister.masks(x.operands[i]).empty() || (x.op == OpKind::sub && i == 1) ? operand(i)
+                                                                                               : strip(x.operands[i], from));
+      // s + select(p, 0, -inf) is s where p holds.
+      if (x.op == OpKind::add && all_typed(ops))
+        for (std::size_t i : {std::size_t{0}, std::size_t{1}})
+          if (is_zero_literal(out.node(ops[i])) && !hoister.masks(x.operands[i]).empty() &&
+              out.node(ops[1 - i]).axes == x.axes)
+            r = ops[1 - i];
+      if (r < 0 && all_typed(ops)) r = copy(n, ops, from);
+    }
+    stripped[n] = r;
+    return r;
+  };
+
+  bool changed = false;
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const NodeId from = static_cast<NodeId>(i);
+    Node n = d.nodes[i];
+    const bool reduction = n.op == OpKind::softmax || n.op == OpKind::logsumexp || n.op == OpKind::reduce_max;
+    NodeId operand = reduction ? n.operands[0] : -1;
+    if (reduction && live[i] && !hoister.hoisted(operand)) {
+      const Node& x = d.node(operand);
+      NodeId top = strip(operand, from);
+      // Terms dropped may have widened the type (a select of literals is f64): widen back, exactly.
+      if (top >= 0 && out.node(top).dtype != x.dtype && is_float(out.node(top).dtype) && is_float(x.dtype) &&
+          promote_float(out.node(top).dtype, x.dtype) == x.dtype) {
+        Node widen;
+        widen.op = OpKind::cast;
+        widen.dtype = x.dtype;
+        widen.operands = {top};
+        top = add(std::move(widen), from);
+      }
+      for (NodeId p : hoister.masks(operand)) {
+        if (top < 0) break;
+        Node sel;
+        sel.op = OpKind::select;
+        sel.operands = {id[static_cast<std::size_t>(p)], top, id[static_cast<std::size_t>(hoister.minus_infinity())]};
+        top = add(std::move(sel), from);
+      }
+      if (top >= 0 && out.node(top).axes == x.axes && out.node(top).dtype == x.dtype) {
+        n.operands = {top};
+        changed = true;
+        out.nodes.push_back(std::move(n));
+        origin.push_back(from);
+        id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+        continue;
+      }
+    }
+    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
   }
-  for (Output o : out.outputs) {
-    o.node = kept[static_cast<std::size_t>(o.node)];
-    compact.outputs.push_back(std::move(o));
+  if (!changed) return d;
+  for (Output o : d.outputs) {
+    o.node = id[static_cast<std::size_t>(o.node)];
+    out.outputs.push_back(std::move(o));
   }
-  auto verified = verify(compact, nullptr);
-  NAPKIN_CHECK(verified.ok(), fmt::format("recognise produced an invalid diagram: {}",
-                                          verified.ok() ? "" : verified.error().message));
-  return compact;
+  return compacted(d, out, origin);
 }
 
 }  // namespace napkin::ir

@@ -16,9 +16,25 @@
 // (a normalised contraction, sched/streaming.h), so it stays the user's choice.
 #pragma once
 
+#include <map>
+#include <utility>
+
 #include "ir/ir.h"
 
 namespace napkin::ir {
+
+// Whether two nodes compute the same value: one node, or the same op on the same values.
+// Distinct inputs are distinct tensors; a param is equal only to itself (it may be rebound).
+// Memoised per instance (d outlives it).
+class SameValue {
+ public:
+  explicit SameValue(const Diagram& d);
+  bool operator()(NodeId a, NodeId b);
+
+ private:
+  const Diagram& d_;
+  std::map<std::pair<NodeId, NodeId>, bool> memo_;
+};
 
 // Pre: d is verified. Post: verified; each matched node is replaced by its composite (keeping
 // its name, location and type: a match whose composite would have another dtype is left as
@@ -26,5 +42,20 @@ namespace napkin::ir {
 // unused are kept, so their warnings stand). A diagram with nothing to recognise comes back
 // equal, node ids included. Idempotent.
 Diagram recognise_composites(const Diagram& d);
+
+// Masks moved to the reduction they feed, so a masked softmax is `softmax(select(p, s, -inf))`
+// however it was written, and every consumer (block skipping in derive, the kernels' masks)
+// reads one form:
+//   softmax(select(p, S, -inf) * c)   -> softmax(select(p, S * c, -inf))   (c a literal > 0)
+//   softmax(S + select(p, 0, -inf))    -> softmax(select(p, S, -inf))
+// for softmax, logsumexp and max, through + (either operand), - (the first), positive literal
+// scales, products and quotients, min, and casts between floats. A predicate is hoisted when it
+// reads indices, inputs, params and literals alone (a mask on the scores' own values stays where
+// it was written); several come out as nested selects. Where every predicate holds, the value is
+// the one written; where one fails it is -inf in both forms as long as the other terms are below
+// +inf (S + (-inf) with S = +inf is NaN as written, -inf hoisted: docs/language.md).
+// Pre/post as recognise_composites; a reduction whose hoisted form would change its operand's
+// type is left as written.
+Diagram hoist_masks(const Diagram& d);
 
 }  // namespace napkin::ir

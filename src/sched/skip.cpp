@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
+#include "ir/recognise.h"
 #include "support/dtype.h"
 
 namespace napkin::sched {
@@ -107,29 +109,64 @@ class Evaluator {
   const std::vector<Range>& axes_;
 };
 
-bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.scalar == -std::numeric_limits<double>::infinity(); }
+bool has_axis(const std::vector<AxisId>& axes, AxisId a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
 
-// Whether `id` reaches a softmax, logsumexp or max over `axis` through elementwise ops only.
-bool reaches_reduction(const Diagram& d, NodeId id, AxisId axis) {
-  for (NodeId u : d.users(id)) {
-    const Node& n = d.node(u);
-    const bool over = std::find(n.over.begin(), n.over.end(), axis) != n.over.end();
-    if (over && (n.op == OpKind::softmax || n.op == OpKind::logsumexp || n.op == OpKind::reduce_max)) return true;
-    if (ir::is_elementwise(n.op) && reaches_reduction(d, u, axis)) return true;
+// The masks of one reduction over `axis` (mask_predicates' rules), each once by node.
+std::vector<NodeId> reduction_masks(const Diagram& d, NodeId r, AxisId axis) {
+  const Node& n = d.node(r);
+  std::vector<NodeId> masks;
+  auto join = [&](const std::vector<NodeId>& more) {
+    for (NodeId p : more)
+      if (std::find(masks.begin(), masks.end(), p) == masks.end()) masks.push_back(p);
+  };
+  if (n.op == OpKind::softmax || n.op == OpKind::logsumexp || n.op == OpKind::reduce_max) {
+    NodeId x = n.operands[0];
+    join(peel_masks(d, x, -std::numeric_limits<double>::infinity()));
+  } else if (n.op == OpKind::reduce_sum || n.op == OpKind::contract) {
+    for (NodeId o : n.operands) {
+      NodeId x = o;
+      join(peel_masks(d, x, 0.0));
+      if (d.node(x).op == OpKind::cast && is_float(d.node(x).dtype)) x = d.node(x).operands[0];
+      if (d.node(x).op == OpKind::softmax && has_axis(d.node(x).over, axis)) {
+        NodeId y = d.node(x).operands[0];
+        join(peel_masks(d, y, -std::numeric_limits<double>::infinity()));
+      }
+    }
   }
-  return false;
+  return masks;
 }
 
 }  // namespace
 
-std::vector<NodeId> mask_predicates(const Diagram& d, AxisId stream_axis) {
+std::vector<NodeId> peel_masks(const Diagram& d, NodeId& x, double fill) {
   std::vector<NodeId> predicates;
-  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
-    const Node& n = d.node(id);
-    if (n.op == OpKind::select && is_minus_infinity(d.node(n.operands[2])) && reaches_reduction(d, id, stream_axis))
-      predicates.push_back(n.operands[0]);
+  while (true) {
+    const Node& n = d.node(x);
+    if (n.op != OpKind::select) break;
+    const Node& f = d.node(n.operands[2]);
+    if (f.op != OpKind::constant || !f.name.empty() || f.scalar != fill || !d.reads_leaves_only(n.operands[0])) break;
+    predicates.push_back(n.operands[0]);
+    x = n.operands[1];
   }
   return predicates;
+}
+
+std::vector<NodeId> mask_predicates(const Diagram& d, AxisId stream_axis) {
+  std::optional<std::vector<NodeId>> common;
+  ir::SameValue same(d);
+  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
+    if (!has_axis(d.node(id).over, stream_axis)) continue;
+    const std::vector<NodeId> masks = reduction_masks(d, id, stream_axis);
+    if (!common) {
+      common = masks;
+      continue;
+    }
+    std::vector<NodeId> kept;
+    for (NodeId p : *common)
+      if (std::any_of(masks.begin(), masks.end(), [&](NodeId m) { return same(p, m); })) kept.push_back(p);
+    *common = std::move(kept);
+  }
+  return common.value_or(std::vector<NodeId>{});
 }
 
 std::vector<NodeId> mask_inputs(const Diagram& d, AxisId stream_axis) {

@@ -2,13 +2,17 @@
 // Block skipping: which (row tile, key chunk) blocks of a streamed softmax a kernel may skip
 // because a mask makes every score in them -inf.
 //
-// A mask is a `select(pred, x, -inf)` whose result reaches a softmax (or logsumexp or
-// reduce_max) over the streamed axis through elementwise ops only. Its predicate is evaluated
-// over a block by interval arithmetic on the index expressions (iota, constants, + - *, neg,
-// abs, min, max, comparisons, and/or/not, casts): where it is false for every index of the
-// block, the block contributes exp(-inf) = 0 to every sum and nothing to every max, so it need
-// not be loaded or computed. Causal `q >= k` skips the blocks above the diagonal, a sliding
-// window those outside the band; a predicate the analysis cannot bound skips nothing.
+// A mask is a `select(pred, x, -inf)` on top of the input of a softmax, logsumexp or max over
+// the streamed axis (ir::hoist_masks puts every mask written deeper there), or a
+// `select(pred, x, 0)` on top of an operand of a sum or contraction over it (a softmax under
+// one counts with its masks), whose predicate reads indices, inputs, params and literals alone.
+// A block may be skipped where, for every reduction over the streamed axis, one of its masks'
+// predicates is false on the whole block: there the block contributes exp(-inf) = 0 to every
+// sum and nothing to every max. Predicates are evaluated over a block by interval arithmetic on
+// the index expressions (iota, constants, + - *, neg, abs, min, max, comparisons, and/or/not,
+// casts). Causal `q >= k` skips the blocks above the diagonal, a sliding window those outside
+// the band; a predicate the analysis cannot bound skips nothing. The attention emitter reads
+// masks with the same peel_masks, so derive and build count the same blocks.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +29,12 @@ struct BlockSkipping {
   double visited_fraction() const { return blocks ? static_cast<double>(visited) / static_cast<double>(blocks) : 1.0; }
 };
 
-// The predicates of the masks on the way to a softmax, logsumexp or max over `stream_axis`:
-// for each `select(pred, x, -inf)` found, `pred` (node order).
+// The masks on top of x: while x is `select(p, y, fill)` (fill an unnamed literal) with p
+// reading indices, inputs, params and literals alone, p, outermost first; x becomes y.
+std::vector<ir::NodeId> peel_masks(const ir::Diagram& d, ir::NodeId& x, double fill);
+
+// The predicates of the masks that mask every reduction over `stream_axis` (above; each once,
+// by value), or none where some reduction over it has no mask.
 std::vector<ir::NodeId> mask_predicates(const ir::Diagram& d, ir::AxisId stream_axis);
 
 // The inputs the masks' predicates read (node order): their values bound no block here, but a

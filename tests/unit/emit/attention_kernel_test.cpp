@@ -16,6 +16,7 @@
 #include "emit/attention_kernel.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "sched/skip.h"
 
 namespace napkin {
 namespace {
@@ -152,6 +153,43 @@ TEST(AttentionKernel, AWrittenOutSoftmaxIsTheFusedKernel) {
   auto code = [](const std::string& unit) { return unit.substr(unit.find("#include")); };
   EXPECT_EQ(code(written), code(composite));
   testing::expect_golden("kernels/written_softmax.cu", written);
+}
+
+// A causal mask written under the scale or added as a bias table of 0 and -inf is the mask
+// (ir::hoist_masks): the kernel is causal attention's, which skips the blocks above the diagonal.
+TEST(AttentionKernel, AMaskWrittenInsideTheScoresIsTheMask) {
+  const std::string head = "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n";
+  const std::string tail = "O = contract(P, V over k) as bf16\nout O\n";
+  auto code = [](const std::string& unit) { return unit.substr(unit.find("#include")); };
+  const std::string causal =
+      code(emit_for(parse("c.napkin", head + "P = softmax(select(q >= k, contract(Q, K over d) * 0.125, -inf) over k)\n" + tail)));
+  EXPECT_NE(causal.find("kSkipsBlocks = true"), std::string::npos);
+  for (std::string p : {"P = softmax(select(q >= k, contract(Q, K over d), -inf) * 0.125 over k)\n",
+                        "P = softmax(contract(Q, K over d) * 0.125 + select(q >= k, 0, -inf) over k)\n"}) {
+    SCOPED_TRACE(p);
+    std::string unit = code(emit_for(parse("c.napkin", head + p + tail)));
+    // Node numbers in the generated names may differ; the code may not.
+    const std::regex numbered("([vr])[0-9]+\\b");
+    EXPECT_EQ(std::regex_replace(unit, numbered, "$1#"), std::regex_replace(causal, numbered, "$1#"));
+  }
+}
+
+// derive counts skipped blocks by the masks the kernel reads: one peel (sched::peel_masks) for
+// both, on every attention-family diagram napkin ships.
+TEST(AttentionKernel, TheKernelsMasksAreTheOnesDeriveSkipsBy) {
+  int checked = 0;
+  for (const char* dir : {"examples", "tests/diagrams"})
+    for (const auto& path : testing::files_in(testing::source_dir() / dir, ".napkin")) {
+      const Loaded l = parse(path.filename().string(), testing::read_text(path));
+      auto f = emit::recognise_attention(l.diagram, l.src);
+      if (!f.ok()) continue;
+      std::vector<ir::NodeId> kernel = f->masks, derive = sched::mask_predicates(l.diagram, f->key);
+      std::sort(kernel.begin(), kernel.end());
+      std::sort(derive.begin(), derive.end());
+      EXPECT_EQ(kernel, derive) << path;
+      ++checked;
+    }
+  EXPECT_GT(checked, 20);
 }
 
 // The query axis is the one the mask compares with the key index, whatever the sizes or the

@@ -6,6 +6,7 @@
 
 #include "common/test_util.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/recognise.h"
 
 namespace napkin::ir {
@@ -106,5 +107,75 @@ TEST(Recognise, IdempotentAndEveryExampleUnchanged) {
   }
 }
 
+
+// ---- hoist_masks
+
+constexpr const char* kAttention =
+    "axes q=5 k=7 d=3\nin Q[q d] f32\nin K[k d] f32\nin keep[k] bool\nparam c = 2.0\nS = contract(Q, K over d)\n";
+
+Diagram hoisted(const std::string& body) {
+  auto p = parse_diagram(SourceText{"t.napkin", std::string(kAttention) + body});
+  EXPECT_TRUE(p.ok()) << p.error().format();
+  return p.ok() ? std::move(p->diagram) : Diagram{};
+}
+
+// The canonical line of P (`print_diagram`'s text of it).
+std::string line_of(const Diagram& d, const std::string& name) {
+  const std::string text = print_diagram(d);
+  const std::size_t at = text.find("\n" + name + "[");
+  return at == std::string::npos ? "" : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+}
+
+// A mask written inside the scores is at the softmax's input: one form for derive and build.
+TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"P = softmax(select(q >= k, S, -inf) * 0.5 over k)", "softmax(select(q >= k, S * 0.5, -inf) over k)"},
+      {"P = softmax(0.5 * select(q >= k, S, -inf) over k)", "softmax(select(q >= k, 0.5 * S, -inf) over k)"},
+      {"P = softmax(select(q >= k, S, -inf) / 8 over k)", "softmax(select(q >= k, S / 8, -inf) over k)"},
+      {"P = softmax(S + select(q >= k, 0, -inf) over k)", "softmax(select(q >= k, S as f64, -inf) over k)"},
+      {"P = softmax(select(q >= k, 0, -inf) + S over k)", "softmax(select(q >= k, S as f64, -inf) over k)"},
+      {"P = softmax(select(q >= k, S, -inf) - 1 over k)", "softmax(select(q >= k, S - 1, -inf) over k)"},
+      {"P = softmax(select(q >= k, S, -inf) as bf16 over k)", "softmax(select(q >= k, S as bf16, -inf) over k)"},
+      {"P = softmax(select(keep, S, -inf) + select(q >= k, 0, -inf) over k)",
+       "softmax(select(q >= k, select(keep, S as f64, -inf), -inf) over k)"},
+      {"L = logsumexp(select(q >= k, S, -inf) * 0.5 over k)", "logsumexp(select(q >= k, S * 0.5, -inf) over k)"},
+  };
+  for (const auto& [written, canonical] : cases) {
+    SCOPED_TRACE(written);
+    const std::string name = written.substr(0, 1);
+    const Diagram d = hoisted(written + "\nout " + name + "\n");
+    const std::string line = line_of(d, name);
+    EXPECT_EQ(line.substr(line.find("= ") + 2), canonical);
+    EXPECT_EQ(hoist_masks(d), d) << "idempotent";
+  }
+}
+
+// Where -inf would not stay -inf (a negative or rebindable scale, a negation, a max, a function)
+// or the predicate reads the scores, the diagram stays as written.
+TEST(HoistMasks, WhatWouldNotStayMinusInfinityStaysAsWritten) {
+  for (std::string written : {"P = softmax(select(q >= k, S, -inf) * -0.5 over k)",
+                              "P = softmax(select(q >= k, S, -inf) * c over k)",
+                              "P = softmax(-select(q >= k, S, -inf) over k)",
+                              "P = softmax(1 - select(q >= k, S, -inf) over k)",
+                              "P = softmax(max(select(q >= k, S, -inf), S) over k)",
+                              "P = softmax(tanh(select(q >= k, S, -inf)) over k)",
+                              "P = softmax(select(S > 0, S, -inf) * 0.5 over k)",
+                              "P = sum(select(q >= k, S, -inf) * 0.5 over k)"}) {
+    SCOPED_TRACE(written);
+    const Diagram d = hoisted(written + "\nout P\n");
+    const std::string line = line_of(d, "P");
+    EXPECT_EQ(line.substr(line.find("= ") + 2), written.substr(4));
+  }
+}
+
+// A masked value read elsewhere too stays for its other readers; one read by the softmax alone goes.
+TEST(HoistMasks, AValueOthersReadStays) {
+  const Diagram shared = hoisted("M = select(q >= k, S, -inf) * 0.5\nP = softmax(M over k)\nout P\nout M\n");
+  // (the predicate, now read twice, prints as a temporary)
+  EXPECT_EQ(line_of(shared, "P"), "P[q k] = softmax(select(_t1, S * 0.5, -inf) over k)");
+  EXPECT_EQ(line_of(shared, "M"), "M[q k] = select(_t1, S, -inf) * 0.5");
+  const Diagram alone = hoisted("M = select(q >= k, S, -inf) * 0.5\nP = softmax(M over k)\nout P\n");
+  EXPECT_FALSE(alone.find_node("M"));
+}
 }  // namespace
 }  // namespace napkin::ir

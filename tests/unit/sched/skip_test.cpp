@@ -111,8 +111,9 @@ TEST(BlockSkipping, LargeDiagramsAreJudgedInGroupsAndNeverUndercount) {
 }
 
 TEST(BlockSkipping, DataDependentMasksSkipNothing) {
+  // A predicate on the scores' values is no mask (sched::peel_masks): it bounds no block.
   const BlockSkipping s = skipping(attention(64, 64, "visible = S > 0"), 16, 16);
-  EXPECT_EQ(s.masks, 1);
+  EXPECT_EQ(s.masks, 0);
   EXPECT_EQ(s.visited, s.blocks);
 }
 
@@ -136,6 +137,31 @@ TEST(BlockSkipping, OnlyMasksThatReachAReductionOverTheStreamedAxisCount) {
   const BlockSkipping s = skipping(d, 8, 8);
   EXPECT_EQ(s.masks, 0);
   EXPECT_EQ(s.visited, s.blocks);
+}
+
+// Without a softmax, a 0 fill on P V's operand masks too (sigmoid attention, causal): the
+// blocks above the diagonal add 0 to O.
+TEST(BlockSkipping, AZeroFillMasksASumWithoutASoftmax) {
+  const ir::Diagram d = parse(
+      "axes q=64 k=64 d=16\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\nS = contract(Q, K over d)\n"
+      "P = select(q >= k, 1 / (1 + exp(-S)), 0)\nO = contract(P, V over k)\nout O\n");
+  const BlockSkipping s = skipping(d, 16, 16);
+  EXPECT_EQ(s.masks, 1);
+  EXPECT_EQ(s.visited, 10);  // 4 tiles: 1 + 2 + 3 + 4 chunks
+}
+
+// A block is skipped only where every reduction over the streamed axis is masked there: an
+// unmasked sum over k beside the causal softmax reads every block.
+TEST(BlockSkipping, EveryReductionOverTheStreamedAxisMustBeMasked) {
+  const std::string head = "axes q=64 k=64 d=16\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\nS = contract(Q, K over d)\n"
+                           "P = softmax(select(q >= k, S, -inf) over k)\nO = contract(P, V over k)\nout O\n";
+  const BlockSkipping unmasked = skipping(parse(head + "R = sum(S over k)\nout R\n"), 16, 16);
+  EXPECT_EQ(unmasked.masks, 0);
+  EXPECT_EQ(unmasked.visited, unmasked.blocks);
+  // The same mask written twice masks both.
+  const BlockSkipping both = skipping(parse(head + "L = logsumexp(select(q >= k, S, -inf) over k)\nout L\n"), 16, 16);
+  EXPECT_EQ(both.masks, 1);
+  EXPECT_EQ(both.visited, 10);
 }
 
 }  // namespace
