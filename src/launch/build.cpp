@@ -422,6 +422,17 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),
                  p.predicted_s, ""};
     for (const std::string& w : p.warnings) b.warning += (b.warning.empty() ? "" : "\n  warning: ") + w;
+    // The planner would run the diagram as one attention kernel, but the attention emitter
+    // refuses it: the refusal, with both predictions, so the slower plan is no surprise.
+    plan::PlanOptions planner = po;
+    planner.generates = nullptr;
+    if (auto any = plan::derive_plan(d, *m, planner); any && plan::one_attention_kernel(any->chosen)) {
+      const Diagnostic& why = form.error();
+      b.warning += fmt::format("{}not one attention kernel ({:.4g} us predicted), because the kernel generator refuses "
+                               "this diagram: {}{}; built as this plan instead",
+                               b.warning.empty() ? "" : "\n  warning: ", any->chosen.predicted_s * 1e6,
+                               why.loc.line > 0 ? fmt::format("{}:{}: ", why.loc.line, why.loc.column) : "", why.message);
+    }
     b.manifest = plan_manifest(d, p, *m);
     emit::KernelProvenance prov{NAPKIN_VERSION, ir::diagram_key(d), args.file, b.derived.line};
     auto sources = plan_sources(d, p, *src, prov, b.manifest.dump());

@@ -134,6 +134,25 @@ TEST(Build, ASecondBuildComesFromTheCache) {
   ::unsetenv("NAPKIN_CUTLASS_INCLUDE");
 }
 
+// A diagram the planner runs as one attention kernel but the attention emitter refuses (its
+// LSE written in another order) is built as a slower plan, with the refusal and both predictions.
+TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
+  TempDir tmp("napkin_build_why");
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "k").string();
+  o.compile = false;
+  const auto r = launch::build(
+      {write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                          "S = contract(Q, K over d) * 0.125\nO = contract(softmax(S over k), V over k) as bf16\n"
+                          "L = logsumexp(S over k)\nout O\nout L[b q h]\n"),
+       {}},
+      o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("not one attention kernel ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("9:5: the kernel writes the row logsumexp"), std::string::npos) << r.out;
+}
+
 TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
   TempDir tmp("napkin_build_refuse");
   launch::BuildOptions o;
