@@ -422,15 +422,22 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),
                  p.predicted_s, ""};
     for (const std::string& w : p.warnings) b.warning += (b.warning.empty() ? "" : "\n  warning: ") + w;
-    // The planner would run the diagram as one attention kernel, but the attention emitter
-    // refuses it: the refusal, with both predictions, so the slower plan is no surprise.
-    plan::PlanOptions planner = po;
-    planner.generates = nullptr;
-    if (auto any = plan::derive_plan(d, *m, planner); any && plan::one_attention_kernel(any->chosen)) {
+    // An attention-shaped diagram (two contractions and a softmax) that the attention emitter
+    // refuses: the refusal (with the one kernel's prediction where the planner would run one),
+    // so that the slower plan is no surprise.
+    const auto count = [&](ir::OpKind op) {
+      return std::count_if(d.nodes.begin(), d.nodes.end(), [&](const ir::Node& n) { return n.op == op; });
+    };
+    if (count(ir::OpKind::contract) == 2 && count(ir::OpKind::softmax) == 1) {
+      plan::PlanOptions planner = po;
+      planner.generates = nullptr;
+      auto any = plan::derive_plan(d, *m, planner);
+      const std::string one = any && plan::one_attention_kernel(any->chosen)
+                                  ? fmt::format(" ({:.4g} us predicted)", any->chosen.predicted_s * 1e6) : "";
       const Diagnostic& why = form.error();
-      b.warning += fmt::format("{}not one attention kernel ({:.4g} us predicted), because the kernel generator refuses "
-                               "this diagram: {}{}; built as this plan instead",
-                               b.warning.empty() ? "" : "\n  warning: ", any->chosen.predicted_s * 1e6,
+      b.warning += fmt::format("{}not one attention kernel{}, because the kernel generator refuses this diagram: {}{}; "
+                               "built as this plan instead",
+                               b.warning.empty() ? "" : "\n  warning: ", one,
                                why.loc.line > 0 ? fmt::format("{}:{}: ", why.loc.line, why.loc.column) : "", why.message);
     }
     b.manifest = plan_manifest(d, p, *m);
