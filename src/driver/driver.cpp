@@ -183,6 +183,27 @@ CommandOutput eval(const DiagramArgs& args, const EvalOptions& options) {
                          fmt::join(arr->shape, ", "), name, ir::axes_text(d, n.axes),
                          fmt::join(t.sizes, ", "))),
                      options.json);
+    // An i32 or bool input holds integers (0 or 1 for bool): anything else would be rounded
+    // silently, so the first element that is not one is named.
+    if (n.dtype == DType::i32 || n.dtype == DType::boolean) {
+      const bool is_bool = n.dtype == DType::boolean;
+      for (std::size_t i = 0; i < arr->data.size(); ++i) {
+        const double v = arr->data[i];
+        const bool ok = is_bool ? (v == 0 || v == 1)
+                                : std::isfinite(v) && v == std::floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
+        if (ok) continue;
+        std::vector<std::int64_t> at(t.sizes.size());
+        for (std::size_t k = at.size(), rest = i; k-- > 0;) {
+          at[k] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(t.sizes[k]));
+          rest /= static_cast<std::size_t>(t.sizes[k]);
+        }
+        return failure(plain_error(fmt::format("--input {}: element ({}) of {} is {}, but input '{}' is {}: expected {}", spec,
+                                               fmt::join(at, ", "), path, ir::format_number(v), name,
+                                               dtype_name(n.dtype),
+                                               is_bool ? "0 or 1" : "an integer from -2147483648 to 2147483647")),
+                       options.json);
+      }
+    }
     t.data = std::move(arr->data);
     inputs[name] = std::move(t);
   }

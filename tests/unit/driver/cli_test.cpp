@@ -2,6 +2,7 @@
 // The napkin command line as a user meets it: golden output for every example, exit codes,
 // JSON that parses, and one-line errors for bad files, flags and arguments.
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -74,6 +75,34 @@ TEST(Cli, EvalReadsInputsFromNpy) {
   auto c = read_npy((dir / "C.npy").string());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->data, (std::vector<double>{4, 5, 10, 11}));
+}
+
+// An i32 or bool input from .npy holds integers (0 or 1): a fraction, NaN or a value past i32 is
+// refused by element, not rounded.
+TEST(Cli, EvalRefusesNonIntegersForIntegerInputs) {
+  const auto dir = std::filesystem::temp_directory_path() / "napkin_cli_npy_int";
+  std::filesystem::create_directories(dir);
+  const std::string diagram = (dir / "d.napkin").string();
+  std::ofstream(diagram) << "axes b=2 s=2\nin seg[b s] i32\nin keep[b s] bool\nY = select(keep, seg, 0) as f32\nout Y\n";
+  const struct {
+    std::string input;
+    std::vector<double> values;
+    std::string message;
+  } cases[] = {
+      {"seg", {0, 1, 2.5, 3}, "element (1, 0) of"},
+      {"seg", {0, 1, 2, std::nan("")}, "element (1, 1) of"},
+      {"seg", {3e10, 1, 2, 3}, "is 30000000000, but input 'seg' is i32: expected an integer from -2147483648 to 2147483647"},
+      {"keep", {0, 1, 2, 1}, "is 2, but input 'keep' is bool: expected 0 or 1"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = (dir / (c.input + ".npy")).string();
+    ASSERT_TRUE(write_npy(path, {{2, 2}, c.values}).ok());
+    auto r = run_napkin("eval " + diagram + " --input " + c.input + "=" + path + " -o " + dir.string());
+    EXPECT_EQ(r.exit_code, 1) << c.message;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  ASSERT_TRUE(write_npy((dir / "seg.npy").string(), {{2, 2}, {-5, 0, 7, 2147483647}}).ok());
+  EXPECT_EQ(run_napkin("eval " + diagram + " --input seg=" + (dir / "seg.npy").string() + " -o " + dir.string()).exit_code, 0);
 }
 
 TEST(Cli, FailuresGiveANonzeroExitAndAOneLineReason) {
