@@ -777,11 +777,34 @@ Result<Built> prebuilt(const DiagramArgs& args, const std::string& machine, cons
   return b;
 }
 
+// Why this machine cannot run a kernel (no CUDA driver, or no GPU it can see), or "": asked of
+// the driver itself, before minutes of nvcc and before a kernel is blamed for the machine.
+std::string no_gpu() {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (cuda == nullptr)
+    return "napkin run needs an NVIDIA GPU, and this machine has no CUDA driver (libcuda.so.1 not found); "
+           "napkin build FILE -o DIR compiles the kernel without one";
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int*);
+  auto init = reinterpret_cast<Init>(dlsym(cuda, "cuInit"));
+  auto count = reinterpret_cast<Count>(dlsym(cuda, "cuDeviceGetCount"));
+  int devices = 0;
+  const int rc = init == nullptr || count == nullptr ? -1 : init(0);
+  const int rc_count = rc == 0 ? count(&devices) : rc;
+  dlclose(cuda);
+  if (rc_count != 0 || devices == 0)
+    return fmt::format("napkin run needs an NVIDIA GPU, and the CUDA driver sees none (cuInit/cuDeviceGetCount: {}, {} "
+                       "devices); napkin build FILE -o DIR compiles the kernel without one", rc_count, devices);
+  return "";
+}
+
 }  // namespace
 
 CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   std::string dir = o.out_dir;
   if (dir.empty()) dir = "out/kernels/" + fs::path(args.file).stem().string();
+  if (o.library.empty())
+    if (const std::string why = no_gpu(); !why.empty()) return driver::failure(plain_error(why), o.json);
   Result<Built> b = o.library.empty() ? build_kernel(args, o.machine, dir, true) : prebuilt(args, o.machine, o.library);
   if (!b) return driver::failure(b.error(), o.json);
   std::string text = o.library.empty() ? build_summary(*b) : fmt::format("loaded {} (built before)\n", o.library);
@@ -816,6 +839,8 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   auto time = reinterpret_cast<Time>(dlsym(lib.handle, "napkin_kernel_time"));
   if (run_host == nullptr || time == nullptr)
     return driver::failure(plain_error(fmt::format("{} lacks napkin_kernel_run_host / napkin_kernel_time", b->library.string())), o.json);
+
+  if (const std::string why = no_gpu(); !why.empty()) return driver::failure(plain_error(why), o.json);
 
   // Validation at small sizes against the reference interpreter (f64).
   DiagramArgs small = args;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // napkin build without a GPU: the files it writes, the manifest's contract, the build cache
 // (a stand-in nvcc counts its calls), refusals, and napkin run's checks before any GPU work.
+#include <dlfcn.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +153,22 @@ TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("not one attention kernel ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("9:5: the kernel writes the row logsumexp"), std::string::npos) << r.out;
+}
+
+// napkin run on a machine without a CUDA driver says so at once, before it compiles anything.
+TEST(Run, WithoutAGpuSaysSoBeforeCompiling) {
+  if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    dlclose(cuda);
+    GTEST_SKIP() << "this machine has a CUDA driver: napkin run would build and run";
+  }
+  TempDir tmp("napkin_run_no_gpu");
+  launch::RunOptions r;
+  r.machine = "h100-sxm5";
+  r.out_dir = (tmp.path / "k").string();
+  const auto run = launch::run({example("causal"), {}}, r);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("napkin run needs an NVIDIA GPU"), std::string::npos) << run.err;
+  EXPECT_FALSE(fs::exists(tmp.path / "k" / "kernel.cu"));
 }
 
 TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
