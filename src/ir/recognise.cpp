@@ -90,6 +90,7 @@ class Matcher {
   // The softmax over A whose numerator is e: e = exp(x - max(x over A)), or with a positive
   // literal temperature after the max (* c, c *, / c, scale(., c)): softmax of x times it.
   std::optional<Composite> exponent(NodeId e, const std::vector<AxisId>& over) {
+    if (at(e).op == OpKind::exp2) return base_two(at(e).operands[0], over);
     if (at(e).op != OpKind::exp) return std::nullopt;
     const NodeId y = at(e).operands[0];
     if (auto x = centred(y, over)) return Composite{OpKind::softmax, *x, over, std::nullopt};
@@ -113,6 +114,35 @@ class Matcher {
         }
       }
     return std::nullopt;
+  }
+
+  // exp2(y) = exp(y ln 2): y = x - max(x over A), or that times a positive literal c (* c, c *,
+  // / c, scale(., c)), is the softmax of x * (c ln 2), one scale node (FlashAttention's form,
+  // exp2 with the softmax scale times log2(e), is the softmax of the scaled scores).
+  std::optional<Composite> base_two(NodeId y, const std::vector<AxisId>& over) {
+    constexpr double kLn2 = 0.69314718055994530942;
+    double c = 1.0;
+    std::optional<NodeId> x = centred(y, over);
+    const Node& t = at(y);
+    if (!x && t.op == OpKind::scale && t.scalar > 0 && std::isfinite(t.scalar)) {
+      x = centred(t.operands[0], over);
+      c = t.scalar;
+    }
+    if (!x && (t.op == OpKind::mul || t.op == OpKind::div))
+      for (std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+        if (x || (t.op == OpKind::div && i == 1)) break;
+        const Node& literal = at(t.operands[1 - i]);
+        if (!positive_literal(literal)) continue;
+        x = centred(t.operands[i], over);
+        c = t.op == OpKind::div ? 1.0 / literal.scalar : literal.scalar;
+      }
+    if (!x || !is_float(at(*x).dtype) || !(c * kLn2 > 0) || !std::isfinite(c * kLn2)) return std::nullopt;
+    Node scaled;
+    scaled.op = OpKind::scale;
+    scaled.operands = {*x};
+    scaled.scalar = c * kLn2;
+    scaled.loc = at(y).loc;
+    return Composite{OpKind::softmax, *x, over, scaled};
   }
 
   // e / sum(e over A).

@@ -6,6 +6,8 @@
 //   exp(x - max(x over A)) / sum(exp(x - max(x over A)) over A)   -> softmax(x over A)
 //   the same with exp((x - max(x over A)) * c), c a literal > 0      -> softmax(x * c over A)
 //     (also c * (...), (...) / c, scale(..., c): a temperature written after the max)
+//   the same with exp2((x - max(x over A)) * c), c a literal > 0    -> softmax(x * (c ln 2) over A)
+//     (FlashAttention's base-2 form; also without c, and c *, / c, scale(..., c))
 //   max(x over A) + log(sum(exp(x - max(x over A)) over A))        -> logsumexp(x over A)
 //
 // Equal subexpressions may be one named value or written twice (`E / sum(E over k)` or

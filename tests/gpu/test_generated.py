@@ -24,7 +24,7 @@ EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", 
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
             "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
             "softcap_param", "latent_attention", "causal_d96", "mla_attention", "fractional_index",
-            "mqa_sbhd", "written_softmax"]
+            "mqa_sbhd", "written_softmax", "base_two_causal"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},

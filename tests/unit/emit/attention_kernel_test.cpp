@@ -174,6 +174,16 @@ TEST(AttentionKernel, AMaskWrittenInsideTheScoresIsTheMask) {
   }
 }
 
+// FlashAttention's arithmetic written out (tests/diagrams/base_two_causal: an additive causal
+// mask, exp2 with the scale times log2(e)) is causal attention: the mask skips blocks, the scale
+// folds into the softmax's exp2, no score code is left.
+TEST(AttentionKernel, FlashAttentionsArithmeticWrittenOutIsCausalAttention) {
+  const std::string rel = "tests/diagrams/base_two_causal.napkin";
+  const std::string unit = emit_for(parse(rel, testing::read_text(testing::source_dir() / rel)));
+  EXPECT_NE(unit.find("kScoreMod = false, kMask = true, kSkipsBlocks = true, kNormalise = true"), std::string::npos);
+  testing::expect_golden("kernels/base_two_causal.cu", unit);
+}
+
 // derive counts skipped blocks by the masks the kernel reads: one peel (sched::peel_masks) for
 // both, on every attention-family diagram napkin ships.
 TEST(AttentionKernel, TheKernelsMasksAreTheOnesDeriveSkipsBy) {

@@ -82,6 +82,29 @@ TEST(Recognise, IntermediatesUsedElsewhereStay) {
   EXPECT_NE(p.warnings[0].message.find("'U'"), std::string::npos) << p.warnings[0].message;
 }
 
+// FlashAttention's base-2 form: exp2 of the centred scores times c is the softmax of the scores
+// times c ln 2, one scale node.
+TEST(Recognise, ABaseTwoSoftmaxIsTheSoftmaxOfTheScaledScores) {
+  constexpr double kLn2 = 0.69314718055994530942;
+  for (const auto& [t, factor] : {std::pair<std::string, double>{"S - M", kLn2}, {"(S - M) * 0.5", 0.5 * kLn2},
+                                  {"2 * (S - M)", 2 * kLn2}, {"(S - M) / 4", kLn2 / 4}, {"scale(S - M, 3)", 3 * kLn2}}) {
+    SCOPED_TRACE(t);
+    const ParsedDiagram p = parse("M = max(S over k)\nE = exp2(" + t + ")\nP = E / sum(E over k)\nout P\n");
+    const Node& out = p.diagram.node(*p.diagram.find_node("P"));
+    ASSERT_EQ(out.op, OpKind::softmax);
+    const Node& scaled = p.diagram.node(out.operands[0]);
+    ASSERT_EQ(scaled.op, OpKind::scale);
+    EXPECT_DOUBLE_EQ(scaled.scalar, factor);
+    EXPECT_EQ(p.diagram.node(scaled.operands[0]).name, "S");
+    EXPECT_FALSE(p.diagram.find_node("M") || p.diagram.find_node("E"));
+  }
+  for (std::string t : {"(S - M) * -0.5", "(S - M) * p", "S"}) {
+    SCOPED_TRACE(t);
+    const ParsedDiagram p = parse("param p = 0.5\nM = max(S over k)\nE = exp2(" + t + ")\nP = E / sum(E over k)\nout P\n");
+    for (const Node& n : p.diagram.nodes) EXPECT_NE(op_class(n.op), OpClass::composite);
+  }
+}
+
 TEST(Recognise, LookalikesStayAsWritten) {
   for (std::string body : {
            "P = exp(S) / sum(exp(S) over k)\nout P\n",                  // no max: a normalised sum

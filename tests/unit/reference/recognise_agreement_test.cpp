@@ -68,6 +68,14 @@ TEST(RecogniseAgreement, SoftmaxWithATemperatureAfterTheMax) {
                ir::OpKind::softmax, 0.0);
 }
 
+TEST(RecogniseAgreement, BaseTwoSoftmax) {
+  expect_agree(both([](ir::Builder& b, ir::Value s, ir::AxisId c) {
+                 ir::Value e = b.unary(ir::OpKind::exp2, (s - b.reduce(ir::OpKind::reduce_max, s, {c})) * 0.18033688011112042);
+                 return e / b.reduce(ir::OpKind::reduce_sum, e, {c});
+               }),
+               ir::OpKind::softmax, 0.0);
+}
+
 TEST(RecogniseAgreement, Logsumexp) {
   expect_agree(both([](ir::Builder& b, ir::Value s, ir::AxisId c) {
                  ir::Value m = b.reduce(ir::OpKind::reduce_max, s, {c});
