@@ -45,6 +45,9 @@ struct Composite {
   // A positive temperature written after the max, exp((x - max) * c): the composite is of
   // x * c, a node to add (its operands the diagram's).
   std::optional<Node> scaled;
+  // The written form's own values (the exponentials, their sum, its log): where another value
+  // still reads one, the match would compute it twice, so it stays as written.
+  std::vector<NodeId> internal = {};
 };
 
 // c is a literal (not a param: it may be rebound) greater than 0.
@@ -148,7 +151,9 @@ class Matcher {
   // e / sum(e over A).
   std::optional<Composite> softmax(NodeId e, NodeId z) {
     if (at(z).op != OpKind::reduce_sum || !same_(e, at(z).operands[0])) return std::nullopt;
-    return exponent(e, at(z).over);
+    auto c = exponent(e, at(z).over);
+    if (c) c->internal = {e, z, at(z).operands[0]};
+    return c;
   }
 
   // max(x over A) + log(sum(exp(x - max(x over A)) over A)).
@@ -160,7 +165,7 @@ class Matcher {
     if (at(e).op != OpKind::exp || at(at(e).operands[0]).op != OpKind::sub) return std::nullopt;
     const Node& y = at(at(e).operands[0]);
     if (!same_(y.operands[1], m) || !same_(y.operands[0], at(m).operands[0])) return std::nullopt;
-    return Composite{OpKind::logsumexp, y.operands[0], at(m).over};
+    return Composite{OpKind::logsumexp, y.operands[0], at(m).over, std::nullopt, {log_z, z, e}};
   }
 
   // The composite's type equals the written form's (else the written form stays). A temperature
@@ -296,6 +301,36 @@ class MaskHoister {
 
 Diagram recognise_composites(const Diagram& d) {
   Matcher matcher(d);
+  std::map<NodeId, Composite> matches;
+  for (NodeId i = 0; i < static_cast<NodeId>(d.nodes.size()); ++i)
+    if (auto c = matcher.match(i)) matches.emplace(i, std::move(*c));
+  // A match whose own values another value still reads is dropped (it would compute them twice),
+  // which may leave another's read: until none is.
+  for (bool dropped = true; dropped;) {
+    std::vector<bool> live(d.nodes.size(), false);
+    for (const Output& o : d.outputs) live[static_cast<std::size_t>(o.node)] = true;
+    for (std::size_t i = d.nodes.size(); i-- > 0;) {
+      if (!live[i]) continue;
+      const auto m = matches.find(static_cast<NodeId>(i));
+      if (m == matches.end()) {
+        for (NodeId o : d.nodes[i].operands) live[static_cast<std::size_t>(o)] = true;
+      } else {
+        live[static_cast<std::size_t>(m->second.x)] = true;
+        if (m->second.scaled)
+          for (NodeId o : m->second.scaled->operands) live[static_cast<std::size_t>(o)] = true;
+      }
+    }
+    dropped = false;
+    for (auto it = matches.begin(); it != matches.end();) {
+      const auto& internal = it->second.internal;
+      if (std::any_of(internal.begin(), internal.end(), [&](NodeId n) { return live[static_cast<std::size_t>(n)]; })) {
+        it = matches.erase(it);
+        dropped = true;
+      } else {
+        ++it;
+      }
+    }
+  }
   Diagram out;
   out.axes = d.axes;
   out.source_name = d.source_name;
@@ -311,7 +346,7 @@ Diagram recognise_composites(const Diagram& d) {
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
     const NodeId from = static_cast<NodeId>(i);
     Node n = d.nodes[i];
-    if (auto c = matcher.match(from)) {
+    if (auto c = matches.count(from) ? std::optional<Composite>(matches.at(from)) : std::nullopt) {
       changed = true;
       NodeId x = id[static_cast<std::size_t>(c->x)];
       if (c->scaled) {

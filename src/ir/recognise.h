@@ -10,8 +10,10 @@
 //     (FlashAttention's base-2 form; also without c, and c *, / c, scale(..., c))
 //   max(x over A) + log(sum(exp(x - max(x over A)) over A))        -> logsumexp(x over A)
 //
-// Equal subexpressions may be one named value or written twice (`E / sum(E over k)` or
-// `exp(S - M) / sum(exp(S - M) over k)`); the add may have its operands either way round.
+// A match whose exponentials, their sum or its log another value reads too stays as written
+// (recognised, they would be computed twice). Equal subexpressions may be one named value or
+// written twice (`E / sum(E over k)` or `exp(S - M) / sum(exp(S - M) over k)`); the add may have
+// its operands either way round.
 // The one place the written arithmetic differs, the composite's rule holds (docs/language.md):
 // a slice that is all -inf gives 0 (softmax) or -inf (logsumexp), not NaN. exp(x) without the
 // max is not recognised: it overflows where softmax does not, and streams without a running max

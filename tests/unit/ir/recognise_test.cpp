@@ -113,6 +113,10 @@ TEST(Recognise, LookalikesStayAsWritten) {
            "M = max(S over q)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\n",      // max over another axis
            "M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over q)\nout P\n",      // sum over another axis
            "M = max(S over k)\nL = M + log(sum(exp(S) over k))\nout L\n",           // M + log sum exp(S)
+           // the exponentials or their sum read by another value too: recognised, they would be
+           // computed twice (a base-2 softmax beside a logsumexp of its sum; E an output)
+           "M = max(S over k)\nE = exp2(S - M)\nz = sum(E over k)\nP = E / z\nL = M + log(z)\nout P\nout L\n",
+           "M = max(S over k)\nE = exp(S - M)\nP = E / sum(E over k)\nout P\nout E\n",
        }) {
     SCOPED_TRACE(body);
     const ParsedDiagram p = parse(body);
