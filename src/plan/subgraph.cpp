@@ -556,8 +556,16 @@ GemmClasses gemm_classes(const ir::Diagram& kd, NodeId ct, const arch::Machine& 
   const Node& bnode = kd.node(g.b.source);
   if (!is_narrow_float(a.dtype) || a.dtype != bnode.dtype) {
     // The smallest change that derives: operands the tensor cores take on this machine.
-    std::string hint = fmt::format("; declare {} and {} bf16 or f16 (in {}[...] bf16), or cast them ({} as bf16)", a.name,
-                                   bnode.name, a.name, a.name);
+    // (In the kernel's diagram an intermediate read from memory is an input too: the hint names
+    // both ways, declaring an input and rounding a computed value where the GEMM reads it.)
+    std::vector<std::string> wide;
+    for (const Node* x : {&a, &bnode})
+      if (!is_narrow_float(x->dtype)) wide.push_back(x->name);
+    if (wide.empty()) wide = {a.name, bnode.name};  // bf16 beside f16
+    const std::string& first = wide.front();
+    std::string hint = fmt::format("; make {} bf16 or f16: declare an input so (in {}[...] bf16), or round a computed value "
+                                   "where the contraction reads it (contract({} as bf16, ...))",
+                                   fmt::join(wide, " and "), first, first);
     if ((a.dtype == DType::fp8e4m3 || a.dtype == DType::fp8e5m2) &&
         !m.ops_per_clk_per_sm(arch::Unit::tensor_core, a.dtype))
       hint = fmt::format(" ({} has no {} tensor cores){}", m.name, dtype_name(a.dtype), hint);

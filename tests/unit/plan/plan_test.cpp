@@ -514,8 +514,19 @@ out C
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("two bf16 or two f16 operands"), std::string::npos) << r.error().message;
   // ... and the smallest change, which derives, and what it costs in precision.
-  EXPECT_NE(r.error().message.find("or cast them (A as bf16), which rounds A's f32 values to bf16's 8-bit significand"),
+  EXPECT_NE(r.error().message.find("make A and B bf16 or f16: declare an input so (in A[...] bf16), or round a computed "
+                                   "value where the contraction reads it (contract(A as bf16, ...)), which rounds A's f32 "
+                                   "values to bf16's 8-bit significand"),
             std::string::npos) << r.error().message;
+  // A softmax also returned beside P V: P is f32 (an output); the hint rounds it where P V reads it, which derives.
+  const std::string attention = "axes q=256 k=256 d=64\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\n"
+                                "P = softmax(contract(Q, K over d) over k)\n";
+  auto both = plan::derive_plan(parse(attention + "O = contract(P, V over k) as bf16\nout O\nout P\n"), h100());
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("make P bf16 or f16: declare an input so (in P[...] bf16), or round a computed value "
+                                      "where the contraction reads it (contract(P as bf16, ...))"),
+            std::string::npos) << both.error().message;
+  EXPECT_TRUE(plan::derive_plan(parse(attention + "O = contract(P as bf16, V over k) as bf16\nout O\nout P\n"), h100()).ok());
   // An axis summed within one operand: the form that computes it.
   auto within = plan::derive_plan(parse("axes m=64 k=64 n=32\nin A[m k] bf16\nin B[k n] bf16\nC = contract(A, B over k n)\nout C\n"),
                                   h100());
