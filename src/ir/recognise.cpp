@@ -233,53 +233,56 @@ bool is_zero_literal(const Node& n) { return n.op == OpKind::constant && n.name.
 // The masks under which a value is -inf (hoist_masks' rules), and the value where they hold.
 class MaskHoister {
  public:
-  explicit MaskHoister(const Diagram& d) : d_(d), memo_(d.nodes.size()), done_(d.nodes.size(), false) {}
-
-  bool index_only(NodeId p) const { return d_.reads_leaves_only(p); }
-
-  // The hoistable predicates of n (d's ids, node order of discovery, each once).
-  const std::vector<NodeId>& masks(NodeId n) {
-    const auto i = static_cast<std::size_t>(n);
-    if (done_[i]) return memo_[i];
-    std::vector<NodeId> m;
-    const Node& x = d_.node(n);
-    auto join = [&](NodeId o) {
-      for (NodeId p : masks(o))
-        if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
-    };
-    switch (x.op) {
-      case OpKind::select:
-        if (!is_minus_infinity(d_.node(x.operands[2]))) break;
-        if (index_only(x.operands[0])) {
-          m.push_back(x.operands[0]);
-          minus_infinity_ = x.operands[2];
-        }
-        join(x.operands[1]);
-        break;
-      case OpKind::add: case OpKind::min: join(x.operands[0]); join(x.operands[1]); break;
-      case OpKind::sub: join(x.operands[0]); break;
-      case OpKind::scale:
-        if (x.scalar > 0 && std::isfinite(x.scalar)) join(x.operands[0]);
-        break;
-      case OpKind::mul:
-        if (positive_literal(d_.node(x.operands[1]))) join(x.operands[0]);
-        else if (positive_literal(d_.node(x.operands[0]))) join(x.operands[1]);
-        break;
-      case OpKind::div:
-        if (positive_literal(d_.node(x.operands[1]))) join(x.operands[0]);
-        break;
-      case OpKind::cast:
-        if (is_float(x.dtype) && is_float(d_.node(x.operands[0]).dtype)) join(x.operands[0]);
-        break;
-      default: break;
+  // One pass in node order (operands first): no recursion, so a chain of any length is fine.
+  explicit MaskHoister(const Diagram& d) : d_(d), masks_(d.nodes.size()), index_only_(d.nodes.size(), false) {
+    for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+      const Node& x = d.nodes[i];
+      index_only_[i] = x.op == OpKind::input || x.op == OpKind::iota || x.op == OpKind::constant ||
+                       (is_elementwise(x.op) && std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) {
+                          return index_only_[static_cast<std::size_t>(o)];
+                        }));
+      std::vector<NodeId>& m = masks_[i];
+      auto join = [&](NodeId o) {
+        for (NodeId p : masks_[static_cast<std::size_t>(o)])
+          if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
+      };
+      switch (x.op) {
+        case OpKind::select:
+          if (!is_minus_infinity(d.node(x.operands[2]))) break;
+          if (index_only(x.operands[0])) {
+            m.push_back(x.operands[0]);
+            minus_infinity_ = x.operands[2];
+          }
+          join(x.operands[1]);
+          break;
+        case OpKind::add: case OpKind::min: join(x.operands[0]); join(x.operands[1]); break;
+        case OpKind::sub: join(x.operands[0]); break;
+        case OpKind::scale:
+          if (x.scalar > 0 && std::isfinite(x.scalar)) join(x.operands[0]);
+          break;
+        case OpKind::mul:
+          if (positive_literal(d.node(x.operands[1]))) join(x.operands[0]);
+          else if (positive_literal(d.node(x.operands[0]))) join(x.operands[1]);
+          break;
+        case OpKind::div:
+          if (positive_literal(d.node(x.operands[1]))) join(x.operands[0]);
+          break;
+        case OpKind::cast:
+          if (is_float(x.dtype) && is_float(d.node(x.operands[0]).dtype)) join(x.operands[0]);
+          break;
+        default: break;
+      }
     }
-    done_[i] = true;
-    memo_[i] = std::move(m);
-    return memo_[i];
   }
 
+  // Whether p is computed from indices, inputs, params and literals by elementwise ops alone.
+  bool index_only(NodeId p) const { return index_only_[static_cast<std::size_t>(p)]; }
+
+  // The hoistable predicates of n (d's ids, in order of discovery, each once).
+  const std::vector<NodeId>& masks(NodeId n) const { return masks_[static_cast<std::size_t>(n)]; }
+
   // Whether x is already hoisted: selects of hoistable predicates on top of a value with none.
-  bool hoisted(NodeId x) {
+  bool hoisted(NodeId x) const {
     while (true) {
       const Node& n = d_.node(x);
       if (n.op != OpKind::select || !is_minus_infinity(d_.node(n.operands[2])) || !index_only(n.operands[0]))
@@ -292,8 +295,8 @@ class MaskHoister {
 
  private:
   const Diagram& d_;
-  std::vector<std::vector<NodeId>> memo_;
-  std::vector<bool> done_;
+  std::vector<std::vector<NodeId>> masks_;
+  std::vector<bool> index_only_;
   NodeId minus_infinity_ = -1;
 };
 
@@ -401,33 +404,52 @@ Diagram hoist_masks(const Diagram& d) {
   };
   // n where its masks hold, in out's ids (-1 where a rebuilt node does not type).
   std::map<NodeId, NodeId> stripped;
-  std::function<NodeId(NodeId, NodeId)> strip = [&](NodeId n, NodeId from) -> NodeId {
-    if (hoister.masks(n).empty()) return id[static_cast<std::size_t>(n)];
-    if (auto it = stripped.find(n); it != stripped.end()) return it->second;
+  // The operands of a masked node that are stripped with it (the others are read as they are).
+  auto to_strip = [&](NodeId n) {
     const Node& x = d.node(n);
-    auto operand = [&](std::size_t i) { return id[static_cast<std::size_t>(x.operands[i])]; };
-    auto all_typed = [](const std::vector<NodeId>& v) { return std::find(v.begin(), v.end(), -1) == v.end(); };
-    NodeId r = -1;
-    if (x.op == OpKind::select && hoister.index_only(x.operands[0])) {
-      r = strip(x.operands[1], from);
-    } else if (x.op == OpKind::select) {
-      const std::vector<NodeId> ops{operand(0), strip(x.operands[1], from), operand(2)};
-      if (all_typed(ops)) r = copy(n, ops, from);
-    } else {
-      std::vector<NodeId> ops;
-      for (std::size_t i = 0; i < x.operands.size(); ++i)
-        ops.push_back(hoister.masks(x.operands[i]).empty() || (x.op == OpKind::sub && i == 1) ? operand(i)
-                                                                                               : strip(x.operands[i], from));
-      // s + select(p, 0, -inf) is s where p holds.
-      if (x.op == OpKind::add && all_typed(ops))
-        for (std::size_t i : {std::size_t{0}, std::size_t{1}})
-          if (is_zero_literal(out.node(ops[i])) && !hoister.masks(x.operands[i]).empty() &&
-              out.node(ops[1 - i]).axes == x.axes)
-            r = ops[1 - i];
-      if (r < 0 && all_typed(ops)) r = copy(n, ops, from);
+    std::vector<NodeId> r;
+    for (std::size_t i = 0; i < x.operands.size(); ++i) {
+      const bool stripped_here = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
+      if (stripped_here && !hoister.masks(x.operands[i]).empty()) r.push_back(x.operands[i]);
     }
-    stripped[n] = r;
     return r;
+  };
+  // n rebuilt where its masks hold, its stripped operands already rebuilt.
+  auto rebuild = [&](NodeId n, NodeId from) -> NodeId {
+    const Node& x = d.node(n);
+    auto value = [&](std::size_t i) {
+      const NodeId o = x.operands[i];
+      const bool stripped_here = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
+      return stripped_here && !hoister.masks(o).empty() ? stripped.at(o) : id[static_cast<std::size_t>(o)];
+    };
+    std::vector<NodeId> ops;
+    for (std::size_t i = 0; i < x.operands.size(); ++i) ops.push_back(value(i));
+    if (std::find(ops.begin(), ops.end(), -1) != ops.end()) return -1;
+    if (x.op == OpKind::select && hoister.index_only(x.operands[0])) return ops[1];
+    // s + select(p, 0, -inf) is s where p holds.
+    if (x.op == OpKind::add)
+      for (std::size_t i : {std::size_t{0}, std::size_t{1}})
+        if (is_zero_literal(out.node(ops[i])) && !hoister.masks(x.operands[i]).empty() && out.node(ops[1 - i]).axes == x.axes)
+          return ops[1 - i];
+    return copy(n, ops, from);
+  };
+  // Depth first with a stack of its own (a chain of any length); -1 where a node does not type.
+  auto strip = [&](NodeId root, NodeId from) -> NodeId {
+    if (hoister.masks(root).empty()) return id[static_cast<std::size_t>(root)];
+    std::vector<std::pair<NodeId, bool>> stack{{root, false}};
+    while (!stack.empty()) {
+      const auto [n, operands_done] = stack.back();
+      stack.pop_back();
+      if (stripped.count(n)) continue;
+      if (operands_done) {
+        stripped[n] = rebuild(n, from);
+        continue;
+      }
+      stack.push_back({n, true});
+      for (NodeId o : to_strip(n))
+        if (!stripped.count(o)) stack.push_back({o, false});
+    }
+    return stripped.at(root);
   };
 
   bool changed = false;

@@ -161,10 +161,10 @@ std::string axis_names(const ir::Diagram& d, const std::vector<AxisId>& axes) {
 }
 
 // A name for an unnamed value crossing a kernel boundary: "t" and its node id, unless taken.
-std::string boundary_name(const ir::Diagram& d, NodeId n) {
+std::string boundary_name(const ir::Diagram& d, const DiagramIndex& index, NodeId n) {
   if (!d.node(n).name.empty()) return d.node(n).name;
   std::string name = fmt::format("t{}", n);
-  while (d.find_node(name) || d.find_axis(name)) name += "_";
+  while (index.names.count(name)) name += "_";
   return name;
 }
 
@@ -226,11 +226,11 @@ AxisId written_along(const ir::Diagram& d, NodeId n) {
   }
 }
 
-Boundary& boundary_entry(const ir::Diagram& d, std::map<NodeId, Boundary>& out, NodeId n) {
+Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::map<NodeId, Boundary>& out, NodeId n) {
   auto [it, fresh] = out.try_emplace(n);
   if (fresh) {
     const Node& node = d.node(n);
-    it->second.name = boundary_name(d, n);
+    it->second.name = boundary_name(d, index, n);
     it->second.dtype = node.dtype;
     // Stored as its row kernel writes it, the normalised axis innermost (coalesced rows); a
     // consumer reorders it where it must (read_across).
@@ -242,10 +242,10 @@ Boundary& boundary_entry(const ir::Diagram& d, std::map<NodeId, Boundary>& out, 
   return it->second;
 }
 
-void output_boundaries(const ir::Diagram& d, std::map<NodeId, Boundary>& out, const std::vector<bool>& wanted) {
+void output_boundaries(const ir::Diagram& d, const DiagramIndex& index, std::map<NodeId, Boundary>& out, const std::vector<bool>& wanted) {
   for (const ir::Output& o : d.outputs) {
     if (d.node(o.node).op == OpKind::input || !wanted[static_cast<std::size_t>(o.node)]) continue;
-    Boundary& b = boundary_entry(d, out, o.node);
+    Boundary& b = boundary_entry(d, index, out, o.node);
     b.order.clear();
     for (AxisId a : o.axes) b.order.push_back(d.axis(a).name);
     b.dtype = d.node(o.node).dtype;
@@ -278,14 +278,17 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<in
     for (NodeId n : index.users[static_cast<std::size_t>(o)]) {
       if (owner[static_cast<std::size_t>(n)] < 0 || owner[static_cast<std::size_t>(n)] == owner[static_cast<std::size_t>(o)]) continue;
       for (NodeId x : d.node(n).operands)
-        if (x == o) read_across(d, d.node(n), o, boundary_entry(d, out, o));
+        if (x == o) read_across(d, d.node(n), o, boundary_entry(d, index, out, o));
     }
   }
-  output_boundaries(d, out, wanted);
+  output_boundaries(d, index, out, wanted);
   return out;
 }
 
 DiagramIndex::DiagramIndex(const ir::Diagram& d) : index_expr(index_expressions(d)), users(d.nodes.size()) {
+  for (const ir::Axis& a : d.axes) names.insert(a.name);
+  for (const Node& n : d.nodes)
+    if (!n.name.empty()) names.insert(n.name);
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
     for (NodeId o : d.node(n).operands) {
       auto& u = users[static_cast<std::size_t>(o)];

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "arch/machine.h"
@@ -52,6 +53,7 @@ struct Boundary {
 struct DiagramIndex {
   std::vector<bool> index_expr;
   std::vector<std::vector<ir::NodeId>> users;
+  std::unordered_set<std::string> names;  // every value's and axis's name (one namespace)
   explicit DiagramIndex(const ir::Diagram& d);
 };
 
