@@ -71,43 +71,53 @@ class Partition {
     // output it is written by a kernel of its own (no kernel would write it otherwise).
     for (const ir::Output& o : d.outputs)
       if (index_expr[static_cast<std::size_t>(o.node)]) owner_[static_cast<std::size_t>(o.node)] = o.node;
+    for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n)
+      if (owner_[static_cast<std::size_t>(n)] >= 0) members_[owner_[static_cast<std::size_t>(n)]].push_back(n);
   }
 
   // All non-leaf nodes in one kernel.
   void fuse_all() {
-    for (int& o : owner_)
-      if (o >= 0) o = 0;
+    std::vector<NodeId> all;
+    for (std::size_t n = 0; n < owner_.size(); ++n)
+      if (owner_[n] >= 0) owner_[n] = 0, all.push_back(static_cast<NodeId>(n));
+    members_ = {{0, all}};
   }
 
   const arch::Machine& machine() const { return m_; }
 
   std::vector<int> kernels() const {
-    std::set<int> s;
-    for (int o : owner_)
-      if (o >= 0) s.insert(o);
-    return {s.begin(), s.end()};
+    std::vector<int> ks;
+    for (const auto& [k, nodes] : members_) ks.push_back(k);
+    return ks;
   }
+  // A kernel's nodes, ascending.
+  const std::vector<NodeId>& members(int kernel) const { return members_.at(kernel); }
 
   // The family of the kernel made of the kernels in `ids`, cached by its members and how the
   // values it reads and writes are stored (the cache is shared by copies of the partition).
   const Family& family(const std::vector<int>& ids) {
-    std::vector<int> owner = owner_;
     const int target = ids.front();
-    for (int& o : owner)
-      if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = target;
+    std::vector<NodeId> members;
+    for (int k : ids) {
+      const auto& m = members_.at(k);
+      members.insert(members.end(), m.begin(), m.end());
+    }
+    std::sort(members.begin(), members.end());
+    const Owner owner = [&](NodeId n) {
+      const int k = owner_[static_cast<std::size_t>(n)];
+      return std::find(ids.begin(), ids.end(), k) != ids.end() ? target : k;
+    };
     std::vector<NodeId> touched_values;  // what the kernel computes and what it reads
-    for (std::size_t n = 0; n < owner.size(); ++n) {
-      if (owner[n] != target) continue;
-      touched_values.push_back(static_cast<NodeId>(n));
-      for (NodeId o : d_.node(static_cast<NodeId>(n)).operands) touched_values.push_back(o);
+    for (NodeId n : members) {
+      touched_values.push_back(n);
+      for (NodeId o : d_.node(n).operands) touched_values.push_back(o);
     }
     const auto bounds = boundaries(d_, owner, *index_, &touched_values);
     std::string key;
-    for (std::size_t n = 0; n < owner.size(); ++n) {
-      if (owner[n] != target) continue;
+    for (NodeId n : members) {
       key += fmt::format("{},", n);
-      std::vector<NodeId> touched{static_cast<NodeId>(n)};
-      for (NodeId o : d_.node(static_cast<NodeId>(n)).operands) touched.push_back(o);
+      std::vector<NodeId> touched{n};
+      for (NodeId o : d_.node(n).operands) touched.push_back(o);
       for (NodeId t : touched)
         if (auto it = bounds.find(t); it != bounds.end())
           key += fmt::format("{}:{}:{};", t, dtype_name(it->second.dtype), fmt::join(it->second.order, " "));
@@ -115,7 +125,7 @@ class Partition {
     auto it = cache_->find(key);
     if (it != cache_->end()) return it->second;
     Family f;
-    auto kd = kernel_diagram(d_, owner, target, bounds, *index_);
+    auto kd = kernel_diagram(d_, owner, members, bounds, *index_);
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
     if (f.valid && o_.generates)
@@ -178,9 +188,8 @@ class Partition {
   // intermediate instead of duplicating work. (An output of the diagram the producer writes, the
   // merged kernel writes: the family decides whether it can.)
   bool only_feeds(int producer, const std::set<int>& consumers) const {
-    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
-      if (owner_[static_cast<std::size_t>(n)] != producer) continue;
-      for (NodeId u : d_.users(n)) {
+    for (NodeId n : members_.at(producer)) {
+      for (NodeId u : index_->users[static_cast<std::size_t>(n)]) {
         const int k = owner_[static_cast<std::size_t>(u)];
         if (k < 0) continue;  // a node no kernel computes: dead after a move (a reassociated chain's product)
         if (k != producer && !consumers.count(k)) return false;
@@ -190,8 +199,15 @@ class Partition {
   }
 
   void merge(const std::vector<int>& ids) {
-    for (int& o : owner_)
-      if (std::find(ids.begin(), ids.end(), o) != ids.end()) o = ids.front();
+    std::vector<NodeId>& into = members_.at(ids.front());
+    for (std::size_t i = 1; i < ids.size(); ++i) {
+      auto it = members_.find(ids[i]);
+      if (it == members_.end() || ids[i] == ids.front()) continue;
+      for (NodeId n : it->second) owner_[static_cast<std::size_t>(n)] = ids.front();
+      into.insert(into.end(), it->second.begin(), it->second.end());
+      members_.erase(it);
+    }
+    std::sort(into.begin(), into.end());
   }
 
   // Every merge that lowers the predicted time, with its gain, the largest first: for each
@@ -272,6 +288,7 @@ class Partition {
   const arch::Machine& m_;
   const PlanOptions& o_;
   std::vector<int> owner_;
+  std::map<int, std::vector<NodeId>> members_;  // each kernel's nodes, ascending (owner_ inverted)
   std::shared_ptr<std::map<std::string, Family>> cache_ = std::make_shared<std::map<std::string, Family>>();
   std::shared_ptr<const DiagramIndex> index_;  // the diagram's index expressions and users, shared by copies
 };
@@ -322,20 +339,16 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
   Plan p;
   p.name = std::move(name);
   p.moves = std::move(moves);
-  const auto bounds = boundaries(d, part.owner(), part.index());
-  // Execution order: kernels by their first node; node ids are topological and a kernel's
+  const Owner owner = [&](NodeId n) { return part.owner()[static_cast<std::size_t>(n)]; };
+  const auto bounds = boundaries(d, owner, part.index());
+  // Execution order: kernels by their last node; node ids are topological and a kernel's
   // inputs come from kernels with earlier nodes (the partition is acyclic).
   std::vector<std::pair<NodeId, int>> order;
-  for (int k : part.kernels()) {
-    NodeId last = 0;
-    for (std::size_t n = 0; n < part.owner().size(); ++n)
-      if (part.owner()[n] == k) last = static_cast<NodeId>(n);
-    order.emplace_back(last, k);
-  }
+  for (int k : part.kernels()) order.emplace_back(part.members(k).back(), k);
   std::sort(order.begin(), order.end());
   for (auto [last, k] : order) {
     Kernel kernel;
-    auto kd = kernel_diagram(d, part.owner(), k, bounds, part.index());
+    auto kd = kernel_diagram(d, owner, part.members(k), bounds, part.index());
     if (!kd) {
       p.infeasible = "a kernel's subgraph is not a diagram: " + kd.error().message;
       continue;

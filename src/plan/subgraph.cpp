@@ -242,9 +242,10 @@ Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::m
   return it->second;
 }
 
-void output_boundaries(const ir::Diagram& d, const DiagramIndex& index, std::map<NodeId, Boundary>& out, const std::vector<bool>& wanted) {
+void output_boundaries(const ir::Diagram& d, const DiagramIndex& index, std::map<NodeId, Boundary>& out,
+                       const std::function<bool(NodeId)>& wanted) {
   for (const ir::Output& o : d.outputs) {
-    if (d.node(o.node).op == OpKind::input || !wanted[static_cast<std::size_t>(o.node)]) continue;
+    if (d.node(o.node).op == OpKind::input || !wanted(o.node)) continue;
     Boundary& b = boundary_entry(d, index, out, o.node);
     b.order.clear();
     for (AxisId a : o.axes) b.order.push_back(d.axis(a).name);
@@ -266,22 +267,27 @@ int gemm_axis_class(const ir::Diagram& d, const Node& contraction, NodeId other,
   return has(d.node(other).axes, a) ? (has(contraction.axes, a) ? 0 : 2) : 1;
 }
 
-std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const DiagramIndex& index,
+std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const Owner& owner, const DiagramIndex& index,
                                       const std::vector<NodeId>* values) {
   std::map<NodeId, Boundary> out;
-  std::vector<bool> wanted(d.nodes.size(), values == nullptr);
-  if (values != nullptr)
-    for (NodeId o : *values) wanted[static_cast<std::size_t>(o)] = true;
-  for (NodeId o = 0; o < static_cast<NodeId>(d.nodes.size()); ++o) {
+  std::vector<NodeId> all;
+  if (values == nullptr)
+    for (NodeId o = 0; o < static_cast<NodeId>(d.nodes.size()); ++o) all.push_back(o);
+  else {
+    all = *values;
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+  }
+  for (NodeId o : all) {
     // An input, a leaf or a dead value: copied or not read.
-    if (!wanted[static_cast<std::size_t>(o)] || owner[static_cast<std::size_t>(o)] < 0) continue;
+    if (owner(o) < 0) continue;
     for (NodeId n : index.users[static_cast<std::size_t>(o)]) {
-      if (owner[static_cast<std::size_t>(n)] < 0 || owner[static_cast<std::size_t>(n)] == owner[static_cast<std::size_t>(o)]) continue;
+      if (owner(n) < 0 || owner(n) == owner(o)) continue;
       for (NodeId x : d.node(n).operands)
         if (x == o) read_across(d, d.node(n), o, boundary_entry(d, index, out, o));
     }
   }
-  output_boundaries(d, index, out, wanted);
+  output_boundaries(d, index, out, [&](NodeId n) { return std::binary_search(all.begin(), all.end(), n); });
   return out;
 }
 
@@ -296,34 +302,31 @@ DiagramIndex::DiagramIndex(const ir::Diagram& d) : index_expr(index_expressions(
     }
 }
 
-Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
+Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const Owner& owner, const std::vector<NodeId>& members,
                                    const std::map<NodeId, Boundary>& bounds, const DiagramIndex& index) {
-  const auto n_nodes = static_cast<NodeId>(d.nodes.size());
-  std::vector<char> member(d.nodes.size(), 0), used_leaf(d.nodes.size(), 0), read(d.nodes.size(), 0);  // bytes: this runs per candidate kernel
-  for (NodeId n = 0; n < n_nodes; ++n) member[static_cast<std::size_t>(n)] = owner[static_cast<std::size_t>(n)] == kernel;
+  auto member = [&](NodeId n) { return std::binary_search(members.begin(), members.end(), n); };
+  std::set<NodeId> used_leaf, read;
   std::set<AxisId> axes_used;
   const std::vector<bool>& index_expr = index.index_expr;
   // Index expressions (masks over axis indices and constants) are copied into every kernel
   // that uses them, with what they are made of.
   std::function<void(NodeId)> copy_leaf = [&](NodeId o) {
-    if (used_leaf[static_cast<std::size_t>(o)]) return;
-    used_leaf[static_cast<std::size_t>(o)] = true;
+    if (!used_leaf.insert(o).second) return;
     for (AxisId a : d.node(o).axes) axes_used.insert(a);
     if (d.node(o).op == OpKind::iota) axes_used.insert(d.node(o).axis);
     for (NodeId x : d.node(o).operands) copy_leaf(x);
   };
-  for (NodeId n = 0; n < n_nodes; ++n) {
-    if (!member[static_cast<std::size_t>(n)]) continue;
+  for (NodeId n : members) {
     const Node& node = d.node(n);
     for (AxisId a : node.axes) axes_used.insert(a);
     for (AxisId a : node.over) axes_used.insert(a);
     for (NodeId o : node.operands) {
-      if (member[static_cast<std::size_t>(o)]) continue;
+      if (member(o)) continue;
       if (index_expr[static_cast<std::size_t>(o)]) {
         copy_leaf(o);
         continue;
       }
-      read[static_cast<std::size_t>(o)] = true;
+      read.insert(o);
       for (AxisId a : d.node(o).axes) axes_used.insert(a);
     }
   }
@@ -336,57 +339,59 @@ Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>&
     return r;
   };
   auto axis_named = [&](const std::string& name) { return axis_map.at(*d.find_axis(name)); };
-  std::vector<ir::Value> value(d.nodes.size());
-  for (NodeId n = 0; n < n_nodes; ++n) {
-    const auto i = static_cast<std::size_t>(n);
+  // In node order (operands first): what the kernel reads, the leaves it copies, its members.
+  std::set<NodeId> involved(members.begin(), members.end());
+  involved.insert(read.begin(), read.end());
+  involved.insert(used_leaf.begin(), used_leaf.end());
+  std::map<NodeId, ir::Value> value;
+  auto operand_values = [&](const Node& node) {
+    std::vector<ir::Value> ops;
+    for (NodeId o : node.operands) ops.push_back(value.at(o));
+    return ops;
+  };
+  for (NodeId n : involved) {
     const Node& node = d.node(n);
-    if (read[i]) {
+    if (read.count(n)) {
       if (node.op == OpKind::input) {
-        value[i] = b.input(node.name, map_axes(node.axes), node.dtype, node.loc);
+        value[n] = b.input(node.name, map_axes(node.axes), node.dtype, node.loc);
       } else {
         const Boundary& bd = bounds.at(n);
         std::vector<AxisId> order;
         for (const std::string& a : bd.order) order.push_back(axis_named(a));
-        value[i] = b.input(bd.name, order, bd.dtype);
+        value[n] = b.input(bd.name, order, bd.dtype);
       }
       continue;
     }
-    if (used_leaf[i] && !member[i]) {
-      std::vector<ir::Value> ops;
-      for (NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
-      value[i] = replay_node(b, node, ops, [&](AxisId a) { return axis_map.at(a); });
+    if (!member(n)) {  // a leaf copied in
+      value[n] = replay_node(b, node, operand_values(node), [&](AxisId a) { return axis_map.at(a); });
       continue;
     }
-    if (!member[i]) continue;
-    std::vector<ir::Value> ops;
-    for (NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
+    const std::vector<ir::Value> ops = operand_values(node);
     auto bd = bounds.find(n);
     // A cast of a value already stored in its dtype (a boundary rounded for the tensor cores) is
     // no code: the kernel reads the value as it is (a GEMM operand, not a prologue).
     if (node.op == OpKind::cast && bd == bounds.end() && b.diagram().node(ops[0].id).dtype == node.dtype) {
-      value[i] = ops[0];
+      value[n] = ops[0];
       continue;
     }
     ir::Value r = replay_node(b, node, ops, [&](AxisId a) { return axis_map.at(a); });
     if (bd != bounds.end() && bd->second.dtype != node.dtype) r = b.named(bd->second.name + "_unrounded", r, node.loc);
     else if (bd != bounds.end()) r = b.named(bd->second.name, r, node.loc);
     else if (!node.name.empty() && node.op != OpKind::constant && node.op != OpKind::input) r = b.named(node.name, r, node.loc);
-    value[i] = r;
+    value[n] = r;
   }
   // Outputs: the members read by other kernels, and the diagram's outputs this kernel computes.
   std::set<NodeId> outs;
-  for (NodeId n = 0; n < n_nodes; ++n) {
-    if (!member[static_cast<std::size_t>(n)]) continue;
+  for (NodeId n : members)
     for (NodeId u : index.users[static_cast<std::size_t>(n)])
-      if (!member[static_cast<std::size_t>(u)] && owner[static_cast<std::size_t>(u)] >= 0) outs.insert(n);
-  }
+      if (!member(u) && owner(u) >= 0) outs.insert(n);
   for (const ir::Output& o : d.outputs)
-    if (member[static_cast<std::size_t>(o.node)]) outs.insert(o.node);
+    if (member(o.node)) outs.insert(o.node);
   for (NodeId n : outs) {
     const Boundary& bd = bounds.at(n);
     std::vector<AxisId> order;
     for (const std::string& a : bd.order) order.push_back(axis_named(a));
-    ir::Value v = value[static_cast<std::size_t>(n)];
+    ir::Value v = value.at(n);
     if (bd.dtype != d.node(n).dtype) v = b.named(bd.name, b.cast(v, bd.dtype));
     b.output(v, order);
   }

@@ -57,6 +57,10 @@ struct DiagramIndex {
   explicit DiagramIndex(const ir::Diagram& d);
 };
 
+// A partition of a diagram's nodes into kernels: each live non-leaf node's kernel, -1 for the
+// others (leaves, inputs, dead values).
+using Owner = std::function<int(ir::NodeId)>;
+
 // The boundaries of a partition of `d`: for every value that one kernel computes and another
 // reads (or that is an output), how it is stored. `owner` maps each non-leaf node to its kernel.
 // A value read by another kernel's contraction as an operand is stored in that contraction's
@@ -64,14 +68,15 @@ struct DiagramIndex {
 // reduces over axis r is stored with r innermost (sums and maxes read it as stored: a column
 // kernel where r is not innermost). `values`: only those (what one candidate kernel reads and
 // writes); null: all of them.
-std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const std::vector<int>& owner, const DiagramIndex& index,
+std::map<ir::NodeId, Boundary> boundaries(const ir::Diagram& d, const Owner& owner, const DiagramIndex& index,
                                           const std::vector<ir::NodeId>* values = nullptr);
 
-// The nodes of kernel `kernel` of the partition as a diagram: the values it reads from global
+// The nodes of one kernel of the partition as a diagram: the values it reads from global
 // memory are its inputs, the values it writes its outputs (named as the boundaries name them),
 // the scalar leaves it uses (constants, params, axis indices) copied in. Axes it does not use are
-// left out.
-Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const std::vector<int>& owner, int kernel,
+// left out. `members`: the kernel's nodes, ascending (the work is in them and what they read,
+// not in the diagram's size: the plan search builds one per candidate).
+Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const Owner& owner, const std::vector<ir::NodeId>& members,
                                    const std::map<ir::NodeId, Boundary>& bounds, const DiagramIndex& index);
 
 // Node `node` of another diagram rebuilt in `b` over `ops` (its operands there), its axes mapped
