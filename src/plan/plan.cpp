@@ -115,12 +115,16 @@ class Partition {
     const auto bounds = boundaries(d_, owner, *index_, &touched_values);
     std::string key;
     for (NodeId n : members) {
-      key += fmt::format("{},", n);
-      std::vector<NodeId> touched{n};
-      for (NodeId o : d_.node(n).operands) touched.push_back(o);
-      for (NodeId t : touched)
-        if (auto it = bounds.find(t); it != bounds.end())
-          key += fmt::format("{}:{}:{};", t, dtype_name(it->second.dtype), fmt::join(it->second.order, " "));
+      key += std::to_string(n) + ',';
+      auto add_boundary = [&](NodeId t) {
+        const auto it = bounds.find(t);
+        if (it == bounds.end()) return;
+        key += std::to_string(t) + ':' + std::to_string(static_cast<int>(it->second.dtype)) + ':';
+        for (const std::string& a : it->second.order) key += a + ' ';
+        key += ';';
+      };
+      add_boundary(n);
+      for (NodeId o : d_.node(n).operands) add_boundary(o);
     }
     auto it = cache_->find(key);
     if (it != cache_->end()) return it->second;
