@@ -404,23 +404,24 @@ Diagram hoist_masks(const Diagram& d) {
   };
   // n where its masks hold, in out's ids (-1 where a rebuilt node does not type).
   std::map<NodeId, NodeId> stripped;
-  // The operands of a masked node that are stripped with it (the others are read as they are).
+  // Whether operand i of masked node x is stripped with it (a select's value, not its predicate
+  // or fill; not what a sub subtracts) rather than read as it is.
+  auto strips = [&](const Node& x, std::size_t i) {
+    const bool value_side = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
+    return value_side && !hoister.masks(x.operands[i]).empty();
+  };
   auto to_strip = [&](NodeId n) {
     const Node& x = d.node(n);
     std::vector<NodeId> r;
-    for (std::size_t i = 0; i < x.operands.size(); ++i) {
-      const bool stripped_here = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
-      if (stripped_here && !hoister.masks(x.operands[i]).empty()) r.push_back(x.operands[i]);
-    }
+    for (std::size_t i = 0; i < x.operands.size(); ++i)
+      if (strips(x, i)) r.push_back(x.operands[i]);
     return r;
   };
   // n rebuilt where its masks hold, its stripped operands already rebuilt.
   auto rebuild = [&](NodeId n, NodeId from) -> NodeId {
     const Node& x = d.node(n);
     auto value = [&](std::size_t i) {
-      const NodeId o = x.operands[i];
-      const bool stripped_here = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
-      return stripped_here && !hoister.masks(o).empty() ? stripped.at(o) : id[static_cast<std::size_t>(o)];
+      return strips(x, i) ? stripped.at(x.operands[i]) : id[static_cast<std::size_t>(x.operands[i])];
     };
     std::vector<NodeId> ops;
     for (std::size_t i = 0; i < x.operands.size(); ++i) ops.push_back(value(i));
