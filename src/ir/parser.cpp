@@ -671,7 +671,7 @@ class Elaborator {
     for (const AxisDecl& a : p_.axes) {
       std::int64_t size = a.size;
       if (const Binding* b = binding(a.name.text)) {
-        if (!(b->value >= 1) || b->value != std::floor(b->value))
+        if (!(b->value >= 1) || !std::isfinite(b->value) || b->value != std::floor(b->value))
           return plain_error(fmt::format("--set {}: axis '{}' needs a positive integer size",
                                          b->text, a.name.text));
         if (b->value > 9.2e18)
@@ -1100,9 +1100,12 @@ Result<Binding> parse_binding(std::string_view text) {
     return plain_error(fmt::format("--set {}: '{}' is not a name (letters, digits and _, not first a digit)", arg,
                                    b.name));
   const std::string value(text.substr(eq + 1));
-  const auto v = parse_decimal(value);
+  // inf and -inf, as in a diagram (a param may be unbounded: a window of every key).
+  const auto v = value == "inf" ? std::optional<double>(INFINITY) : value == "-inf" ? std::optional<double>(-INFINITY)
+                                                                                      : parse_decimal(value);
   if (!v)
-    return plain_error(fmt::format("--set {}: '{}' is not a decimal number such as 8192, 0.5 or 1e-6", arg, value));
+    return plain_error(fmt::format("--set {}: '{}' is not a decimal number such as 8192, 0.5 or 1e-6, nor inf or -inf", arg,
+                                   value));
   b.value = *v;
   return b;
 }

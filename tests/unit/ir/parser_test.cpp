@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "ir/parser.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
@@ -112,15 +114,20 @@ TEST(Parser, BindingErrorsNameTheArgument) {
   auto bad_size = parse("axes q=8\nin X[q] f32\nout X\n", {{"q", 0, "q=0"}});
   ASSERT_FALSE(bad_size.ok());
   EXPECT_EQ(bad_size.error().format(), "error: --set q=0: axis 'q' needs a positive integer size");
+  auto infinite_size = parse("axes q=8\nin X[q] f32\nout X\n", {{"q", INFINITY, "q=inf"}});
+  ASSERT_FALSE(infinite_size.ok());
+  EXPECT_EQ(infinite_size.error().format(), "error: --set q=inf: axis 'q' needs a positive integer size");
   auto syntax = parse_binding("q8192");
   ASSERT_FALSE(syntax.ok());
   EXPECT_EQ(syntax.error().message, "--set q8192: expected NAME=VALUE, e.g. --set q=8192");
   auto not_number = parse_binding("q=big");
   ASSERT_FALSE(not_number.ok());
-  EXPECT_EQ(not_number.error().message, "--set q=big: 'big' is not a decimal number such as 8192, 0.5 or 1e-6");
-  for (const char* bad : {"q=0x100", "q=inf", "q=nan", "q= 8", "q=1e400", "q=1e-400", "q=1e", "q=--1"})
+  EXPECT_EQ(not_number.error().message,
+            "--set q=big: 'big' is not a decimal number such as 8192, 0.5 or 1e-6, nor inf or -inf");
+  for (const char* bad : {"q=0x100", "q=Inf", "q=nan", "q= 8", "q=1e400", "q=1e-400", "q=1e", "q=--1"})
     EXPECT_FALSE(parse_binding(bad).ok()) << bad;
-  for (const char* good : {"q=8192", "q=-0.5", "q=.25", "q=1e-6", "q=+3", "q=8.0"})
+  // inf and -inf bind params as in a diagram (an axis refuses them: a size is an integer).
+  for (const char* good : {"q=8192", "q=-0.5", "q=.25", "q=1e-6", "q=+3", "q=8.0", "w=inf", "w=-inf"})
     EXPECT_TRUE(parse_binding(good).ok()) << good;
   auto not_name = parse_binding("9q=1");
   ASSERT_FALSE(not_name.ok());
