@@ -5,6 +5,8 @@
 #include <cctype>
 
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -126,6 +128,35 @@ std::int64_t Diagram::elements(const std::vector<AxisId>& ids) const {
   std::int64_t n = 1;
   for (AxisId a : ids) n *= axis(a).size;
   return n;
+}
+
+bool equivalent(const Diagram& a, const Diagram& b) {
+  if (!(a.axes == b.axes) || a.nodes.size() != b.nodes.size() || a.outputs.size() != b.outputs.size()) return false;
+  const std::vector<NodeId> ia = a.inputs(), ib = b.inputs();
+  if (ia.size() != ib.size()) return false;
+  std::map<std::pair<NodeId, NodeId>, bool> memo;
+  std::vector<std::pair<NodeId, NodeId>> stack;  // pairs still to compare (no recursion: any depth)
+  auto same_node = [&](NodeId x, NodeId y) {
+    const Node& n = a.node(x);
+    const Node& m = b.node(y);
+    return n.op == m.op && n.axes == m.axes && n.over == m.over && n.dtype == m.dtype && n.scalar == m.scalar &&
+           n.axis == m.axis && n.name == m.name && n.operands.size() == m.operands.size();
+  };
+  auto push = [&](NodeId x, NodeId y) {
+    if (memo.emplace(std::make_pair(x, y), true).second) stack.emplace_back(x, y);
+  };
+  for (std::size_t i = 0; i < ia.size(); ++i) push(ia[i], ib[i]);
+  for (std::size_t i = 0; i < a.outputs.size(); ++i) {
+    if (a.outputs[i].axes != b.outputs[i].axes) return false;
+    push(a.outputs[i].node, b.outputs[i].node);
+  }
+  while (!stack.empty()) {
+    const auto [x, y] = stack.back();
+    stack.pop_back();
+    if (!same_node(x, y)) return false;
+    for (std::size_t k = 0; k < a.node(x).operands.size(); ++k) push(a.node(x).operands[k], b.node(y).operands[k]);
+  }
+  return true;
 }
 
 bool Diagram::reads_leaves_only(NodeId n) const {

@@ -119,4 +119,10 @@ struct Diagram {
   }
 };
 
+// Whether a and b are one computation up to node order: the same axes, the same inputs in the
+// same order, the same number of nodes, and outputs computed by equal nodes (op, type, names,
+// scalars) over equivalent operands. Recognition (ir/recognise.h) may leave nodes in an order
+// the parser of the printed text would not; this is the equality such a reparse keeps.
+bool equivalent(const Diagram& a, const Diagram& b);
+
 }  // namespace napkin::ir

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The canonical printer. print_diagram's output parses back to an equal Diagram (for any
-// diagram the parser produced) and is a fixed point of print(parse(.)) for builder diagrams.
+// The canonical printer. print_diagram's output parses back to an equivalent Diagram (for any
+// diagram the parser produced: equal up to the node order that recognition may change,
+// ir::equivalent) and is a fixed point of print(parse(.)) for builder diagrams.
 #pragma once
 
 #include <cstdint>
