@@ -841,6 +841,8 @@ class BodyWriter {
     const std::string& v = values_.at(operand);
     const CType from = ctype_of(d_.node(operand));
     if (from == t) return v;
+    if (t == CType::integer)
+      if (std::string i = expression::int_literal(d_.node(operand)); !i.empty()) return i;
     if (t == CType::boolean) return "(" + v + " != 0)";
     // An index expression (ALiBi's k - q) converted without the SFU's I2F, which the softmax's
     // exponentials saturate at d = 64; exact within the bound the launch checks.

@@ -91,10 +91,19 @@ void Writer::collect(NodeId n, std::set<NodeId>& need) {
     if (values_.count(n) || !need.insert(n).second) return;
     for (NodeId o : d_.node(n).operands) collect(o, need);
   }
+std::string int_literal(const ir::Node& n) {
+  if (n.op != OpKind::constant || !n.name.empty() || n.scalar != std::floor(n.scalar) || n.scalar < -2147483648.0 ||
+      n.scalar > 2147483647.0)
+    return "";
+  return fmt::format("{}", static_cast<long long>(n.scalar));
+}
+
 std::string Writer::as(NodeId o, CType t) {
     const std::string& v = values_.at(o);
     const CType from = ctype_of(d_.node(o));
     if (from == t) return v;
+    if (t == CType::integer)
+      if (std::string i = int_literal(d_.node(o)); !i.empty()) return i;
     if (t == CType::boolean) return "(" + v + " != 0)";
     return fmt::format("static_cast<{}>({})", ctype_name(t), v);
   }

@@ -15,6 +15,9 @@
 namespace napkin::emit::expression {
 
 std::string literal(double v);  // a float literal ("0.5f", "INFINITY")
+// An unnamed literal read as an int where it is an integer in int's range ("16777217"): exact,
+// where converting its float literal would round past 2^24; "" otherwise.
+std::string int_literal(const ir::Node& n);
 // Every name a library built from `d` takes (its inputs, outputs and params), as the quoted
 // elements of a C array that the caller closes with nullptr: `"Q", "K", "O", "w", `.
 std::string library_names(const ir::Diagram& d);

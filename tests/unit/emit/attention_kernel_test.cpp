@@ -184,6 +184,17 @@ TEST(AttentionKernel, FlashAttentionsArithmeticWrittenOutIsCausalAttention) {
   testing::expect_golden("kernels/base_two_causal.cu", unit);
 }
 
+// An integer literal past f32's 24-bit significand is written as the int it is: through a float
+// literal, q + 16777217 became q + 16777216 per score while the block bound kept 16777217.
+TEST(AttentionKernel, IntegerLiteralsAreExact) {
+  const std::string unit = emit_for(parse("big.napkin",
+      "axes b=1 h=2 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+      "P = softmax(select(q + 16777217 >= k + 16777216, contract(Q, K over d) * 0.125, -inf) over k)\n"
+      "O = contract(P, V over k) as bf16\nout O\n"));
+  EXPECT_NE(unit.find("q + 16777217;"), std::string::npos) << unit;
+  EXPECT_EQ(unit.find("static_cast<int>(16777216.0f)"), std::string::npos);
+}
+
 // derive counts skipped blocks by the masks the kernel reads: one peel (sched::peel_masks) for
 // both, on every attention-family diagram napkin ships.
 TEST(AttentionKernel, TheKernelsMasksAreTheOnesDeriveSkipsBy) {
