@@ -577,10 +577,11 @@ class Recogniser {
   }
 
   // The score's factor (AttentionForm::factor_nodes): down the score from its top towards Q K^T,
-  // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg, a cast to f32 or wider), every
-  // multiplier free of the query row and the key is taken out; a softcap on the path gives its
-  // cap and ends the path (tanh is not linear). Below a + or - on the path only nonzero finite
-  // constants are: the terms beside it are divided by them (a per-head value there could be 0).
+  // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg, a
+  // cast to f32 or wider), every multiplier free of the query row and the key is taken out; a
+  // softcap on the path gives its cap and ends the path (tanh is not linear). Below a + or - on
+  // the path only nonzero finite constants are: the terms beside it are divided by them (a
+  // per-head value there could be 0).
   void find_factor(AttentionForm& f) const {
     if (f.normaliser < 0) return;  // P = prob(S) itself: nothing folds into a softmax
     NodeId n = f.score;

@@ -406,12 +406,16 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     po.search.row_layout = search::RowLayout::quad;  // WGMMA's row layout, as the kernels'
     po.generates = emit::generates(*src);
     auto r = plan::derive_plan(d, *m, po);
+    // The plan by the planner's rules alone (whether it would be one attention kernel).
+    const auto planners_own = [&] {
+      plan::PlanOptions planner = po;
+      planner.generates = nullptr;
+      return plan::derive_plan(d, *m, planner);
+    };
     if (!r) {
       // A diagram that is one attention kernel by the planner's rules: the attention emitter's
       // reason first (what the user wrote it as), the plan's after.
-      plan::PlanOptions planner = po;
-      planner.generates = nullptr;
-      auto any = plan::derive_plan(d, *m, planner);
+      auto any = planners_own();
       if (!any || !plan::one_attention_kernel(any->chosen)) return r.error();
       Diagnostic e = form.error();
       e.note = "nor as a plan of other kernels: " + r.error().message;
@@ -429,9 +433,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
       return std::count_if(d.nodes.begin(), d.nodes.end(), [&](const ir::Node& n) { return n.op == op; });
     };
     if (count(ir::OpKind::contract) == 2 && count(ir::OpKind::softmax) == 1) {
-      plan::PlanOptions planner = po;
-      planner.generates = nullptr;
-      auto any = plan::derive_plan(d, *m, planner);
+      auto any = planners_own();
       const std::string one = any && plan::one_attention_kernel(any->chosen)
                                   ? fmt::format(" ({:.4g} us predicted)", any->chosen.predicted_s * 1e6) : "";
       const Diagnostic& why = form.error();
@@ -840,7 +842,8 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
   if (run_host == nullptr || time == nullptr)
     return driver::failure(plain_error(fmt::format("{} lacks napkin_kernel_run_host / napkin_kernel_time", b->library.string())), o.json);
 
-  if (const std::string why = no_gpu(); !why.empty()) return driver::failure(plain_error(why), o.json);
+  if (!o.library.empty())  // (a build asked before compiling)
+    if (const std::string why = no_gpu(); !why.empty()) return driver::failure(plain_error(why), o.json);
 
   // Validation at small sizes against the reference interpreter (f64).
   DiagramArgs small = args;
