@@ -36,6 +36,15 @@ Range mul(const Range& a, const Range& b) {
   return number(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
 }
 
+// a / b: bounded only where b keeps one sign (the corners then bound the quotient).
+Range div(const Range& a, const Range& b) {
+  if (!(b.lo > 0 || b.hi < 0)) return kUnknown;
+  const double c[] = {a.lo / b.lo, a.lo / b.hi, a.hi / b.lo, a.hi / b.hi};
+  for (double x : c)
+    if (std::isnan(x)) return kUnknown;  // inf / inf
+  return number(*std::min_element(c, c + 4), *std::max_element(c, c + 4));
+}
+
 // a < b over the block: certainly true when a.hi < b.lo, certainly false when a.lo >= b.hi.
 Range less(const Range& a, const Range& b, bool or_equal) {
   const bool always = or_equal ? a.hi <= b.lo : a.hi < b.lo;
@@ -73,6 +82,15 @@ class Evaluator {
       case OpKind::add: { const Range a = x(0), b = x(1); return number(a.lo + b.lo, a.hi + b.hi); }
       case OpKind::sub: { const Range a = x(0), b = x(1); return number(a.lo - b.hi, a.hi - b.lo); }
       case OpKind::mul: return mul(x(0), x(1));
+      case OpKind::div: {
+        // The quotient is rounded to the node's dtype (f64 divides as this does); widened
+        // outwards first so that the double's own rounding cannot carry an end past the rounded one.
+        const Range r = div(x(0), x(1));
+        if (n.dtype == DType::f64 || (r.lo == kUnknown.lo && r.hi == kUnknown.hi)) return r;
+        const double inf = std::numeric_limits<double>::infinity();
+        return number(round_to_dtype(std::nextafter(r.lo, -inf), n.dtype),
+                      round_to_dtype(std::nextafter(r.hi, inf), n.dtype));
+      }
       case OpKind::min: { const Range a = x(0), b = x(1); return number(std::min(a.lo, b.lo), std::min(a.hi, b.hi)); }
       case OpKind::max: { const Range a = x(0), b = x(1); return number(std::max(a.lo, b.lo), std::max(a.hi, b.hi)); }
       case OpKind::lt: return less(x(0), x(1), false);

@@ -78,6 +78,10 @@ TEST(BlockSkipping, MatchesBruteForceOnAffineMasks) {
       {"visible = q >= k && |q - k| < 13", [](auto i, auto j, auto, auto) { return i >= j && std::abs(i - j) < 13; }},
       {"visible = !(k > q) || k < 3", [](auto i, auto j, auto, auto) { return !(j > i) || j < 3; }},
       {"visible = q * 2 - k != 5 && k <= 40", [](auto i, auto j, auto, auto) { return i * 2 - j != 5 && j <= 40; }},
+      // Chunked-local: the quotient by a positive constant is bounded by its ends' quotients.
+      {"visible = q >= k && floor(q / 7) == floor(k / 7)",
+       [](auto i, auto j, auto, auto) { return i >= j && i / 7 == j / 7; }},
+      {"visible = floor(q / 16) == floor(k / 16)", [](auto i, auto j, auto, auto) { return i / 16 == j / 16; }},
       // fp8e4m3 keeps 3 mantissa bits: 37 rounds to 36 and 46 to 48, so the cast decides.
       {"visible = (q as fp8e4m3) >= (k as fp8e4m3)",
        [](auto i, auto j, auto, auto) { return round_to_dtype(double(i), DType::fp8e4m3) >= round_to_dtype(double(j), DType::fp8e4m3); }},
