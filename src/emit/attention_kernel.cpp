@@ -13,6 +13,7 @@
 
 #include "emit/expression.h"
 #include "ir/printer.h"
+#include "ir/recognise.h"
 #include "sched/skip.h"
 
 namespace napkin::emit {
@@ -415,10 +416,13 @@ class Recogniser {
     if (d_.node(f.output).op == OpKind::cast && d_.node(f.output).dtype == d_.node(f.q).dtype)
       f.epilogue = d_.node(f.output).operands[0];
     if (!d_.depends_on(f.output, f.pv)) return refuse(o_out.loc, "the output must be computed from P V");
+    // The row logsumexp is the kernel's when it is of the same value as the softmax's (a mask
+    // written twice, or hoisted once for each, is one value).
+    ir::SameValue same(d_);
     if (d_.outputs.size() == 2) {
       const ir::Output& l_out = d_.outputs[1 - f.o_index];
       const Node& x = d_.node(l_out.node);
-      if (f.normaliser < 0 || x.operands[0] != d_.node(f.normaliser).operands[0] || x.over != std::vector<AxisId>{f.key})
+      if (f.normaliser < 0 || !same(x.operands[0], d_.node(f.normaliser).operands[0]) || x.over != std::vector<AxisId>{f.key})
         return refuse(l_out.loc, "a second output is the row logsumexp of the softmax's own input over the keys (the "
                                  "kernel's row statistics), or nothing");
       if (x.dtype != DType::f32)
@@ -445,7 +449,7 @@ class Recogniser {
       if (n == f.pv || !seen.insert(n).second) return f;
       const Node& x = d_.node(n);
       if (x.op == OpKind::logsumexp) {
-        if (f.normaliser < 0 || x.operands[0] != d_.node(f.normaliser).operands[0] || x.over != std::vector<AxisId>{f.key})
+        if (f.normaliser < 0 || !same(x.operands[0], d_.node(f.normaliser).operands[0]) || x.over != std::vector<AxisId>{f.key})
           return refuse(x.loc, "the epilogue may read logsumexp only of the softmax's own input over the keys (the "
                                "kernel's row statistics)");
         f.lse = n;

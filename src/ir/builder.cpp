@@ -33,15 +33,18 @@ std::vector<AxisId> axes_union(const Diagram& d, const Node& n) {
 }
 
 // A compile-time scalar, which takes the other operand's dtype: a literal, a param (a literal
-// with a name), or arithmetic on them alone (`1 / temp`, `-0.5 * w`). `C = 2` is a value, a
-// cast node, and takes part.
+// with a name), arithmetic on them alone (`1 / temp`, `-0.5 * w`), or a select between them
+// (the additive mask `select(q >= k, 0, -inf)`, which has axes). `C = 2` is a value, a cast
+// node, and takes part.
 bool weak_constant(const Diagram& d, const Node& n) {
   if (n.op == OpKind::constant) return true;
+  if (n.op == OpKind::select)
+    return weak_constant(d, d.node(n.operands[1])) && weak_constant(d, d.node(n.operands[2]));
   const bool arithmetic = n.op == OpKind::add || n.op == OpKind::sub || n.op == OpKind::mul || n.op == OpKind::div ||
                           n.op == OpKind::max || n.op == OpKind::min || n.op == OpKind::neg || n.op == OpKind::abs ||
                           n.op == OpKind::exp || n.op == OpKind::exp2 || n.op == OpKind::log || n.op == OpKind::tanh ||
                           n.op == OpKind::scale;
-  if (!arithmetic || !n.axes.empty() || !n.name.empty()) return false;
+  if (!arithmetic || !n.name.empty()) return false;
   return std::all_of(n.operands.begin(), n.operands.end(), [&](NodeId o) { return weak_constant(d, d.node(o)); });
 }
 

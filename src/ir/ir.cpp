@@ -136,11 +136,19 @@ bool equivalent(const Diagram& a, const Diagram& b) {
   if (ia.size() != ib.size()) return false;
   std::map<std::pair<NodeId, NodeId>, bool> memo;
   std::vector<std::pair<NodeId, NodeId>> stack;  // pairs still to compare (no recursion: any depth)
+  // An unnamed value read twice prints as a temporary `_tN`, which a parse names.
+  auto temporary = [](const std::string& name) {
+    return name.size() > 2 && name.compare(0, 2, "_t") == 0 &&
+           std::all_of(name.begin() + 2, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  auto same_name = [&](const std::string& x, const std::string& y) {
+    return x == y || (x.empty() && temporary(y)) || (y.empty() && temporary(x));
+  };
   auto same_node = [&](NodeId x, NodeId y) {
     const Node& n = a.node(x);
     const Node& m = b.node(y);
     return n.op == m.op && n.axes == m.axes && n.over == m.over && n.dtype == m.dtype && n.scalar == m.scalar &&
-           n.axis == m.axis && n.name == m.name && n.operands.size() == m.operands.size();
+           n.axis == m.axis && same_name(n.name, m.name) && n.operands.size() == m.operands.size();
   };
   auto push = [&](NodeId x, NodeId y) {
     if (memo.emplace(std::make_pair(x, y), true).second) stack.emplace_back(x, y);

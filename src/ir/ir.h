@@ -121,8 +121,9 @@ struct Diagram {
 
 // Whether a and b are one computation up to node order: the same axes, the same inputs in the
 // same order, the same number of nodes, and outputs computed by equal nodes (op, type, names,
-// scalars) over equivalent operands. Recognition (ir/recognise.h) may leave nodes in an order
-// the parser of the printed text would not; this is the equality such a reparse keeps.
+// scalars) over equivalent operands; an unnamed node equals one named as the printer names a
+// temporary (`_t1`). Recognition (ir/recognise.h) may leave nodes in an order the parser of the
+// printed text would not; this is the equality such a reparse keeps.
 bool equivalent(const Diagram& a, const Diagram& b);
 
 }  // namespace napkin::ir

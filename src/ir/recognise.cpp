@@ -230,6 +230,13 @@ Diagram compacted(const Diagram& d, const Diagram& out, const std::vector<NodeId
 bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == -INFINITY; }
 bool is_zero_literal(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == 0.0; }
 
+// A mask: where `predicate` fails (holds, when negated) a value is -inf.
+struct Mask {
+  NodeId predicate;
+  bool negated;  // masked_fill's form, select(p, -inf, x)
+  bool operator==(const Mask& o) const { return predicate == o.predicate && negated == o.negated; }
+};
+
 // The masks under which a value is -inf (hoist_masks' rules), and the value where they hold.
 class MaskHoister {
  public:
@@ -241,20 +248,19 @@ class MaskHoister {
                        (is_elementwise(x.op) && std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) {
                           return index_only_[static_cast<std::size_t>(o)];
                         }));
-      std::vector<NodeId>& m = masks_[i];
+      std::vector<Mask>& m = masks_[i];
       auto join = [&](NodeId o) {
-        for (NodeId p : masks_[static_cast<std::size_t>(o)])
+        for (const Mask& p : masks_[static_cast<std::size_t>(o)])
           if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
       };
       switch (x.op) {
-        case OpKind::select:
-          if (!is_minus_infinity(d.node(x.operands[2]))) break;
-          if (index_only(x.operands[0])) {
-            m.push_back(x.operands[0]);
-            minus_infinity_ = x.operands[2];
-          }
-          join(x.operands[1]);
+        case OpKind::select: {
+          const std::size_t value = value_side(x);
+          if (value == 0) break;
+          if (index_only(x.operands[0])) m.push_back({x.operands[0], value == 2});
+          join(x.operands[value]);
           break;
+        }
         case OpKind::add: case OpKind::min: join(x.operands[0]); join(x.operands[1]); break;
         case OpKind::sub: join(x.operands[0]); break;
         case OpKind::scale:
@@ -275,11 +281,18 @@ class MaskHoister {
     }
   }
 
+  // Of a select with a literal -inf on one side, the other side's operand index (1 or 2); else 0.
+  std::size_t value_side(const Node& select) const {
+    if (is_minus_infinity(d_.node(select.operands[2]))) return 1;
+    if (is_minus_infinity(d_.node(select.operands[1]))) return 2;
+    return 0;
+  }
+
   // Whether p is computed from indices, inputs, params and literals by elementwise ops alone.
   bool index_only(NodeId p) const { return index_only_[static_cast<std::size_t>(p)]; }
 
-  // The hoistable predicates of n (d's ids, in order of discovery, each once).
-  const std::vector<NodeId>& masks(NodeId n) const { return masks_[static_cast<std::size_t>(n)]; }
+  // The hoistable masks of n (d's ids, in order of discovery, each once).
+  const std::vector<Mask>& masks(NodeId n) const { return masks_[static_cast<std::size_t>(n)]; }
 
   // Whether x is already hoisted: selects of hoistable predicates on top of a value with none.
   bool hoisted(NodeId x) const {
@@ -291,13 +304,10 @@ class MaskHoister {
     }
   }
 
-  NodeId minus_infinity() const { return minus_infinity_; }
-
  private:
   const Diagram& d_;
-  std::vector<std::vector<NodeId>> masks_;
+  std::vector<std::vector<Mask>> masks_;
   std::vector<bool> index_only_;
-  NodeId minus_infinity_ = -1;
 };
 
 }  // namespace
@@ -407,7 +417,7 @@ Diagram hoist_masks(const Diagram& d) {
   // Whether operand i of masked node x is stripped with it (a select's value, not its predicate
   // or fill; not what a sub subtracts) rather than read as it is.
   auto strips = [&](const Node& x, std::size_t i) {
-    const bool value_side = x.op == OpKind::select ? i == 1 : !(x.op == OpKind::sub && i == 1);
+    const bool value_side = x.op == OpKind::select ? i == hoister.value_side(x) : !(x.op == OpKind::sub && i == 1);
     return value_side && !hoister.masks(x.operands[i]).empty();
   };
   auto to_strip = [&](NodeId n) {
@@ -426,7 +436,7 @@ Diagram hoist_masks(const Diagram& d) {
     std::vector<NodeId> ops;
     for (std::size_t i = 0; i < x.operands.size(); ++i) ops.push_back(value(i));
     if (std::find(ops.begin(), ops.end(), -1) != ops.end()) return -1;
-    if (x.op == OpKind::select && hoister.index_only(x.operands[0])) return ops[1];
+    if (x.op == OpKind::select && hoister.index_only(x.operands[0])) return ops[hoister.value_side(x)];
     // s + select(p, 0, -inf) is s where p holds.
     if (x.op == OpKind::add)
       for (std::size_t i : {std::size_t{0}, std::size_t{1}})
@@ -453,6 +463,19 @@ Diagram hoist_masks(const Diagram& d) {
     return stripped.at(root);
   };
 
+  // Where a mask lets the value through, in out's ids: the predicate, or its negation (one node
+  // for every reader).
+  std::map<NodeId, NodeId> negations;
+  auto predicate = [&](const Mask& m, NodeId from) -> NodeId {
+    const NodeId p = id[static_cast<std::size_t>(m.predicate)];
+    if (!m.negated) return p;
+    if (auto it = negations.find(p); it != negations.end()) return it->second;
+    Node negation;
+    negation.op = OpKind::logical_not;
+    negation.operands = {p};
+    return negations[p] = add(std::move(negation), from);
+  };
+
   bool changed = false;
   for (std::size_t i = 0; i < d.nodes.size(); ++i) {
     const NodeId from = static_cast<NodeId>(i);
@@ -471,11 +494,15 @@ Diagram hoist_masks(const Diagram& d) {
         widen.operands = {top};
         top = add(std::move(widen), from);
       }
-      for (NodeId p : hoister.masks(operand)) {
+      for (const Mask& m : hoister.masks(operand)) {
         if (top < 0) break;
+        // A literal of its own, as a parse of the printed select would give it.
+        Node minus_infinity;
+        minus_infinity.op = OpKind::constant;
+        minus_infinity.scalar = -INFINITY;
         Node sel;
         sel.op = OpKind::select;
-        sel.operands = {id[static_cast<std::size_t>(p)], top, id[static_cast<std::size_t>(hoister.minus_infinity())]};
+        sel.operands = {predicate(m, from), top, add(std::move(minus_infinity), from)};
         top = add(std::move(sel), from);
       }
       if (top >= 0 && out.node(top).axes == x.axes && out.node(top).dtype == x.dtype) {

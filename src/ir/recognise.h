@@ -52,6 +52,7 @@ Diagram recognise_composites(const Diagram& d);
 // reads one form:
 //   softmax(select(p, S, -inf) * c)   -> softmax(select(p, S * c, -inf))   (c a literal > 0)
 //   softmax(S + select(p, 0, -inf))    -> softmax(select(p, S, -inf))
+//   softmax(select(p, -inf, S))        -> softmax(select(!p, S, -inf))   (masked_fill's form)
 // for softmax, logsumexp and max, through + (either operand), - (the first), positive literal
 // scales, products and quotients, min, and casts between floats. A predicate is hoisted when it
 // reads indices, inputs, params and literals alone (a mask on the scores' own values stays where

@@ -184,6 +184,20 @@ TEST(AttentionKernel, FlashAttentionsArithmeticWrittenOutIsCausalAttention) {
   testing::expect_golden("kernels/base_two_causal.cu", unit);
 }
 
+// Masks as ported PyTorch code writes them (tests/diagrams/masked_fill_lse: masked_fill's form,
+// an additive causal mask) are the kernel's masks, and the row logsumexp of the same scores,
+// each mask hoisted for it separately, is the kernel's second output.
+TEST(AttentionKernel, MaskedFillAndAdditiveMasksWithTheLogsumexpAreOneKernel) {
+  const std::string rel = "tests/diagrams/masked_fill_lse.napkin";
+  const Loaded l = parse(rel, testing::read_text(testing::source_dir() / rel));
+  auto f = emit::recognise_attention(l.diagram, l.src);
+  ASSERT_TRUE(f.ok()) << f.error().format();
+  EXPECT_GE(f->lse_output, 0);
+  const std::string unit = emit_for(l);
+  EXPECT_NE(unit.find("kMask = true, kSkipsBlocks = true"), std::string::npos) << unit;
+  testing::expect_golden("kernels/masked_fill_lse.cu", unit);
+}
+
 // An integer literal past f32's 24-bit significand is written as the int it is: through a float
 // literal, q + 16777217 became q + 16777216 per score while the block bound kept 16777217.
 TEST(AttentionKernel, IntegerLiteralsAreExact) {

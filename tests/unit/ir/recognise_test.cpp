@@ -159,13 +159,21 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
       {"P = softmax(select(q >= k, S, -inf) * 0.5 over k)", "softmax(select(q >= k, S * 0.5, -inf) over k)"},
       {"P = softmax(0.5 * select(q >= k, S, -inf) over k)", "softmax(select(q >= k, 0.5 * S, -inf) over k)"},
       {"P = softmax(select(q >= k, S, -inf) / 8 over k)", "softmax(select(q >= k, S / 8, -inf) over k)"},
-      {"P = softmax(S + select(q >= k, 0, -inf) over k)", "softmax(select(q >= k, S as f64, -inf) over k)"},
-      {"P = softmax(select(q >= k, 0, -inf) + S over k)", "softmax(select(q >= k, S as f64, -inf) over k)"},
+      // A select between literals takes the scores' dtype, as a literal does.
+      {"P = softmax(S + select(q >= k, 0, -inf) over k)", "softmax(select(q >= k, S, -inf) over k)"},
+      {"P = softmax(select(q >= k, 0, -inf) + S over k)", "softmax(select(q >= k, S, -inf) over k)"},
+      // A cast mask is hoisted; its cast value stays a term.
+      {"P = softmax((S as bf16) + (select(q >= k, 0, -inf) as f32) over k)",
+       "softmax(select(q >= k, (S as bf16) + (0 as f32), -inf) over k)"},
       {"P = softmax(select(q >= k, S, -inf) - 1 over k)", "softmax(select(q >= k, S - 1, -inf) over k)"},
       {"P = softmax(select(q >= k, S, -inf) as bf16 over k)", "softmax(select(q >= k, S as bf16, -inf) over k)"},
       {"P = softmax(select(keep, S, -inf) + select(q >= k, 0, -inf) over k)",
-       "softmax(select(q >= k, select(keep, S as f64, -inf), -inf) over k)"},
+       "softmax(select(q >= k, select(keep, S, -inf), -inf) over k)"},
       {"L = logsumexp(select(q >= k, S, -inf) * 0.5 over k)", "logsumexp(select(q >= k, S * 0.5, -inf) over k)"},
+      // masked_fill's form: -inf where the predicate holds.
+      {"P = softmax(select(q < k, -inf, S) over k)", "softmax(select(!(q < k), S, -inf) over k)"},
+      {"P = softmax(select(keep, -inf, S * 0.5) + select(q >= k, 0, -inf) over k)",
+       "softmax(select(q >= k, select(!keep, S * 0.5, -inf), -inf) over k)"},
   };
   for (const auto& [written, canonical] : cases) {
     SCOPED_TRACE(written);
@@ -175,6 +183,15 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
     EXPECT_EQ(line.substr(line.find("= ") + 2), canonical);
     EXPECT_EQ(hoist_masks(d), d) << "idempotent";
   }
+}
+
+// A mask written once for the softmax and once for its logsumexp is one value for both (the
+// kernel's row statistics serve both only then).
+TEST(HoistMasks, EachReductionGetsItsMasks) {
+  const Diagram d = hoisted("P = softmax(S + select(q >= k, 0, -inf) over k)\n"
+                            "L = logsumexp(select(q < k, -inf, S) over k)\nout P\nout L\n");
+  EXPECT_EQ(line_of(d, "P"), "P[q k] = softmax(select(q >= k, S, -inf) over k)");
+  EXPECT_EQ(line_of(d, "L"), "L[q] = logsumexp(select(!(q < k), S, -inf) over k)");
 }
 
 // Where -inf would not stay -inf (a negative or rebindable scale, a negation, a max, a function)

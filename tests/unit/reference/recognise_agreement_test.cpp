@@ -133,5 +133,12 @@ TEST(HoistAgreement, AMaskedLogsumexp) {
   });
 }
 
+TEST(HoistAgreement, MaskedFillsForm) {
+  expect_hoisted_agree([](ir::Builder& b, ir::Value x, ir::Value keep, ir::Value near, ir::AxisId c) {
+    const ir::Value minus_inf = b.constant(-std::numeric_limits<double>::infinity());
+    return b.softmax(b.select(keep, minus_inf, x * 0.5) + b.select(near, b.constant(0.0), minus_inf), {c});
+  });
+}
+
 }  // namespace
 }  // namespace napkin::reference
