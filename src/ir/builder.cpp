@@ -501,7 +501,7 @@ Result<Diagram> Builder::finish() {
   auto verified = verify(d_, source_);
   if (!verified) return verified.error();
   warnings_ = std::move(verified.value());
-  return hoist_masks(recognise_composites(d_));
+  return hoist_masks(pull_factors_out_of_contractions(recognise_composites(d_)));
 }
 
 // ---- operators ----

@@ -388,6 +388,101 @@ Diagram recognise_composites(const Diagram& d) {
   return compacted(d, out, origin);
 }
 
+Diagram pull_factors_out_of_contractions(const Diagram& d) {
+  const std::vector<bool> live = live_nodes(d);
+  // Whether a node is computed from inputs, indices, params and literals by elementwise ops.
+  std::vector<bool> index_only(d.nodes.size(), false);
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const Node& x = d.nodes[i];
+    index_only[i] = x.op == OpKind::input || x.op == OpKind::iota || x.op == OpKind::constant ||
+                    (is_elementwise(x.op) && std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) {
+                       return index_only[static_cast<std::size_t>(o)];
+                     }));
+  }
+  // A factor of contraction c's operand that may move out: computed from leaves, constant along
+  // the contracted axes, and no literal 0 or infinity (0 * inf would come out another way).
+  auto factor = [&](const Node& c, NodeId f) {
+    const Node& x = d.node(f);
+    if (!index_only[static_cast<std::size_t>(f)]) return false;
+    if (x.op == OpKind::constant && (x.scalar == 0.0 || !std::isfinite(x.scalar))) return false;
+    return std::none_of(x.axes.begin(), x.axes.end(),
+                        [&](AxisId a) { return std::find(c.over.begin(), c.over.end(), a) != c.over.end(); });
+  };
+  Diagram out;
+  out.axes = d.axes;
+  out.source_name = d.source_name;
+  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
+  std::vector<NodeId> origin;                   // out's node -> d's
+  auto add = [&](Node n, NodeId from) -> NodeId {
+    auto t = infer_type(out, n);
+    if (!std::holds_alternative<InferredType>(t)) return -1;
+    n.axes = std::get<InferredType>(t).axes;
+    n.dtype = std::get<InferredType>(t).dtype;
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    return static_cast<NodeId>(out.nodes.size() - 1);
+  };
+  bool changed = false;
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const NodeId from = static_cast<NodeId>(i);
+    Node n = d.nodes[i];
+    if (n.op == OpKind::contract && live[i]) {
+      // Each operand's factors, innermost first: (factor, divides).
+      std::vector<std::pair<NodeId, bool>> factors;
+      std::vector<NodeId> operands;
+      for (NodeId o : n.operands) {
+        std::vector<std::pair<NodeId, bool>> mine;
+        while (true) {
+          const Node& x = d.node(o);
+          if (x.op == OpKind::mul && factor(n, x.operands[1])) {
+            mine.emplace_back(x.operands[1], false);
+            o = x.operands[0];
+          } else if (x.op == OpKind::mul && factor(n, x.operands[0])) {
+            mine.emplace_back(x.operands[0], false);
+            o = x.operands[1];
+          } else if (x.op == OpKind::div && factor(n, x.operands[1])) {
+            mine.emplace_back(x.operands[1], true);
+            o = x.operands[0];
+          } else {
+            break;
+          }
+        }
+        operands.push_back(o);
+        factors.insert(factors.end(), mine.rbegin(), mine.rend());
+      }
+      if (!factors.empty()) {
+        Node bare = n;
+        bare.name.clear();
+        for (std::size_t k = 0; k < operands.size(); ++k) bare.operands[k] = id[static_cast<std::size_t>(operands[k])];
+        NodeId top = add(std::move(bare), from);
+        for (std::size_t k = 0; k < factors.size() && top >= 0; ++k) {
+          Node m;
+          m.op = factors[k].second ? OpKind::div : OpKind::mul;
+          m.operands = {top, id[static_cast<std::size_t>(factors[k].first)]};
+          m.loc = n.loc;
+          if (k + 1 == factors.size()) m.name = n.name;
+          top = add(std::move(m), from);
+        }
+        if (top >= 0 && out.node(top).axes == n.axes && out.node(top).dtype == n.dtype) {
+          id[i] = top;
+          changed = true;
+          continue;
+        }
+      }
+    }
+    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+  }
+  if (!changed) return d;
+  for (Output o : d.outputs) {
+    o.node = id[static_cast<std::size_t>(o.node)];
+    out.outputs.push_back(std::move(o));
+  }
+  return compacted(d, out, origin);
+}
+
 Diagram hoist_masks(const Diagram& d) {
   MaskHoister hoister(d);
   const std::vector<bool> live = live_nodes(d);

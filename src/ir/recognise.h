@@ -47,6 +47,17 @@ class SameValue {
 // equal, node ids included. Idempotent.
 Diagram recognise_composites(const Diagram& d);
 
+// Factors of a contraction's operands that are constant along the contracted axes and computed
+// from leaves alone (a literal, a param, a per-head temperature) move out of it:
+//   contract(Q * c, K over d)  -> contract(Q, K over d) * c
+//   contract(Q / t[h], K over d) -> contract(Q, K over d) / t[h]
+// so a scale written on Q is the scores' factor (one attention kernel; a GEMM's epilogue). The
+// reference computes in real arithmetic (f64), where the two agree; the operand's own rounding
+// to its dtype is a low-precision effect the moved form does not have. Literal 0 and infinite
+// factors stay, as does a move that would change the result's type. Pre/post as
+// recognise_composites.
+Diagram pull_factors_out_of_contractions(const Diagram& d);
+
 // Masks moved to the reduction they feed, so a masked softmax is `softmax(select(p, s, -inf))`
 // however it was written, and every consumer (block skipping in derive, the kernels' masks)
 // reads one form:

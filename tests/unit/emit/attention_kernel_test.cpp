@@ -156,7 +156,9 @@ TEST(AttentionKernel, AWrittenOutSoftmaxIsTheFusedKernel) {
 }
 
 // A causal mask written under the scale or added as a bias table of 0 and -inf is the mask
-// (ir::hoist_masks): the kernel is causal attention's, which skips the blocks above the diagonal.
+// (ir::hoist_masks), and a scale written on Q is the scores' factor
+// (ir::pull_factors_out_of_contractions): the kernel is causal attention's, which skips the
+// blocks above the diagonal.
 TEST(AttentionKernel, AMaskWrittenInsideTheScoresIsTheMask) {
   const std::string head = "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n";
   const std::string tail = "O = contract(P, V over k) as bf16\nout O\n";
@@ -165,7 +167,8 @@ TEST(AttentionKernel, AMaskWrittenInsideTheScoresIsTheMask) {
       code(emit_for(parse("c.napkin", head + "P = softmax(select(q >= k, contract(Q, K over d) * 0.125, -inf) over k)\n" + tail)));
   EXPECT_NE(causal.find("kSkipsBlocks = true"), std::string::npos);
   for (std::string p : {"P = softmax(select(q >= k, contract(Q, K over d), -inf) * 0.125 over k)\n",
-                        "P = softmax(contract(Q, K over d) * 0.125 + select(q >= k, 0, -inf) over k)\n"}) {
+                        "P = softmax(contract(Q, K over d) * 0.125 + select(q >= k, 0, -inf) over k)\n",
+                        "P = softmax(select(q >= k, contract(Q * 0.125, K over d), -inf) over k)\n"}) {
     SCOPED_TRACE(p);
     std::string unit = code(emit_for(parse("c.napkin", head + p + tail)));
     // Node numbers in the generated names may differ; the code may not.

@@ -185,6 +185,27 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
   }
 }
 
+// A scale written on a contraction's operand is a factor of its result (one attention kernel's
+// score factor, a GEMM's epilogue).
+TEST(PullFactors, FactorsConstantAlongTheContractedAxesMoveOut) {
+  const std::string head = "axes h=2 q=5 k=7 d=3\nin Q[h q d] bf16\nin K[h k d] bf16\nin t[h] f32\nin w[d] bf16\n"
+                           "param c = 2.0\n";
+  auto scores = [&](const std::string& line) {
+    auto p = parse_diagram(SourceText{"t.napkin", head + line + "\nout S\n"});
+    EXPECT_TRUE(p.ok()) << p.error().format();
+    const std::string l = line_of(p->diagram, "S");
+    return l.substr(l.find("= ") + 2);
+  };
+  EXPECT_EQ(scores("S = contract(Q * 0.125, K over d)"), "contract(Q, K over d) * 0.125");
+  EXPECT_EQ(scores("S = contract(0.125 * Q, K * c over d)"), "contract(Q, K over d) * 0.125 * c");
+  EXPECT_EQ(scores("S = contract(Q / t, K over d)"), "contract(Q, K over d) / t");
+  EXPECT_EQ(scores("S = contract(Q * (q + 1), K over d)"), "contract(Q, K over d) * (q + 1)");
+  // Along d, computed from the scores' operands, a literal 0: they stay.
+  EXPECT_EQ(scores("S = contract(Q * w, K over d)"), "contract(Q * w, K over d)");
+  EXPECT_EQ(scores("S = contract(Q * max(Q over d), K over d)"), "contract(Q * max(Q over d), K over d)");
+  EXPECT_EQ(scores("S = contract(Q * 0, K over d)"), "contract(Q * 0, K over d)");
+}
+
 // A mask written once for the softmax and once for its logsumexp is one value for both (the
 // kernel's row statistics serve both only then).
 TEST(HoistMasks, EachReductionGetsItsMasks) {

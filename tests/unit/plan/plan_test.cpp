@@ -671,7 +671,8 @@ TEST(GemmSolver, PrologueSplitsKeepEightKTilesASplit) {
 // mainloop runs the GEMM below CUTLASS's rate (one warpgroup: its transform, then its WGMMAs; two
 // cannot hold a 128 x 128 tile's accumulators in the registers ptxas leaves them).
 TEST(Plan, AScaleBeforeAComputeBoundGemmIsMaterialised) {
-  const auto r = derive(parse("axes t=8192 e=4096 f=4096\nin X[t e] bf16\nin W[e f] bf16\nF = X * 0.5 as bf16\n"
+  // (X + 1, not X * 0.5: a scale would move out of the contraction, into the GEMM's epilogue.)
+  const auto r = derive(parse("axes t=8192 e=4096 f=4096\nin X[t e] bf16\nin W[e f] bf16\nF = X + 1 as bf16\n"
                               "Y = contract(F, W over e) as bf16\nout Y\n"));
   ASSERT_EQ(r.chosen.kernels.size(), 2u);
   EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::gemm}));

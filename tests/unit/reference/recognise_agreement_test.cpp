@@ -140,5 +140,28 @@ TEST(HoistAgreement, MaskedFillsForm) {
   });
 }
 
+// Factors moved out of a contraction (ir::pull_factors_out_of_contractions) give the values
+// written up to f64's rounding: the reference computes in real arithmetic.
+TEST(PullFactorsAgreement, AScaleAndAPerRowTemperature) {
+  ir::Builder b;
+  const ir::AxisId h = b.axis("h", 3), q = b.axis("q", 5), k = b.axis("k", 4), d = b.axis("d", 6);
+  ir::Value Q = b.input("Q", {h, q, d}, DType::bf16);
+  ir::Value K = b.input("K", {h, k, d}, DType::bf16);
+  ir::Value t = b.input("t", {h}, DType::f32);
+  b.output(b.named("S", b.contract({Q * 0.125 / t, K * b.constant(3.0)}, {d})));
+  auto moved = b.finish();
+  ASSERT_TRUE(moved.ok());
+  ASSERT_FALSE(*moved == b.diagram()) << "nothing moved";
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    const TensorMap in = random_inputs(b.diagram(), seed);
+    auto written = evaluate(b.diagram(), in);
+    auto got = evaluate(*moved, in);
+    ASSERT_TRUE(written.ok() && got.ok());
+    const Tensor& w = written->at("S");
+    const Tensor& g = got->at("S");
+    for (std::size_t i = 0; i < g.data.size(); ++i) EXPECT_NEAR(g.data[i], w.data[i], 1e-12 * (1 + std::abs(w.data[i]))) << i;
+  }
+}
+
 }  // namespace
 }  // namespace napkin::reference
