@@ -59,6 +59,9 @@ class Matcher {
  public:
   explicit Matcher(const Diagram& d) : d_(d), same_(d) {}
 
+  // Whether e / z is a softmax written out.
+  bool is_softmax(NodeId e, NodeId z) { return softmax(e, z).has_value(); }
+
   // The composite node n computes, written out, if any.
   std::optional<Composite> match(NodeId n) {
     const Node& node = d_.node(n);
@@ -310,9 +313,84 @@ class MaskHoister {
   std::vector<bool> index_only_;
 };
 
-}  // namespace
+// FlashAttention's deferred normalisation, contract(E, V over A) / sum(E over A) with E a
+// softmax's numerator, normalised before the contraction instead: contract(E / sum(E over A), V
+// over A), which the matcher then reads as contract(softmax(x over A), V over A). Equal in real
+// arithmetic (the sum is constant along A). Only where E, the contraction and the sum have no
+// other reader; a diagram with none comes back equal.
+Diagram normalise_before_contracting(const Diagram& d) {
+  std::vector<int> readers(d.nodes.size(), 0);
+  for (const Node& n : d.nodes)
+    for (NodeId o : n.operands) ++readers[static_cast<std::size_t>(o)];
+  for (const Output& o : d.outputs) ++readers[static_cast<std::size_t>(o.node)];
+  Matcher matcher(d);
+  // div node -> (the contraction, E's operand index in it)
+  std::map<NodeId, std::pair<NodeId, std::size_t>> deferred;
+  for (NodeId i = 0; i < static_cast<NodeId>(d.nodes.size()); ++i) {
+    const Node& n = d.node(i);
+    if (n.op != OpKind::div) continue;
+    const Node& c = d.node(n.operands[0]);
+    const Node& z = d.node(n.operands[1]);
+    if (c.op != OpKind::contract || z.op != OpKind::reduce_sum || c.over != z.over) continue;
+    if (readers[static_cast<std::size_t>(n.operands[0])] != 1 || readers[static_cast<std::size_t>(n.operands[1])] != 1)
+      continue;
+    const NodeId e = z.operands[0];
+    const auto at = std::find(c.operands.begin(), c.operands.end(), e);
+    if (at == c.operands.end() || readers[static_cast<std::size_t>(e)] != 2 || !matcher.is_softmax(e, n.operands[1]))
+      continue;
+    deferred.emplace(i, std::make_pair(n.operands[0], static_cast<std::size_t>(at - c.operands.begin())));
+  }
+  if (deferred.empty()) return d;
+  Diagram out;
+  out.axes = d.axes;
+  out.source_name = d.source_name;
+  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
+  std::vector<NodeId> origin;                   // out's node -> d's
+  auto add = [&](Node n, NodeId from) -> NodeId {
+    auto t = infer_type(out, n);
+    if (!std::holds_alternative<InferredType>(t)) return -1;
+    n.axes = std::get<InferredType>(t).axes;
+    n.dtype = std::get<InferredType>(t).dtype;
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    return static_cast<NodeId>(out.nodes.size() - 1);
+  };
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const NodeId from = static_cast<NodeId>(i);
+    Node n = d.nodes[i];
+    if (auto it = deferred.find(from); it != deferred.end()) {
+      const auto [contraction, operand] = it->second;
+      Node weights;
+      weights.op = OpKind::div;
+      weights.operands = {id[static_cast<std::size_t>(d.node(contraction).operands[operand])],
+                          id[static_cast<std::size_t>(n.operands[1])]};
+      weights.loc = n.loc;
+      const NodeId w = add(std::move(weights), from);
+      Node c = d.node(contraction);
+      for (NodeId& o : c.operands) o = id[static_cast<std::size_t>(o)];
+      c.operands[operand] = w;
+      c.name = n.name;
+      c.loc = n.loc;
+      const NodeId top = w < 0 ? -1 : add(std::move(c), from);
+      if (top >= 0 && out.node(top).axes == n.axes && out.node(top).dtype == n.dtype) {
+        id[i] = top;
+        continue;
+      }
+    }
+    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
+    out.nodes.push_back(std::move(n));
+    origin.push_back(from);
+    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+  }
+  for (Output o : d.outputs) {
+    o.node = id[static_cast<std::size_t>(o.node)];
+    out.outputs.push_back(std::move(o));
+  }
+  return compacted(d, out, origin);
+}
 
-Diagram recognise_composites(const Diagram& d) {
+// recognise_composites on a diagram whose deferred normalisations are normalised first.
+Diagram recognise_written(const Diagram& d) {
   Matcher matcher(d);
   std::map<NodeId, Composite> matches;
   for (NodeId i = 0; i < static_cast<NodeId>(d.nodes.size()); ++i)
@@ -387,6 +465,10 @@ Diagram recognise_composites(const Diagram& d) {
   if (!changed) return d;
   return compacted(d, out, origin);
 }
+
+}  // namespace
+
+Diagram recognise_composites(const Diagram& d) { return recognise_written(normalise_before_contracting(d)); }
 
 Diagram pull_factors_out_of_contractions(const Diagram& d) {
   const std::vector<bool> live = live_nodes(d);

@@ -43,8 +43,10 @@ class SameValue {
 // Pre: d is verified. Post: verified; each matched node is replaced by its composite (keeping
 // its name, location and type: a match whose composite would have another dtype is left as
 // written), and the nodes only the matched forms used are dropped (nodes that were already
-// unused are kept, so their warnings stand). A diagram with nothing to recognise comes back
-// equal, node ids included. Idempotent.
+// unused are kept, so their warnings stand). FlashAttention's deferred normalisation
+// `contract(E, V over A) / sum(E over A)`, E a softmax's numerator read by nothing else, is
+// normalised first: `contract(softmax(x over A), V over A)`. A diagram with nothing to recognise
+// comes back equal, node ids included. Idempotent.
 Diagram recognise_composites(const Diagram& d);
 
 // Factors of a contraction's operands that are constant along the contracted axes and computed

@@ -185,6 +185,24 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
   }
 }
 
+// FlashAttention's deferred normalisation is the softmax before the contraction; where its
+// exponentials are read elsewhere too it stays as written.
+TEST(Recognise, DeferredNormalisation) {
+  const std::string head = "axes q=5 k=7 d=3\nin Q[q d] f32\nin K[k d] f32\nin V[k d] bf16\n"
+                           "S = contract(Q, K over d)\nE = exp(S - max(S over k))\n";
+  auto parsed = [&](const std::string& body) {
+    auto p = parse_diagram(SourceText{"t.napkin", head + body});
+    EXPECT_TRUE(p.ok()) << p.error().format();
+    return p->diagram;
+  };
+  EXPECT_EQ(line_of(parsed("O = contract(E, V over k) / sum(E over k)\nout O\n"), "O"),
+            "O[q d] = contract(softmax(S over k), V over k)");
+  EXPECT_EQ(line_of(parsed("O = contract(V, E over k) / sum(E over k) as bf16\nout O\n"), "O"),
+            "O[q d] = contract(V, softmax(S over k) over k) as bf16");
+  const Diagram shared = parsed("O = contract(E, V over k) / sum(E over k)\nout O\nout E\n");
+  EXPECT_EQ(line_of(shared, "O"), "O[q d] = contract(E, V over k) / sum(E over k)");
+}
+
 // A scale written on a contraction's operand is a factor of its result (one attention kernel's
 // score factor, a GEMM's epilogue).
 TEST(PullFactors, FactorsConstantAlongTheContractedAxesMoveOut) {

@@ -86,6 +86,42 @@ TEST(RecogniseAgreement, Logsumexp) {
 }
 
 
+// FlashAttention's deferred normalisation, contract(E, V) / sum(E), is the softmax's contraction.
+TEST(RecogniseAgreement, DeferredNormalisation) {
+  ir::Builder b;
+  const ir::AxisId r = b.axis("r", 4), c = b.axis("c", 6), e = b.axis("e", 3);
+  ir::Value x = b.input("X", {r, c}, DType::f32);
+  ir::Value keep = b.input("keep", {r, c}, DType::boolean);
+  ir::Value v = b.input("V", {c, e}, DType::bf16);
+  ir::Value s = b.select(keep, x, b.constant(-std::numeric_limits<double>::infinity()));
+  ir::Value num = b.unary(ir::OpKind::exp, s - b.reduce(ir::OpKind::reduce_max, s, {c}));
+  b.output(b.named("Y", b.contract({num, v}, {c}) / b.reduce(ir::OpKind::reduce_sum, num, {c})));
+  auto recognised = b.finish();
+  ASSERT_TRUE(recognised.ok());
+  const ir::Node& y = recognised->node(recognised->outputs[0].node);
+  ASSERT_EQ(y.op, ir::OpKind::contract);
+  ASSERT_EQ(recognised->node(y.operands[0]).op, ir::OpKind::softmax);
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    TensorMap in = random_inputs(b.diagram(), seed);
+    Tensor& keep = in.at("keep");
+    for (std::size_t i = 0; i < 6; ++i) keep.data[i] = 0;  // row 0 entirely masked, the others not
+    for (std::size_t i = 6; i < keep.data.size(); ++i) keep.data[i] = i % 6 == 0 ? 1 : keep.data[i];
+    auto written = evaluate(b.diagram(), in);
+    auto got = evaluate(*recognised, in);
+    ASSERT_TRUE(written.ok() && got.ok());
+    const Tensor& w = written->at("Y");
+    const Tensor& g = got->at("Y");
+    for (std::size_t i = 0; i < g.data.size(); ++i) {
+      if (i < 3) {
+        EXPECT_TRUE(std::isnan(w.data[i]));
+        EXPECT_EQ(g.data[i], 0.0);
+      } else {
+        EXPECT_NEAR(g.data[i], w.data[i], 1e-12 * (1 + std::fabs(w.data[i]))) << i;
+      }
+    }
+  }
+}
+
 // Masks moved to the reduction they feed (ir::hoist_masks) give the values written, bit for bit,
 // on random inputs with rows partly and wholly masked.
 template <typename F>
