@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -345,12 +346,32 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
   p.moves = std::move(moves);
   const Owner owner = [&](NodeId n) { return part.owner()[static_cast<std::size_t>(n)]; };
   const auto bounds = boundaries(d, owner, part.index());
-  // Execution order: kernels by their last node; node ids are topological and a kernel's
-  // inputs come from kernels with earlier nodes (the partition is acyclic).
-  std::vector<std::pair<NodeId, int>> order;
-  for (int k : part.kernels()) order.emplace_back(part.members(k).back(), k);
-  std::sort(order.begin(), order.end());
-  for (auto [last, k] : order) {
+  // Execution order: each kernel after the kernels whose values it reads (the partition is
+  // acyclic); among those ready, the one with the earliest last node. A kernel's last node alone
+  // is no order: a kernel writing P and a statistic defined after P V ends after P V's kernel.
+  std::map<int, std::set<int>> reads;  // kernel -> the kernels it reads from
+  std::map<int, int> waiting;          // kernel -> how many of those have not run
+  std::map<int, std::vector<int>> readers;
+  for (int k : part.kernels()) {
+    for (NodeId n : part.members(k))
+      for (NodeId o : d.node(n).operands)
+        if (const int from = owner(o); from >= 0 && from != k) reads[k].insert(from);
+    waiting[k] = static_cast<int>(reads[k].size());
+    for (int from : reads[k]) readers[from].push_back(k);
+  }
+  std::set<std::pair<NodeId, int>> ready;
+  for (int k : part.kernels())
+    if (waiting[k] == 0) ready.emplace(part.members(k).back(), k);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int k = ready.begin()->second;
+    ready.erase(ready.begin());
+    order.push_back(k);
+    for (int r : readers[k])
+      if (--waiting[r] == 0) ready.emplace(part.members(r).back(), r);
+  }
+  NAPKIN_CHECK(order.size() == part.kernels().size(), "a plan's kernels read each other in a cycle");
+  for (int k : order) {
     Kernel kernel;
     auto kd = kernel_diagram(d, owner, part.members(k), bounds, part.index());
     if (!kd) {
