@@ -552,6 +552,19 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       waves * (out.visited_fraction * std::ceil(chunks / out.splits) * rows_per_sm * out.period_clk_per_row / clock +
                out.tile_fill_s) +
       out.combine_s + kKernelFixedS;
+  // A streamed input's chunk is loaded where any of a slice's tiles visits it: a fraction
+  // visited x tiles of it, at most all (a narrow band of a sliding window reads each chunk once
+  // or twice, where the sharing above counts every tile of the slice).
+  double compulsory_bytes = 0;
+  for (NodeId id : d.inputs()) {
+    const Node& x = d.node(id);
+    const double bytes = static_cast<double>(d.elements(x.axes)) * dtype_bytes(x.dtype);
+    compulsory_bytes += has(x, sh.stream) ? bytes * std::min(1.0, out.visited_fraction * ctas_per_slice) : bytes;
+  }
+  for (const ir::Output& o : d.outputs)
+    compulsory_bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
+  out.compulsory_s = compulsory_bytes / m.bytes_per_s(arch::kL2) + kKernelFixedS;
+  out.predicted_time_s = std::max(out.predicted_time_s, out.compulsory_s);
 
   // The configuration as a schedule: smem holds a CTA's tile, rmem a warpgroup's.
   sched::LevelSchedule smem, rmem;

@@ -112,7 +112,13 @@ struct Configuration {
   std::vector<std::string> mask_inputs; // inputs the masks read (their values skip no block here)
   int splits = 1;                       // slices of the stream per tile where the tiles fill under 80 % of the SMs
   double combine_s = 0;                 // splits > 1: the partial rows written and merged (HBM)
-  double predicted_time_s = 0;          // the whole diagram: waves x (visited x chunks / splits x period + fill) + combine
+  // Every input read once (a streamed one where some tile visits its chunk) and every output
+  // written once, at HBM's bandwidth: no schedule runs faster.
+  double compulsory_s = 0;
+  // The whole diagram: waves x (visited x chunks / splits x period + fill) + combine, at least
+  // compulsory_s.
+  double predicted_time_s = 0;
+  bool bound_by_compulsory() const { return predicted_time_s <= compulsory_s * (1 + 1e-9); }
   std::optional<std::string> rejection;  // why this configuration is infeasible, if it is
   sched::Schedule schedule;             // the configuration as a schedule (smem and rmem levels)
 };

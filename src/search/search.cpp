@@ -60,6 +60,7 @@ Result<SearchResult> solver_search(const ir::Diagram& d, const sched::StreamingR
                                                    : conf->bound_unit;
             if (!conf->compute_bound && conf->period_clk_per_row > conf->tensor_clk_per_row)
               k.bound = std::string("transfer ") + std::string(conf->transfer_link());
+            if (conf->bound_by_compulsory()) k.bound = "HBM bandwidth (each input read once, each output written once)";
             k.groups_per_sm = conf->warpgroups;
             k.summary = line;
             for (const Divisibility& dv : conf->divisibility)

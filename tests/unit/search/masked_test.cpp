@@ -46,6 +46,28 @@ TEST(MaskedConfiguration, CausalCostsTheVisitedBlocksOfTheUnmaskedTime) {
   EXPECT_NEAR(b->predicted_time_s - fixed, b->visited_fraction * (a->predicted_time_s - fixed), 1e-12);
 }
 
+// A window of two keys visits 5 % of the blocks, yet Q, K, V and O still move through HBM once:
+// the prediction is at least that, however few blocks compute.
+TEST(MaskedConfiguration, NoPredictionBeatsMovingTheInputsAndOutputsOnce) {
+  const Fixture narrow = load("axes b=4 h=32 q=4096 k=4096 d=128\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                              "in V[b h k d] bf16\nS = contract(Q, K over d) * 0.125\n"
+                              "P = softmax(select(|q - k| < 2, S, -inf) over k)\nO = contract(P, V over k) as bf16\nout O\n",
+                              false);
+  auto c = configure(narrow.d, narrow.report, narrow.m, config());
+  ASSERT_TRUE(c.ok());
+  ASSERT_FALSE(c->rejection) << *c->rejection;
+  EXPECT_LT(c->visited_fraction, 0.1);
+  const double bytes = 4.0 * (4 * 32 * 4096.0 * 128 * 2);  // Q, K, V read, O written, bf16
+  EXPECT_NEAR(c->compulsory_s - kKernelFixedS, bytes / narrow.m.bytes_per_s(arch::kL2), 1e-9);
+  EXPECT_DOUBLE_EQ(c->predicted_time_s, c->compulsory_s);
+  EXPECT_TRUE(c->bound_by_compulsory());
+  // Causal attention computes longer than it moves.
+  const Fixture causal = load("causal.napkin");
+  auto k = configure(causal.d, causal.report, causal.m, config());
+  ASSERT_TRUE(k.ok());
+  EXPECT_FALSE(k->bound_by_compulsory());
+}
+
 TEST(MaskedConfiguration, SearchReportsTheThroughputOfTheWorkDone) {
   const Fixture causal = load("causal.napkin");
   auto r = search(causal.d, causal.report, causal.m, SearchOptions{});
