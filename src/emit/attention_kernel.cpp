@@ -584,29 +584,13 @@ class Recogniser {
   // through ops linear in the scores (+, -, *, / by a value free of the scores, scale, neg, a
   // cast to f32 or wider), every multiplier free of the query row and the key is taken out; a
   // softcap on the path gives its cap and ends the path (tanh is not linear). Below a + or - on
-  // the path only nonzero finite constants are, and only where the terms beside it are index
-  // arithmetic: they are divided by them (a per-head value there could be 0), and a term read
-  // from a tensor or a param may be large (a mask of -3.4e38, finfo's min, over a scale of 0.088
-  // would overflow to -inf and empty rows the reference keeps; one FFMA computes S * c + t).
+  // the path only nonzero finite constants are: the terms beside it are divided by them (a
+  // per-head value there could be 0).
   void find_factor(AttentionForm& f) const {
     if (f.normaliser < 0) return;  // P = prob(S) itself: nothing folds into a softmax
     NodeId n = f.score;
-    bool collected_all = true, below_a_sum = false, unbounded_terms = false;
-    const auto divisible = [&](double c) { return c != 0 && std::isfinite(c) && !unbounded_terms; };
-    // Whether a term may hold any value: it reads a tensor or a param.
-    const auto reads_data = [&](NodeId t) {
-      std::vector<NodeId> stack{t};
-      std::set<NodeId> seen;
-      while (!stack.empty()) {
-        const NodeId x = stack.back();
-        stack.pop_back();
-        if (!seen.insert(x).second) continue;
-        const Node& y = d_.node(x);
-        if (y.op == OpKind::input || (y.op == OpKind::constant && !y.name.empty())) return true;
-        stack.insert(stack.end(), y.operands.begin(), y.operands.end());
-      }
-      return false;
-    };
+    bool collected_all = true, below_a_sum = false;
+    const auto divisible = [](double c) { return c != 0 && std::isfinite(c); };
     while (true) {
       f.score_path.push_back(n);
       if (n == f.qk) break;
@@ -644,10 +628,7 @@ class Recogniser {
         }
         case OpKind::add: case OpKind::sub: {
           const int pi = path_operand();
-          if (pi >= 0) {
-            next = x.operands[static_cast<std::size_t>(pi)];
-            unbounded_terms = unbounded_terms || reads_data(x.operands[static_cast<std::size_t>(1 - pi)]);
-          }
+          if (pi >= 0) next = x.operands[static_cast<std::size_t>(pi)];
           below_a_sum = true;
           break;
         }

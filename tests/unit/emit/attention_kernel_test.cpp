@@ -384,12 +384,8 @@ TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
   const std::vector<Case> cases = {
       {"contract(Q, K over d) * 0.125 / temp", true, true, 0.125,
        {"kScoreMod = false", "kScoreFactor = true", "return 0.125f * __fdividef(1.0f, a.in_temp.at(b, h, q, k));"}},
-      // Index arithmetic beside a sum is divided by the constant below it.
-      {"contract(Q, K over d) * 0.5 + (k - q) * 3", false, false, 0.5,
-       {"raw + (3.0f * 2.0f) * napkin::device::index_float(", ", 0.5f};", "kIndexFloatScale = 2, kIndexFloatOffset = 0;"}},
-      // A term read from a tensor is not: it may be large (finfo's min as a mask would overflow).
-      {"contract(Q, K over d) * 0.5 + slope * (k - q)", false, false, 1,
-       {"raw * 0.5f", ", 1.0f};"}},
+      {"contract(Q, K over d) * 0.5 + slope * (k - q)", false, false, 0.5,
+       {"raw + (a.in_slope.at(b, h, q, k) * 2.0f) * napkin::device::index_float(", ", 0.5f};", "kIndexFloatScale = 2, kIndexFloatOffset = 0;"}},
       {"softcap(contract(Q, K over d) * 0.125, 30)", false, false, 30,
        {"napkin::device::fast_tanh(raw * 0.00416666688f)", ", 30.0f};"}},
       // A negative constant is signed: folded per tile (the running max is of the negated scores).
@@ -400,11 +396,10 @@ TEST(AttentionKernel, FoldsTheScoresFactorIntoTheExponent) {
       {"contract(Q, K over d) * bias_k * 0.25", false, false, 0.25, {"raw * rd.template key<0, 0>(a.in_bias_k, b, h, q, k)"}},
       {"(contract(Q, K over d) + bias_k) / (temp * 2)", false, true, 1, {"raw + rd.template key<0, 0>(a.in_bias_k, b, h, q, k);",
                                                                          "__fdividef(1.0f, v"}},
-      // Below a sum only nonzero constants come out, beside index arithmetic alone: a per-head
-      // value there may be 0 (the score is then the bias alone), and the bias may be large.
-      {"contract(Q, K over d) * temp * 0.5 + bias_k", false, false, 1,
-       {"raw * a.in_temp.at(b, h, q, k)", "+ rd.template key<0, 0>(a.in_bias_k, b, h, q, k)"}},
-      {"contract(Q, K over d) * 0.125 + bias_k", false, false, 1, {"raw * 0.125f"}},
+      // Below a sum only nonzero constants come out: the terms beside it are divided by them, and
+      // a per-head value there may be 0 (the score is then the bias alone).
+      {"contract(Q, K over d) * temp * 0.5 + bias_k", false, false, 0.5,
+       {"raw * a.in_temp.at(b, h, q, k)", "rd.template key<0, 0>(a.in_bias_k, b, h, q, k) * 2.0f"}},
       {"contract(Q, K over d) * 0 + bias_k", false, false, 1, {"raw * 0.0f"}},
   };
   for (const Case& c : cases) {
