@@ -132,6 +132,14 @@ def check_against_reference(name, case, strided=None):
     for spec in kernel.inputs:
         shape = [sizes.get(a["name"], a["size"]) for a in spec["axes"]]
         inputs[spec["name"]] = random_input(spec, shape, gen, keys=sizes.get("k"))
+    compare_with_reference(kernel, name, sizes, sets, inputs, strided)
+
+
+def compare_with_reference(kernel, name, sizes, sets, inputs, strided=None, rows_out=None):
+    """The kernel on `inputs` (cpu tensors) against napkin eval's f64 reference, every output;
+    `rows_out(output index, got, want)` may take rows out of the comparison first."""
+    import numpy as np
+    import torch
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         reference(name, sets, inputs, tmp / "f64")
@@ -156,8 +164,37 @@ def check_against_reference(name, case, strided=None):
     params = {p.split("=")[0]: float(p.split("=")[1]) for p in PARAMS.get(name, [])}
     kernel(out=outs if len(outs) > 1 else outs[0], **dev, **params)
     torch.cuda.synchronize()
-    for spec, out, want, baseline in zip(kernel.outputs, outs, wants, baselines):
-        check_output(name, sizes, spec, out.double().cpu(), want, baseline)
+    for i, (spec, out, want, baseline) in enumerate(zip(kernel.outputs, outs, wants, baselines)):
+        got = out.double().cpu()
+        if rows_out:
+            got, want, baseline = rows_out(i, got, want, baseline)
+        check_output(name, sizes, spec, got, want, baseline)
+
+
+def test_a_bias_of_the_dtypes_lowest_value_masks():
+    """HF-style masks add finfo(dtype).min. Keys that get it are masked (p = 0, as in the
+    reference); a row that gets it on every key is empty in the kernel (O = 0, as FlexAttention
+    gives), where the reference's f64 sees every score equally far down (docs/kernels.md)."""
+    import torch
+    kernel = kernel_for("relative_bias")
+    sizes = {a["name"]: a["size"] for spec in kernel.inputs for a in spec["axes"]}
+    sizes.update({"b": 1, "h": 2, "q": 70, "k": 90})
+    gen = torch.Generator().manual_seed(11)
+    inputs = {spec["name"]: random_input(spec, [sizes[a["name"]] for a in spec["axes"]], gen) for spec in kernel.inputs}
+    bias = inputs["bias"]
+    bias[0, :10, :] = torch.finfo(bias.dtype).min
+    bias[1, :, 40:] = torch.finfo(bias.dtype).min
+    seen = {}
+
+    def rows_out(i, got, want, baseline):
+        # O [b h q e]: head 0's first 10 rows are empty in the kernel.
+        seen["empty"] = got[0, 0, :10].clone()
+        keep = torch.ones(got.shape[2], dtype=torch.bool)
+        keep[:10] = False
+        return got[:, :, keep], want[:, :, keep], baseline[:, :, keep]
+    compare_with_reference(kernel, "relative_bias", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs,
+                           rows_out=rows_out)
+    assert torch.equal(seen["empty"], torch.zeros_like(seen["empty"]))
 
 
 def check_output(name, sizes, spec, got, want, baseline):
