@@ -14,10 +14,12 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "ir/printer.h"
 #include "plan/moves.h"
 #include "sched/schedule.h"
 #include "sched/streaming.h"
@@ -54,7 +56,18 @@ SourceLoc first_named_in(const ir::Diagram& kd, const std::string& why) {
   return last;
 }
 
+// A kernel's text with its values named by position: kernels that differ in names alone (a
+// model's layers) have one text, and one family up to those names.
+std::string anonymous_text(const ir::Diagram& kd) {
+  ir::Diagram a = kd;
+  for (std::size_t i = 0; i < a.nodes.size(); ++i)
+    if (!a.nodes[i].name.empty()) a.nodes[i].name = "v" + std::to_string(i);
+  return ir::print_diagram(a);
+}
+
 constexpr std::size_t kMaxFused = 128;
+// Past kMaxFused, fusion runs in windows of this many kernels (fuse_in_windows).
+constexpr std::size_t kWindow = 48;
 
 // A partition of a diagram's non-leaf, non-input nodes into kernels, with each kernel's family.
 class Partition {
@@ -96,7 +109,10 @@ class Partition {
 
   // The family of the kernel made of the kernels in `ids`, cached by its members and how the
   // values it reads and writes are stored (the cache is shared by copies of the partition).
-  const Family& family(const std::vector<int>& ids) {
+  // With `time_only`, only its validity and time are needed (the greedy search's gains): a
+  // kernel that differs from one already classified by its values' names alone (the same layer
+  // of a model, again) takes that one's time instead of a solver run of its own.
+  const Family& family(const std::vector<int>& ids, bool time_only = false) {
     const int target = ids.front();
     std::vector<NodeId> members;
     for (int k : ids) {
@@ -129,8 +145,20 @@ class Partition {
     }
     auto it = cache_->find(key);
     if (it != cache_->end()) return it->second;
+    if (auto t = timings_->find(key); time_only && t != timings_->end()) return t->second;
     Family f;
     auto kd = kernel_diagram(d_, owner, members, bounds, *index_);
+    std::string shape;
+    if (kd) {
+      shape = anonymous_text(*kd);
+      if (auto s = shapes_->find(shape); time_only && s != shapes_->end()) {
+        Family timing;
+        timing.valid = s->second.valid;
+        timing.why = s->second.why;
+        timing.estimate.time_s = s->second.estimate.time_s;
+        return timings_->emplace(key, std::move(timing)).first->second;
+      }
+    }
     if (!kd) f.why = kd.error().message;
     else f = classify(*kd, m_, o_.search, o_.top);
     if (f.valid && o_.generates)
@@ -138,6 +166,7 @@ class Partition {
         f = Family{};
         f.why = "napkin build generates no such kernel: " + why;
       }
+    if (kd) shapes_->emplace(shape, f);
     return cache_->emplace(key, std::move(f)).first->second;
   }
 
@@ -148,29 +177,65 @@ class Partition {
   }
 
   double time(const std::vector<int>& ids) {
-    const Family& f = family(ids);
+    const Family& f = family(ids, /*time_only=*/true);
     return f.valid ? f.estimate.time_s : kInvalid;
   }
 
-  // Kernel edges: producer -> consumers.
+  // Kernel edges: producer -> consumers (within the window, where one is set).
   std::map<int, std::set<int>> edges() const {
     std::map<int, std::set<int>> e;
-    for (NodeId n = 0; n < static_cast<NodeId>(d_.nodes.size()); ++n) {
+    const auto [lo, hi] = node_range();
+    for (NodeId n = lo; n < hi; ++n) {
       const int k = owner_[static_cast<std::size_t>(n)];
-      if (k < 0) continue;
+      if (k < 0 || !in_window(k)) continue;
       e[k];
       for (NodeId o : d_.node(n).operands) {
         const int p = owner_[static_cast<std::size_t>(o)];
-        if (p >= 0 && p != k) e[p].insert(k);
+        if (p >= 0 && p != k && in_window(p)) e[p].insert(k);
       }
     }
     return e;
   }
 
+  // Greedy fusion in windows of consecutive nodes holding up to kWindow kernels each, for a
+  // diagram past kMaxFused (the search's work grows with the cube of the kernel count): no
+  // kernel spans two windows. A window's kernels are made of its own nodes, and an edge leaving
+  // it goes to later nodes and never comes back (operands precede their users), so merges and
+  // their acyclicity are decided within it.
+  // A window ends where fewest computed values cross into the next (a model's residual stream
+  // between layers), among the ends that hold kWindow / 2 to kWindow kernels.
+  void fuse_in_windows() {
+    const NodeId end = static_cast<NodeId>(d_.nodes.size());
+    // crossing[p]: the values computed before node p that a node from p on reads.
+    std::vector<int> crossing(static_cast<std::size_t>(end) + 2, 0);
+    for (NodeId n = 0; n < end; ++n) {
+      if (owner_[static_cast<std::size_t>(n)] < 0) continue;
+      NodeId last = n;
+      for (NodeId u : index_->users[static_cast<std::size_t>(n)]) last = std::max(last, u);
+      ++crossing[static_cast<std::size_t>(n) + 1];
+      --crossing[static_cast<std::size_t>(last) + 1];
+    }
+    for (std::size_t p = 1; p < crossing.size(); ++p) crossing[p] += crossing[p - 1];
+    for (NodeId lo = 0; lo < end;) {
+      NodeId hi = lo, best = -1;
+      std::size_t kernels = 0;
+      while (hi < end && kernels < kWindow) {
+        if (owner_[static_cast<std::size_t>(hi)] >= 0) ++kernels;
+        ++hi;
+        if (kernels >= kWindow / 2 && (best < 0 || crossing[static_cast<std::size_t>(hi)] <= crossing[static_cast<std::size_t>(best)]))
+          best = hi;
+      }
+      if (hi < end && best > lo) hi = best;
+      window_ = {lo, hi};
+      fuse_greedily(4);
+      lo = hi;
+    }
+    window_.reset();
+  }
+
   // Merging `ids` keeps the kernel graph acyclic: no kernel outside them is both reachable from
   // them and reaches them.
-  bool acyclic_merge(const std::vector<int>& ids) const {
-    const auto e = edges();
+  bool acyclic_merge(const std::vector<int>& ids, const std::map<int, std::set<int>>& e) const {
     std::set<int> inside(ids.begin(), ids.end());
     std::set<int> down;
     std::vector<int> stack;
@@ -203,7 +268,28 @@ class Partition {
     return true;
   }
 
+  // What merging `ids` saves (<= 0: nothing, or no family runs the merged kernel), memoised by
+  // the kernels' ids until one of them changes (merge).
+  double merge_gain(const std::vector<int>& ids) {
+    std::vector<int> key = ids;
+    std::sort(key.begin(), key.end());
+    if (auto it = gains_->find(key); it != gains_->end()) return it->second;
+    double before = 0;
+    for (int k : ids) before += time({k});
+    const double after = time(ids);
+    const double gain = after >= kInvalid ? 0.0 : before - after;
+    gains_->emplace(std::move(key), gain);
+    return gain;
+  }
+
   void merge(const std::vector<int>& ids) {
+    // Gains of sets that hold a kernel that changes are stale (a copy of the partition, the
+    // lookahead's trial, takes a memo of its own from here).
+    auto gains = std::make_shared<std::map<std::vector<int>, double>>();
+    for (const auto& [key, gain] : *gains_)
+      if (std::none_of(key.begin(), key.end(), [&](int k) { return std::find(ids.begin(), ids.end(), k) != ids.end(); }))
+        gains->emplace(key, gain);
+    gains_ = std::move(gains);
     std::vector<NodeId>& into = members_.at(ids.front());
     for (std::size_t i = 1; i < ids.size(); ++i) {
       auto it = members_.find(ids[i]);
@@ -222,14 +308,12 @@ class Partition {
   // value: a GEMM and a row sum of its operand).
   std::vector<std::pair<double, std::vector<int>>> merges() {
     std::vector<std::pair<double, std::vector<int>>> out;
-    auto consider = [&](std::vector<int> hull) {
-      double before = 0;
-      for (int k : hull) before += time({k});
-      const double after = time(hull);
-      if (after >= kInvalid || before - after <= 0 || !acyclic_merge(hull)) return;
-      out.emplace_back(before - after, std::move(hull));
-    };
     const auto e = edges();
+    auto consider = [&](std::vector<int> hull) {
+      const double gain = merge_gain(hull);
+      if (gain <= 0 || !acyclic_merge(hull, e)) return;
+      out.emplace_back(gain, std::move(hull));
+    };
     std::map<int, std::set<int>> reach;
     for (const auto& [k, cs] : e) {
       std::vector<int> stack(cs.begin(), cs.end());
@@ -258,6 +342,27 @@ class Partition {
       hull.insert(hull.end(), cs.begin(), cs.end());
       consider(std::move(hull));
     }
+    // Siblings alone: two kernels that read one value (a kernel's or an input), which one kernel
+    // then reads once (a softmax and a logsumexp of the same logits; a statistic beside the GEMM
+    // that reads its operand). Pairs among the first kMaxSiblings readers of each value.
+    constexpr std::size_t kMaxSiblings = 8;
+    std::map<NodeId, std::vector<int>> readers;  // value -> the kernels that read it
+    const auto [lo, hi] = node_range();
+    for (NodeId n = lo; n < hi; ++n) {
+      const int k = owner_[static_cast<std::size_t>(n)];
+      if (k < 0 || !in_window(k)) continue;
+      for (NodeId o : d_.node(n).operands) {
+        if (owner_[static_cast<std::size_t>(o)] == k) continue;
+        if (owner_[static_cast<std::size_t>(o)] < 0 && d_.node(o).op != OpKind::input) continue;  // inlined index code
+        std::vector<int>& r = readers[o];
+        if (std::find(r.begin(), r.end(), k) == r.end() && r.size() < kMaxSiblings) r.push_back(k);
+      }
+    }
+    std::set<std::pair<int, int>> pairs;
+    for (const auto& [value, ks] : readers)
+      for (std::size_t i = 0; i < ks.size(); ++i)
+        for (std::size_t j = i + 1; j < ks.size(); ++j) pairs.insert(std::minmax(ks[i], ks[j]));
+    for (const auto& [a, b] : pairs) consider({a, b});
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     return out;
   }
@@ -289,6 +394,13 @@ class Partition {
   static constexpr double kInvalid = 1e300;
 
  private:
+  // The nodes merges are looked for among: the window's, else all.
+  std::pair<NodeId, NodeId> node_range() const {
+    return window_ ? *window_ : std::pair<NodeId, NodeId>{0, static_cast<NodeId>(d_.nodes.size())};
+  }
+  // A kernel's id is one of its nodes; in a window, every node of its kernels is too.
+  bool in_window(int kernel) const { return !window_ || (kernel >= window_->first && kernel < window_->second); }
+
   const ir::Diagram& d_;
   const arch::Machine& m_;
   const PlanOptions& o_;
@@ -296,6 +408,12 @@ class Partition {
   std::map<int, std::vector<NodeId>> members_;  // each kernel's nodes, ascending (owner_ inverted)
   std::shared_ptr<std::map<std::string, Family>> cache_ = std::make_shared<std::map<std::string, Family>>();
   std::shared_ptr<const DiagramIndex> index_;  // the diagram's index expressions and users, shared by copies
+  std::optional<std::pair<NodeId, NodeId>> window_;  // fuse_in_windows' current nodes [first, second)
+  std::shared_ptr<std::map<std::vector<int>, double>> gains_ = std::make_shared<std::map<std::vector<int>, double>>();
+  // Families by their kernel's text without names (anonymous_text), and the timings taken from
+  // them by key (family's time_only); shared by copies, as cache_.
+  std::shared_ptr<std::map<std::string, Family>> shapes_ = std::make_shared<std::map<std::string, Family>>();
+  std::shared_ptr<std::map<std::string, Family>> timings_ = std::make_shared<std::map<std::string, Family>>();
 };
 
 std::string kernel_name(const Kernel& k) {
@@ -535,6 +653,7 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
       // 10,000-op diagram answers at once (unfused past kMaxFused kernels, no lookahead past 32).
       const std::size_t n = part.kernels().size();
       if (n <= kMaxFused) part.fuse_greedily(n <= 32 ? 4 : 0);
+      else part.fuse_in_windows();
       Plan p = assemble(v.diagram, part, v.moves.empty() ? "chosen" : "with " + std::to_string(v.moves.size()) + " move(s)", v.moves);
       if (!v.moves.empty()) moved.push_back(p);
       if (!p.infeasible.empty()) continue;
@@ -591,10 +710,10 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
   }
   out.chosen = std::move(*best);
   if (unfused.kernels().size() > kMaxFused)
-    out.chosen.warnings.push_back(fmt::format("the diagram has {} ops, more than the {} the fusion search takes (its work grows "
-                                              "with the cube of their count): every op is a kernel of its own; derive a part "
-                                              "of the diagram at a time (a layer) for a fused plan",
-                                              unfused.kernels().size(), kMaxFused));
+    out.chosen.warnings.push_back(fmt::format("the diagram has {} ops, more than the {} the fusion search takes at once (its work "
+                                              "grows with the cube of their count): it fused windows of {} consecutive ops, and no "
+                                              "kernel spans two; derive a part of the diagram at a time (a layer) to fuse across them",
+                                              unfused.kernels().size(), kMaxFused, kWindow));
   if (std::string w = memory_warning(d, m, out.chosen.materialised_bytes); !w.empty()) out.chosen.warnings.push_back(w);
   out.chosen.name = "chosen";
   auto same = [](const Plan& a, const Plan& b) {
