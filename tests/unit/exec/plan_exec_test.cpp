@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "arch/load.h"
@@ -76,6 +77,46 @@ TEST(PlanExec, EveryPlanMatchesTheReferenceAtOddSizes) {
     }
   }
   EXPECT_GE(plans, 60);
+}
+
+// Plans the fusion search shapes in other ways: a statistic defined after P V (its kernel runs
+// before P V's: a topological order), siblings of one value merged (a softmax and its
+// logsumexp), and a diagram past 128 ops fused in windows (a 10-layer MLP).
+TEST(PlanExec, SiblingsOrderAndWindowsMatchTheReference) {
+  auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(m.ok());
+  std::string mlp = "axes t=37 e=64 f=128\nin X[t e] bf16\n";
+  std::string x = "X";
+  for (int i = 0; i < 10; ++i) {
+    mlp += fmt::format("in W{0}[e f] bf16\nin U{0}[f e] bf16\nin g{0}[e] bf16\nN{0} = rmsnorm({1} over e) * g{0} as bf16\n"
+                       "H{0} = contract(N{0}, W{0} over e) as bf16\nA{0} = H{0} * (1 / (1 + exp(-H{0}))) as bf16\n"
+                       "Y{0} = contract(A{0}, U{0} over f) * 0.25 as bf16\nR{0} = {1} + Y{0} as bf16\n", i, x);
+    x = fmt::format("R{}", i);
+  }
+  mlp += "out " + x + "\n";
+  const std::string diagrams[] = {
+      "axes q=45 k=53 d=64\nin Q[q d] bf16\nin K[k d] bf16\nin V[k d] bf16\nS = contract(Q, K over d) * 0.125\n"
+      "O = contract(softmax(S over k), V over k) as bf16\nZ = sum(exp(S) over k)\nout O\nout Z\n",
+      "axes t=29 e=64 v=301\nin X[t e] bf16\nin W[v e] bf16\nL = contract(X, W over e)\nP = softmax(L over v) as bf16\n"
+      "Z = logsumexp(L over v)\nout P\nout Z\n",
+      mlp};
+  for (const std::string& text : diagrams) {
+    auto p = ir::parse_diagram(SourceText{"t.napkin", text});
+    ASSERT_TRUE(p.ok()) << p.error().format();
+    const ir::Diagram& d = p->diagram;
+    auto r = plan::derive_plan(d, *m);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GE(r->chosen.kernels.size(), 2u);
+    const auto inputs = reference::random_inputs(d, 5);
+    auto want = reference::evaluate(d, inputs);
+    ASSERT_TRUE(want.ok());
+    auto got = exec::execute_plan(r->chosen, d, inputs);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    for (const auto& [name, t] : *want) {
+      ASSERT_TRUE(got->outputs.count(name)) << name;
+      EXPECT_LT(scaled_error(got->outputs.at(name), t), 3e-2) << name << "\n" << text;
+    }
+  }
 }
 
 // Plans that the algebraic moves rewrote: a sum pushed into a contraction's operand, the
