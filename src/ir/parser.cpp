@@ -74,7 +74,10 @@ std::string describe(const Token& t) {
 
 class Lexer {
  public:
-  explicit Lexer(const std::string& text) : s_(text) {}
+  // A UTF-8 byte-order mark that some editors write first is no part of the diagram.
+  explicit Lexer(const std::string& text) : s_(text) {
+    if (s_.rfind("\xEF\xBB\xBF", 0) == 0) pos_ = 3;
+  }
 
   // Newlines inside () or [] are not statement ends, so long expressions can wrap.
   Token next() {
@@ -294,9 +297,20 @@ class Parser {
  private:
   [[noreturn]] void fail(SourceLoc at, std::string message, std::string note = {}) {
     // An error past the line of a '(' still open: most likely that '(' lacks its ')' (the
-    // newlines inside it did not end the statement).
-    if (note.empty() && !open_parens_.empty() && at.line > open_parens_.back().line)
+    // newlines inside it did not end the statement). Where a statement's keyword begins the
+    // line, it is certainly so: that is the error.
+    if (note.empty() && !open_parens_.empty() && at.line > open_parens_.back().line) {
+      const std::string line = at.column == 1 ? src_.line_text(at.line) : "";
+      std::string keyword;
+      for (const char* k : {"out", "in", "axes", "param"})
+        if (line.rfind(std::string(k) + " ", 0) == 0) keyword = k;
+      if (!keyword.empty()) {
+        note = fmt::format("'{}' begins a statement here, still inside it ({})", keyword, message);
+        message = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line, open_parens_.back().column);
+        throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
+      }
       note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line, open_parens_.back().column);
+    }
     throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
   }
   [[noreturn]] void expected(std::string_view what) {
@@ -305,8 +319,20 @@ class Parser {
       note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line,
                          open_parens_.back().column);
     if (tok_.kind == Tok::error)
-      fail(tok_.loc, fmt::format("unexpected character '{}'; expected {}", tok_.text, what), note);
+      fail(tok_.loc, fmt::format("unexpected character {}; expected {}", character_name(tok_.text), what), note);
     fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)), note);
+  }
+  // A character as an error names it: itself where it prints, its code point as well where it
+  // may not show (a no-break space, a zero-width space, a control character).
+  static std::string character_name(const std::string& c) {
+    const auto b = [&](std::size_t i) { return static_cast<unsigned char>(c[i]); };
+    if (c.size() == 1 && b(0) >= 0x21 && b(0) < 0x7F) return "'" + c + "'";
+    unsigned code = b(0);
+    if (c.size() == 2) code = (b(0) & 0x1Fu) << 6 | (b(1) & 0x3Fu);
+    if (c.size() == 3) code = (b(0) & 0x0Fu) << 12 | (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu);
+    if (c.size() == 4) code = (b(0) & 0x07u) << 18 | (b(1) & 0x3Fu) << 12 | (b(2) & 0x3Fu) << 6 | (b(3) & 0x3Fu);
+    if (c.size() == 1 && b(0) >= 0x80) return fmt::format("byte 0x{:02X} (not UTF-8)", b(0));
+    return fmt::format("U+{:04X}", code) + (code >= 0xA0 ? " ('" + c + "')" : "");
   }
   void next() {
     tok_ = lex_.next();

@@ -29,6 +29,15 @@ TEST(Errors, EachBadFileGivesItsExactMessage) {
   EXPECT_GE(count, 25);
 }
 
+// A byte-order mark that an editor wrote first is skipped; a character that may not show is
+// named by its code point.
+TEST(Errors, ByteOrderMarksAndInvisibleCharacters) {
+  EXPECT_TRUE(parse_diagram(SourceText{"bom.napkin", "\xEF\xBB\xBF" "axes m=4\nin A[m] bf16\nout A\n"}).ok());
+  auto p = parse_diagram(SourceText{"nbsp.napkin", "axes m=4\xC2\xA0k=4\n"});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("unexpected character U+00A0"), std::string::npos) << p.error().message;
+}
+
 // Every input that ever crashed the fuzzer, and every seed, checked for what the fuzzer
 // checks (tests/fuzz/fuzz_parser.cpp): a value or an error, and a value prints and re-parses
 // equal.
