@@ -532,6 +532,12 @@ class Recogniser {
       return f;
     }
     if (ir::is_elementwise(x.op)) return f;
+    // A softmax over the keys inside P V's operand: P changed after its softmax (dropout's mask
+    // and scale), not a second normalisation.
+    if (x.op == OpKind::softmax && f.normaliser < 0 && f.key >= 0 && x.over == std::vector<AxisId>{f.key})
+      return refuse(x.loc, fmt::format("P V reads {} changed after its softmax (a dropout mask or a scale of P): the kernel "
+                                       "multiplies V by the softmax itself, so no code runs between them",
+                                       d_.label(n)));
     if (x.op == OpKind::softmax || x.op == OpKind::logsumexp)
       return refuse(x.loc, fmt::format("{} inside the {} code: two chained normalisations are not in the attention family "
                                        "(the kernel keeps one online softmax per row)", d_.label(n), where));

@@ -537,6 +537,8 @@ TEST(AttentionKernel, RefusesWhatIsNotAttentionWithTheOpAndWhy) {
        "'V' is read by", 5},
       {"two softmaxes", "S = contract(Q, K over d)\nP = softmax(softmax(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
        "two chained normalisations", 6},
+      {"dropout after the softmax", "in keep[b h q k] bool\nP = softmax(contract(Q, K over d) over k)\n"
+       "O = contract(select(keep, P * 1.25, 0), V over k) as bf16\nout O\n", "P V reads 'P' changed after its softmax", 6},
       {"f16 output of bf16 operands", "S = contract(Q, K over d)\nP = softmax(S over k)\nO = contract(P, V over k) as f16\nout O\n",
        "end it with `as bf16`", 7},
       {"a reduction in the scores", "S = contract(Q, K over d)\nP = softmax(S - max(S over k) over k)\nO = contract(P, V over k) as bf16\nout O\n",
