@@ -231,6 +231,7 @@ Diagram compacted(const Diagram& d, const Diagram& out, const std::vector<NodeId
 
 // A literal -inf (a param may be rebound).
 bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == -INFINITY; }
+bool is_plus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == INFINITY; }
 bool is_zero_literal(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == 0.0; }
 
 // A mask: where `predicate` fails (holds, when negated) a value is -inf.
@@ -265,7 +266,16 @@ class MaskHoister {
           break;
         }
         case OpKind::add: case OpKind::min: join(x.operands[0]); join(x.operands[1]); break;
-        case OpKind::sub: join(x.operands[0]); break;
+        case OpKind::sub: {
+          join(x.operands[0]);
+          // s - select(p, 0, inf): -inf where p fails.
+          const Node& y = d.node(x.operands[1]);
+          if (const std::size_t v = y.op == OpKind::select ? plus_infinity_side(y) : 0; v != 0 && index_only(y.operands[0])) {
+            const Mask mask{y.operands[0], v == 2};
+            if (std::find(m.begin(), m.end(), mask) == m.end()) m.push_back(mask);
+          }
+          break;
+        }
         case OpKind::scale:
           if (x.scalar > 0 && std::isfinite(x.scalar)) join(x.operands[0]);
           break;
@@ -288,6 +298,13 @@ class MaskHoister {
   std::size_t value_side(const Node& select) const {
     if (is_minus_infinity(d_.node(select.operands[2]))) return 1;
     if (is_minus_infinity(d_.node(select.operands[1]))) return 2;
+    return 0;
+  }
+
+  // Of a select with a literal +inf on one side, the other side's operand index (1 or 2); else 0.
+  std::size_t plus_infinity_side(const Node& select) const {
+    if (is_plus_infinity(d_.node(select.operands[2]))) return 1;
+    if (is_plus_infinity(d_.node(select.operands[1]))) return 2;
     return 0;
   }
 
@@ -593,7 +610,14 @@ Diagram hoist_masks(const Diagram& d) {
   std::map<NodeId, NodeId> stripped;
   // Whether operand i of masked node x is stripped with it (a select's value, not its predicate
   // or fill; not what a sub subtracts) rather than read as it is.
+  // A subtracted select of +inf (s - select(p, 0, inf)) is a mask of the sub itself.
+  auto subtracted_mask = [&](const Node& x, std::size_t i) {
+    if (x.op != OpKind::sub || i != 1) return false;
+    const Node& y = d.node(x.operands[1]);
+    return y.op == OpKind::select && hoister.plus_infinity_side(y) != 0 && hoister.index_only(y.operands[0]);
+  };
   auto strips = [&](const Node& x, std::size_t i) {
+    if (subtracted_mask(x, i)) return true;
     const bool value_side = x.op == OpKind::select ? i == hoister.value_side(x) : !(x.op == OpKind::sub && i == 1);
     return value_side && !hoister.masks(x.operands[i]).empty();
   };
@@ -613,7 +637,12 @@ Diagram hoist_masks(const Diagram& d) {
     std::vector<NodeId> ops;
     for (std::size_t i = 0; i < x.operands.size(); ++i) ops.push_back(value(i));
     if (std::find(ops.begin(), ops.end(), -1) != ops.end()) return -1;
+    if (x.op == OpKind::select && hoister.index_only(x.operands[0]) && hoister.plus_infinity_side(x) != 0)
+      return ops[hoister.plus_infinity_side(x)];
     if (x.op == OpKind::select && hoister.index_only(x.operands[0])) return ops[hoister.value_side(x)];
+    // s - select(p, 0, inf) is s where p holds.
+    if (x.op == OpKind::sub && is_zero_literal(out.node(ops[1])) && subtracted_mask(x, 1) && out.node(ops[0]).axes == x.axes)
+      return ops[0];
     // s + select(p, 0, -inf) is s where p holds.
     if (x.op == OpKind::add)
       for (std::size_t i : {std::size_t{0}, std::size_t{1}})

@@ -66,6 +66,7 @@ Diagram pull_factors_out_of_contractions(const Diagram& d);
 //   softmax(select(p, S, -inf) * c)   -> softmax(select(p, S * c, -inf))   (c a literal > 0)
 //   softmax(S + select(p, 0, -inf))    -> softmax(select(p, S, -inf))
 //   softmax(select(p, -inf, S))        -> softmax(select(!p, S, -inf))   (masked_fill's form)
+//   softmax(S - select(p, 0, inf))     -> softmax(select(p, S, -inf))
 // for softmax, logsumexp and max, through + (either operand), - (the first), positive literal
 // scales, products and quotients, min, and casts between floats. A predicate is hoisted when it
 // reads indices, inputs, params and literals alone (a mask on the scores' own values stays where

@@ -170,6 +170,9 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
       {"P = softmax(select(keep, S, -inf) + select(q >= k, 0, -inf) over k)",
        "softmax(select(q >= k, select(keep, S, -inf), -inf) over k)"},
       {"L = logsumexp(select(q >= k, S, -inf) * 0.5 over k)", "logsumexp(select(q >= k, S * 0.5, -inf) over k)"},
+      // A subtracted +inf is a -inf.
+      {"P = softmax(S - select(q >= k, 0, inf) over k)", "softmax(select(q >= k, S, -inf) over k)"},
+      {"P = softmax(S * 0.5 - select(k > q, inf, 0) over k)", "softmax(select(!(k > q), S * 0.5, -inf) over k)"},
       // masked_fill's form: -inf where the predicate holds.
       {"P = softmax(select(q < k, -inf, S) over k)", "softmax(select(!(q < k), S, -inf) over k)"},
       {"P = softmax(select(keep, -inf, S * 0.5) + select(q >= k, 0, -inf) over k)",

@@ -169,6 +169,13 @@ TEST(HoistAgreement, AMaskedLogsumexp) {
   });
 }
 
+TEST(HoistAgreement, ASubtractedInfinity) {
+  expect_hoisted_agree([](ir::Builder& b, ir::Value x, ir::Value keep, ir::Value near, ir::AxisId c) {
+    const ir::Value inf = b.constant(std::numeric_limits<double>::infinity());
+    return b.softmax(x - b.select(keep, b.constant(0.0), inf) - b.select(near, inf, b.constant(0.0)), {c});
+  });
+}
+
 TEST(HoistAgreement, MaskedFillsForm) {
   expect_hoisted_agree([](ir::Builder& b, ir::Value x, ir::Value keep, ir::Value near, ir::AxisId c) {
     const ir::Value minus_inf = b.constant(-std::numeric_limits<double>::infinity());
