@@ -229,6 +229,54 @@ Diagram compacted(const Diagram& d, const Diagram& out, const std::vector<NodeId
   return compact;
 }
 
+// A rewrite of d node by node in order: each node copied with its operands mapped, or replaced
+// by nodes of the rewrite's own; finish() maps the outputs and drops what became unused.
+class Rewrite {
+ public:
+  explicit Rewrite(const Diagram& d) : d_(d), id_(d.nodes.size(), -1) {
+    out_.axes = d.axes;
+    out_.source_name = d.source_name;
+  }
+  // d's node n, in the rewrite's ids (-1 before it is written).
+  NodeId id(NodeId n) const { return id_[static_cast<std::size_t>(n)]; }
+  const Node& node(NodeId n) const { return out_.node(n); }
+  // Appends n (operands already the rewrite's ids) with its type inferred, on behalf of d's node
+  // `from`; -1 where it does not type.
+  NodeId add(Node n, NodeId from) {
+    auto t = infer_type(out_, n);
+    if (!std::holds_alternative<InferredType>(t)) return -1;
+    n.axes = std::get<InferredType>(t).axes;
+    n.dtype = std::get<InferredType>(t).dtype;
+    return append(std::move(n), from);
+  }
+  // d's node i stands as `to`, a node added for it.
+  void replace(NodeId i, NodeId to) { id_[static_cast<std::size_t>(i)] = to; }
+  // d's node i as written, its operands mapped (or `n`, i's node changed, likewise).
+  void keep(NodeId i) { keep(i, d_.node(i)); }
+  void keep(NodeId i, Node n) {
+    for (NodeId& o : n.operands) o = id(o);
+    id_[static_cast<std::size_t>(i)] = append(std::move(n), i);
+  }
+  Diagram finish() {
+    for (Output o : d_.outputs) {
+      o.node = id(o.node);
+      out_.outputs.push_back(std::move(o));
+    }
+    return compacted(d_, out_, origin_);
+  }
+
+ private:
+  NodeId append(Node n, NodeId from) {
+    out_.nodes.push_back(std::move(n));
+    origin_.push_back(from);
+    return static_cast<NodeId>(out_.nodes.size() - 1);
+  }
+  const Diagram& d_;
+  Diagram out_;
+  std::vector<NodeId> id_;      // d's node -> out's
+  std::vector<NodeId> origin_;  // out's node -> d's
+};
+
 // A literal -inf (a param may be rebound).
 bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == -INFINITY; }
 bool is_plus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == INFINITY; }
@@ -358,52 +406,30 @@ Diagram normalise_before_contracting(const Diagram& d) {
     deferred.emplace(i, std::make_pair(n.operands[0], static_cast<std::size_t>(at - c.operands.begin())));
   }
   if (deferred.empty()) return d;
-  Diagram out;
-  out.axes = d.axes;
-  out.source_name = d.source_name;
-  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
-  std::vector<NodeId> origin;                   // out's node -> d's
-  auto add = [&](Node n, NodeId from) -> NodeId {
-    auto t = infer_type(out, n);
-    if (!std::holds_alternative<InferredType>(t)) return -1;
-    n.axes = std::get<InferredType>(t).axes;
-    n.dtype = std::get<InferredType>(t).dtype;
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    return static_cast<NodeId>(out.nodes.size() - 1);
-  };
-  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    const NodeId from = static_cast<NodeId>(i);
-    Node n = d.nodes[i];
-    if (auto it = deferred.find(from); it != deferred.end()) {
+  Rewrite r(d);
+  for (NodeId i = 0; i < static_cast<NodeId>(d.nodes.size()); ++i) {
+    const Node& n = d.node(i);
+    if (auto it = deferred.find(i); it != deferred.end()) {
       const auto [contraction, operand] = it->second;
       Node weights;
       weights.op = OpKind::div;
-      weights.operands = {id[static_cast<std::size_t>(d.node(contraction).operands[operand])],
-                          id[static_cast<std::size_t>(n.operands[1])]};
+      weights.operands = {r.id(d.node(contraction).operands[operand]), r.id(n.operands[1])};
       weights.loc = n.loc;
-      const NodeId w = add(std::move(weights), from);
+      const NodeId w = r.add(std::move(weights), i);
       Node c = d.node(contraction);
-      for (NodeId& o : c.operands) o = id[static_cast<std::size_t>(o)];
+      for (NodeId& o : c.operands) o = r.id(o);
       c.operands[operand] = w;
       c.name = n.name;
       c.loc = n.loc;
-      const NodeId top = w < 0 ? -1 : add(std::move(c), from);
-      if (top >= 0 && out.node(top).axes == n.axes && out.node(top).dtype == n.dtype) {
-        id[i] = top;
+      const NodeId top = w < 0 ? -1 : r.add(std::move(c), i);
+      if (top >= 0 && r.node(top).axes == n.axes && r.node(top).dtype == n.dtype) {
+        r.replace(i, top);
         continue;
       }
     }
-    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+    r.keep(i);
   }
-  for (Output o : d.outputs) {
-    o.node = id[static_cast<std::size_t>(o.node)];
-    out.outputs.push_back(std::move(o));
-  }
-  return compacted(d, out, origin);
+  return r.finish();
 }
 
 // recognise_composites on a diagram whose deferred normalisations are normalised first.
@@ -507,25 +533,11 @@ Diagram pull_factors_out_of_contractions(const Diagram& d) {
     return std::none_of(x.axes.begin(), x.axes.end(),
                         [&](AxisId a) { return std::find(c.over.begin(), c.over.end(), a) != c.over.end(); });
   };
-  Diagram out;
-  out.axes = d.axes;
-  out.source_name = d.source_name;
-  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
-  std::vector<NodeId> origin;                   // out's node -> d's
-  auto add = [&](Node n, NodeId from) -> NodeId {
-    auto t = infer_type(out, n);
-    if (!std::holds_alternative<InferredType>(t)) return -1;
-    n.axes = std::get<InferredType>(t).axes;
-    n.dtype = std::get<InferredType>(t).dtype;
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    return static_cast<NodeId>(out.nodes.size() - 1);
-  };
+  Rewrite r(d);
   bool changed = false;
-  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    const NodeId from = static_cast<NodeId>(i);
-    Node n = d.nodes[i];
-    if (n.op == OpKind::contract && live[i]) {
+  for (NodeId i = 0; i < static_cast<NodeId>(d.nodes.size()); ++i) {
+    const Node& n = d.node(i);
+    if (n.op == OpKind::contract && live[static_cast<std::size_t>(i)]) {
       // Each operand's factors, innermost first: (factor, divides).
       std::vector<std::pair<NodeId, bool>> factors;
       std::vector<NodeId> operands;
@@ -552,59 +564,37 @@ Diagram pull_factors_out_of_contractions(const Diagram& d) {
       if (!factors.empty()) {
         Node bare = n;
         bare.name.clear();
-        for (std::size_t k = 0; k < operands.size(); ++k) bare.operands[k] = id[static_cast<std::size_t>(operands[k])];
-        NodeId top = add(std::move(bare), from);
+        for (std::size_t k = 0; k < operands.size(); ++k) bare.operands[k] = r.id(operands[k]);
+        NodeId top = r.add(std::move(bare), i);
         for (std::size_t k = 0; k < factors.size() && top >= 0; ++k) {
           Node m;
           m.op = factors[k].second ? OpKind::div : OpKind::mul;
-          m.operands = {top, id[static_cast<std::size_t>(factors[k].first)]};
+          m.operands = {top, r.id(factors[k].first)};
           m.loc = n.loc;
           if (k + 1 == factors.size()) m.name = n.name;
-          top = add(std::move(m), from);
+          top = r.add(std::move(m), i);
         }
-        if (top >= 0 && out.node(top).axes == n.axes && out.node(top).dtype == n.dtype) {
-          id[i] = top;
+        if (top >= 0 && r.node(top).axes == n.axes && r.node(top).dtype == n.dtype) {
+          r.replace(i, top);
           changed = true;
           continue;
         }
       }
     }
-    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+    r.keep(i);
   }
-  if (!changed) return d;
-  for (Output o : d.outputs) {
-    o.node = id[static_cast<std::size_t>(o.node)];
-    out.outputs.push_back(std::move(o));
-  }
-  return compacted(d, out, origin);
+  return changed ? r.finish() : d;
 }
 
 Diagram hoist_masks(const Diagram& d) {
   MaskHoister hoister(d);
   const std::vector<bool> live = live_nodes(d);
-  Diagram out;
-  out.axes = d.axes;
-  out.source_name = d.source_name;
-  std::vector<NodeId> id(d.nodes.size(), -1);  // d's node -> out's
-  std::vector<NodeId> origin;                   // out's node -> d's
-  // Appends n (operands already out's ids) with its type inferred; -1 where it does not type.
-  auto add = [&](Node n, NodeId from) -> NodeId {
-    auto t = infer_type(out, n);
-    if (!std::holds_alternative<InferredType>(t)) return -1;
-    n.axes = std::get<InferredType>(t).axes;
-    n.dtype = std::get<InferredType>(t).dtype;
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    return static_cast<NodeId>(out.nodes.size() - 1);
-  };
+  Rewrite r(d);
   auto copy = [&](NodeId n, std::vector<NodeId> operands, NodeId from) {
     Node x = d.node(n);
     x.name.clear();
     x.operands = std::move(operands);
-    return add(std::move(x), from);
+    return r.add(std::move(x), from);
   };
   // n where its masks hold, in out's ids (-1 where a rebuilt node does not type).
   std::map<NodeId, NodeId> stripped;
@@ -632,7 +622,7 @@ Diagram hoist_masks(const Diagram& d) {
   auto rebuild = [&](NodeId n, NodeId from) -> NodeId {
     const Node& x = d.node(n);
     auto value = [&](std::size_t i) {
-      return strips(x, i) ? stripped.at(x.operands[i]) : id[static_cast<std::size_t>(x.operands[i])];
+      return strips(x, i) ? stripped.at(x.operands[i]) : r.id(x.operands[i]);
     };
     std::vector<NodeId> ops;
     for (std::size_t i = 0; i < x.operands.size(); ++i) ops.push_back(value(i));
@@ -641,18 +631,18 @@ Diagram hoist_masks(const Diagram& d) {
       return ops[hoister.plus_infinity_side(x)];
     if (x.op == OpKind::select && hoister.index_only(x.operands[0])) return ops[hoister.value_side(x)];
     // s - select(p, 0, inf) is s where p holds.
-    if (x.op == OpKind::sub && is_zero_literal(out.node(ops[1])) && subtracted_mask(x, 1) && out.node(ops[0]).axes == x.axes)
+    if (x.op == OpKind::sub && is_zero_literal(r.node(ops[1])) && subtracted_mask(x, 1) && r.node(ops[0]).axes == x.axes)
       return ops[0];
     // s + select(p, 0, -inf) is s where p holds.
     if (x.op == OpKind::add)
       for (std::size_t i : {std::size_t{0}, std::size_t{1}})
-        if (is_zero_literal(out.node(ops[i])) && !hoister.masks(x.operands[i]).empty() && out.node(ops[1 - i]).axes == x.axes)
+        if (is_zero_literal(r.node(ops[i])) && !hoister.masks(x.operands[i]).empty() && r.node(ops[1 - i]).axes == x.axes)
           return ops[1 - i];
     return copy(n, ops, from);
   };
   // Depth first with a stack of its own (a chain of any length); -1 where a node does not type.
   auto strip = [&](NodeId root, NodeId from) -> NodeId {
-    if (hoister.masks(root).empty()) return id[static_cast<std::size_t>(root)];
+    if (hoister.masks(root).empty()) return r.id(root);
     std::vector<std::pair<NodeId, bool>> stack{{root, false}};
     while (!stack.empty()) {
       const auto [n, operands_done] = stack.back();
@@ -673,13 +663,13 @@ Diagram hoist_masks(const Diagram& d) {
   // for every reader).
   std::map<NodeId, NodeId> negations;
   auto predicate = [&](const Mask& m, NodeId from) -> NodeId {
-    const NodeId p = id[static_cast<std::size_t>(m.predicate)];
+    const NodeId p = r.id(m.predicate);
     if (!m.negated) return p;
     if (auto it = negations.find(p); it != negations.end()) return it->second;
     Node negation;
     negation.op = OpKind::logical_not;
     negation.operands = {p};
-    return negations[p] = add(std::move(negation), from);
+    return negations[p] = r.add(std::move(negation), from);
   };
 
   bool changed = false;
@@ -692,13 +682,13 @@ Diagram hoist_masks(const Diagram& d) {
       const Node& x = d.node(operand);
       NodeId top = strip(operand, from);
       // Terms dropped may have widened the type (a select of literals is f64): widen back, exactly.
-      if (top >= 0 && out.node(top).dtype != x.dtype && is_float(out.node(top).dtype) && is_float(x.dtype) &&
-          promote_float(out.node(top).dtype, x.dtype) == x.dtype) {
+      if (top >= 0 && r.node(top).dtype != x.dtype && is_float(r.node(top).dtype) && is_float(x.dtype) &&
+          promote_float(r.node(top).dtype, x.dtype) == x.dtype) {
         Node widen;
         widen.op = OpKind::cast;
         widen.dtype = x.dtype;
         widen.operands = {top};
-        top = add(std::move(widen), from);
+        top = r.add(std::move(widen), from);
       }
       for (const Mask& m : hoister.masks(operand)) {
         if (top < 0) break;
@@ -708,29 +698,19 @@ Diagram hoist_masks(const Diagram& d) {
         minus_infinity.scalar = -INFINITY;
         Node sel;
         sel.op = OpKind::select;
-        sel.operands = {predicate(m, from), top, add(std::move(minus_infinity), from)};
-        top = add(std::move(sel), from);
+        sel.operands = {predicate(m, from), top, r.add(std::move(minus_infinity), from)};
+        top = r.add(std::move(sel), from);
       }
-      if (top >= 0 && out.node(top).axes == x.axes && out.node(top).dtype == x.dtype) {
+      if (top >= 0 && r.node(top).axes == x.axes && r.node(top).dtype == x.dtype) {
         n.operands = {top};
         changed = true;
-        out.nodes.push_back(std::move(n));
-        origin.push_back(from);
-        id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+        r.replace(from, r.add(std::move(n), from));
         continue;
       }
     }
-    for (NodeId& o : n.operands) o = id[static_cast<std::size_t>(o)];
-    out.nodes.push_back(std::move(n));
-    origin.push_back(from);
-    id[i] = static_cast<NodeId>(out.nodes.size() - 1);
+    r.keep(from);
   }
-  if (!changed) return d;
-  for (Output o : d.outputs) {
-    o.node = id[static_cast<std::size_t>(o.node)];
-    out.outputs.push_back(std::move(o));
-  }
-  return compacted(d, out, origin);
+  return changed ? r.finish() : d;
 }
 
 }  // namespace napkin::ir
