@@ -554,12 +554,16 @@ Result<Configuration> configure(const Diagram& d, const sched::StreamingReport& 
       out.combine_s + kKernelFixedS;
   // A streamed input's chunk is loaded where any of a slice's tiles visits it: a fraction
   // visited x tiles of it, at most all (a narrow band of a sliding window reads each chunk once
-  // or twice, where the sharing above counts every tile of the slice).
+  // or twice, where the sharing above counts every tile of the slice); one indexed by the rows
+  // too (a bias table [h q k]) only in the visited blocks.
   double compulsory_bytes = 0;
   for (NodeId id : d.inputs()) {
     const Node& x = d.node(id);
     const double bytes = static_cast<double>(d.elements(x.axes)) * dtype_bytes(x.dtype);
-    compulsory_bytes += has(x, sh.stream) ? bytes * std::min(1.0, out.visited_fraction * ctas_per_slice) : bytes;
+    const double read = !has(x, sh.stream) ? 1.0
+                        : has(x, sh.row)   ? out.visited_fraction
+                                           : std::min(1.0, out.visited_fraction * ctas_per_slice);
+    compulsory_bytes += bytes * read;
   }
   for (const ir::Output& o : d.outputs)
     compulsory_bytes += static_cast<double>(d.elements(d.node(o.node).axes)) * dtype_bytes(d.node(o.node).dtype);
