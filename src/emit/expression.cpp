@@ -19,11 +19,13 @@ std::string literal(double v) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
   // A finite double past f32's range stays finite (the reference interpreter computes in f64:
-  // a -1e300 mask fill leaves a row it masks whole uniform there, not NaN or zero), at f32's
-  // largest / 16: headroom for the scaling a kernel applies after the diagram's code (the
-  // attention kernel's log2 e and a temperature; at f32's largest it overflowed to -inf and the
-  // masked rows came out NaN on the H100).
-  const double largest = std::numeric_limits<float>::max() / 16;
+  // a -1e300 mask fill leaves a row it masks whole uniform there, not NaN or zero), at 2^123:
+  // headroom for the scaling a kernel applies after the diagram's code (the attention kernel's
+  // log2 e and a temperature; at f32's largest it overflowed to -inf and the masked rows came
+  // out NaN on the H100), and a power of two, so that the exponent s c - fl(m c) of a row whose
+  // every score is that fill is exactly 0 (at f32's largest / 16, all ones in its mantissa, the
+  // product's rounding left ~1e30 there and such a row came out empty at d = 128).
+  const double largest = std::ldexp(1.0, 123);
   const float f = static_cast<float>(std::clamp(v, -largest, largest));
   std::string s = fmt::format("{:.9g}", f);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";

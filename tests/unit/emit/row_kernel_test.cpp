@@ -332,12 +332,13 @@ TEST(RowKernel, AcceptsEveryRowAndElementwiseKernelOfTheExamplesPlans) {
   EXPECT_GE(kernels, 4);
 }
 
-// A constant is written as an f32 literal nvcc takes: a finite double past f32's range at f32's
-// largest / 16 (a PyTorch-style mask fill of -1e300 stays finite, as in the f64 reference, with
-// headroom for a kernel's own scaling), one below its smallest subnormal a zero.
+// A constant is written as an f32 literal nvcc takes: a finite double past f32's range at 2^123
+// (a PyTorch-style mask fill of -1e300 stays finite, as in the f64 reference, with headroom for a
+// kernel's own scaling, a power of two that any scale multiplies exactly), one below its smallest
+// subnormal a zero.
 TEST(Expression, ConstantsAsF32HoldsThem) {
-  EXPECT_EQ(emit::expression::literal(-1e300), "-2.12676467e+37f");
-  EXPECT_EQ(emit::expression::literal(1e39), "2.12676467e+37f");
+  EXPECT_EQ(emit::expression::literal(-1e300), "-1.0633824e+37f");
+  EXPECT_EQ(emit::expression::literal(1e39), "1.0633824e+37f");
   EXPECT_EQ(emit::expression::literal(1e-50), "0.0f");
   EXPECT_EQ(emit::expression::literal(0.5), "0.5f");
   EXPECT_EQ(emit::expression::literal(-std::numeric_limits<double>::infinity()), "-INFINITY");
