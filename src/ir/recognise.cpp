@@ -282,6 +282,19 @@ bool is_minus_infinity(const Node& n) { return n.op == OpKind::constant && n.nam
 bool is_plus_infinity(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == INFINITY; }
 bool is_zero_literal(const Node& n) { return n.op == OpKind::constant && n.name.empty() && n.scalar == 0.0; }
 
+// Per node: whether it is computed from inputs, indices, params and literals by elementwise ops
+// alone (a mask's predicate, a factor that may leave a contraction). One pass in node order.
+std::vector<bool> leaf_computed(const Diagram& d) {
+  std::vector<bool> r(d.nodes.size(), false);
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    const Node& x = d.nodes[i];
+    r[i] = x.op == OpKind::input || x.op == OpKind::iota || x.op == OpKind::constant ||
+           (is_elementwise(x.op) &&
+            std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) { return r[static_cast<std::size_t>(o)]; }));
+  }
+  return r;
+}
+
 // A mask: where `predicate` fails (holds, when negated) a value is -inf.
 struct Mask {
   NodeId predicate;
@@ -293,13 +306,9 @@ struct Mask {
 class MaskHoister {
  public:
   // One pass in node order (operands first): no recursion, so a chain of any length is fine.
-  explicit MaskHoister(const Diagram& d) : d_(d), masks_(d.nodes.size()), index_only_(d.nodes.size(), false) {
+  explicit MaskHoister(const Diagram& d) : d_(d), masks_(d.nodes.size()), index_only_(leaf_computed(d)) {
     for (std::size_t i = 0; i < d.nodes.size(); ++i) {
       const Node& x = d.nodes[i];
-      index_only_[i] = x.op == OpKind::input || x.op == OpKind::iota || x.op == OpKind::constant ||
-                       (is_elementwise(x.op) && std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) {
-                          return index_only_[static_cast<std::size_t>(o)];
-                        }));
       std::vector<Mask>& m = masks_[i];
       auto join = [&](NodeId o) {
         for (const Mask& p : masks_[static_cast<std::size_t>(o)])
@@ -515,15 +524,7 @@ Diagram recognise_composites(const Diagram& d) { return recognise_written(normal
 
 Diagram pull_factors_out_of_contractions(const Diagram& d) {
   const std::vector<bool> live = live_nodes(d);
-  // Whether a node is computed from inputs, indices, params and literals by elementwise ops.
-  std::vector<bool> index_only(d.nodes.size(), false);
-  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
-    const Node& x = d.nodes[i];
-    index_only[i] = x.op == OpKind::input || x.op == OpKind::iota || x.op == OpKind::constant ||
-                    (is_elementwise(x.op) && std::all_of(x.operands.begin(), x.operands.end(), [&](NodeId o) {
-                       return index_only[static_cast<std::size_t>(o)];
-                     }));
-  }
+  const std::vector<bool> index_only = leaf_computed(d);
   // A factor of contraction c's operand that may move out: computed from leaves, constant along
   // the contracted axes, and no literal 0 or infinity (0 * inf would come out another way).
   auto factor = [&](const Node& c, NodeId f) {
