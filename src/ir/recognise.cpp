@@ -358,8 +358,11 @@ class MaskHoister {
     return 0;
   }
 
-  // Of a select with a literal +inf on one side, the other side's operand index (1 or 2); else 0.
+  // Of a select with a literal +inf on one side and no -inf on the other (s - select(p, 0, inf)
+  // masks s; select(p, inf, -inf) is a -inf select, whose kept side is +inf), the other side's
+  // operand index (1 or 2); else 0.
   std::size_t plus_infinity_side(const Node& select) const {
+    if (value_side(select) != 0) return 0;
     if (is_plus_infinity(d_.node(select.operands[2]))) return 1;
     if (is_plus_infinity(d_.node(select.operands[1]))) return 2;
     return 0;

@@ -24,7 +24,7 @@ EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", 
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
             "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
             "softcap_param", "latent_attention", "causal_d96", "mla_attention", "fractional_index",
-            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse"]
+            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse", "t5_bias"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -195,6 +195,61 @@ def test_a_bias_of_the_dtypes_lowest_value_masks():
     compare_with_reference(kernel, "relative_bias", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs,
                            rows_out=rows_out)
     assert torch.equal(seen["empty"], torch.zeros_like(seen["empty"]))
+
+
+def test_lowest_values_without_a_scale_mask_too():
+    """T5 adds its mask to unscaled scores: finfo(bf16).min times log2(e) overflows f32 in the
+    kernel's exponent. Such keys are masked as above, and rows masked on every key are empty
+    (O = 0), not NaN: batch 0 wholly padded, and head 0's first 10 rows of batch 1 biased away."""
+    import torch
+    kernel = kernel_for("t5_bias")
+    sizes = {a["name"]: a["size"] for spec in kernel.inputs for a in spec["axes"]}
+    sizes.update({"b": 2, "h": 2, "q": 70, "k": 90})
+    gen = torch.Generator().manual_seed(12)
+    inputs = {spec["name"]: random_input(spec, [sizes[a["name"]] for a in spec["axes"]], gen) for spec in kernel.inputs}
+    lowest = torch.finfo(torch.bfloat16).min
+    inputs["padding"] = torch.zeros(2, 90, dtype=torch.bfloat16)
+    inputs["padding"][0, :] = lowest
+    inputs["padding"][1, 40:] = lowest
+    inputs["position_bias"][0, :10, :] = lowest
+    seen = {}
+
+    def rows_out(i, got, want, baseline):
+        # O [b h q e]: only batch 1's heads 0 (rows 10 on) and 1 are compared.
+        seen["empty"] = torch.cat([got[0].flatten(), got[1, 0, :10].flatten()])
+        return got[1, :, 10:], want[1, :, 10:], baseline[1, :, 10:]
+    compare_with_reference(kernel, "t5_bias", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs,
+                           rows_out=rows_out)
+    assert torch.equal(seen["empty"], torch.zeros_like(seen["empty"]))
+
+
+@pytest.mark.parametrize("fill", [-1e20, -1e30, -3e37])
+def test_a_finite_fill_on_every_key_never_gives_nan(fill):
+    """A row whose every key holds one large finite fill: the kernel's exponent rounds by up to
+    half an ulp of the fill's product with the scale. The row averages V, as the reference does,
+    or comes out empty (O = 0); never inf or NaN (docs/kernels.md)."""
+    import numpy as np
+    import torch
+    kernel = kernel_for("t5_bias")
+    sizes = {a["name"]: a["size"] for spec in kernel.inputs for a in spec["axes"]}
+    sizes.update({"b": 2, "h": 2, "q": 70, "k": 90})
+    gen = torch.Generator().manual_seed(13)
+    inputs = {spec["name"]: random_input(spec, [sizes[a["name"]] for a in spec["axes"]], gen) for spec in kernel.inputs}
+    inputs["padding"] = torch.zeros(2, 90, dtype=torch.bfloat16)
+    inputs["padding"][0, :] = fill
+    inputs["position_bias"] = torch.zeros_like(inputs["position_bias"])
+    filled = {}
+
+    def rows_out(i, got, want, baseline):
+        filled["got"], filled["want"] = got[0], want[0]
+        return got[1], want[1], baseline[1]
+    compare_with_reference(kernel, "t5_bias", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs,
+                           rows_out=rows_out)
+    got, want = filled["got"], filled["want"]  # [h q e]
+    assert torch.isfinite(got).all()
+    empty = (got == 0).all(dim=-1)
+    close = ((got - want).norm(dim=-1) <= 2e-2 * want.norm(dim=-1))
+    assert (empty | close).all(), f"rows neither empty nor V's average: {(~(empty | close)).nonzero()[:5]}"
 
 
 def check_output(name, sizes, spec, got, want, baseline):

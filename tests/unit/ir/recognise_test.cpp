@@ -173,6 +173,10 @@ TEST(HoistMasks, MasksWrittenInsideTheScoresMoveToTheReduction) {
       // A subtracted +inf is a -inf.
       {"P = softmax(S - select(q >= k, 0, inf) over k)", "softmax(select(q >= k, S, -inf) over k)"},
       {"P = softmax(S * 0.5 - select(k > q, inf, 0) over k)", "softmax(select(!(k > q), S * 0.5, -inf) over k)"},
+      // A min with a select of +inf and -inf: +inf (S) where the predicate holds.
+      {"P = softmax(min(S, select(q >= k, inf, -inf)) over k)", "softmax(select(q >= k, min(S, inf), -inf) over k)"},
+      {"M = max(min(select(q >= k, inf, -inf), S + 1) * 0.5 over k)",
+       "max(select(q >= k, min(inf, S + 1) * 0.5, -inf) over k)"},
       // masked_fill's form: -inf where the predicate holds.
       {"P = softmax(select(q < k, -inf, S) over k)", "softmax(select(!(q < k), S, -inf) over k)"},
       {"P = softmax(select(keep, -inf, S * 0.5) + select(q >= k, 0, -inf) over k)",
@@ -246,6 +250,8 @@ TEST(HoistMasks, WhatWouldNotStayMinusInfinityStaysAsWritten) {
                               "P = softmax(max(select(q >= k, S, -inf), S) over k)",
                               "P = softmax(tanh(select(q >= k, S, -inf)) over k)",
                               "P = softmax(select(S > 0, S, -inf) * 0.5 over k)",
+                              // +inf where the predicate fails: no mask
+                              "P = softmax(S - select(q >= k, inf, -inf) over k)",
                               "P = sum(select(q >= k, S, -inf) * 0.5 over k)"}) {
     SCOPED_TRACE(written);
     const Diagram d = hoisted(written + "\nout P\n");

@@ -52,13 +52,21 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // rescale (D/2 FMULs a thread a chunk) goes away. Worth it only where that rescale is large
 // against the chunk's softmax: the vote and the branch around the rescale cost more than they
 // save at d <= 128 (FwdConfig::kConditionalRescale; bench/NOTES.md, v31 and v32).
+//
+// kFiniteFills (a score modification, which may fill masked scores with a finite value): a row
+// whose every score is a fill past about 2^31 / scale (-1e20) has p = 2^r for its max's entries,
+// r the rounding error of fl(m scale), up to half an ulp of it: past 2^128 the row's sum is +inf
+// and its O inf or NaN. Such a row counts as empty (`cleared`: O = 0, as FlexAttention gives for a
+// fully masked row), where the f64 reference averages V (docs/kernels.md). A NaN score still
+// gives NaN.
 template <int kCols,  // columns of the score tile (kBlockN)
-          bool kConditionalRescale = false>
+          bool kConditionalRescale = false, bool kFiniteFills = false>
 struct OnlineSoftmax {
   static constexpr int kPerRow = kCols / 4;
   static constexpr float kRescaleThresholdLog2 = 8.f;
   float row_max[2];  // raw (unscaled) running max; -inf before any unmasked key
   float row_sum[2];  // this thread's partial sum of p (the quad's sum is taken at the end)
+  bool cleared[2];   // (after finish, kFiniteFills) the row's sum overflowed: its O must be 0
 
   __device__ void init() {
     row_max[0] = row_max[1] = -INFINITY;
@@ -104,7 +112,16 @@ struct OnlineSoftmax {
     return mx;
   }
   // The max in exponent units; 0 for an empty row (so masked scores give 2^-inf = 0, not NaN).
-  __device__ static float scaled_max(float mx, float scale_log2) { return mx == -INFINITY ? 0.f : mx * scale_log2; }
+  // (kFiniteFills) A row whose max overflows to -inf once scaled (every score below -2.4e38 at
+  // scale log2(e): T5's finfo.min mask on unscaled scores) counts as empty too: every score of it
+  // scales to -inf.
+  __device__ static float scaled_max(float mx, float scale_log2) {
+    if constexpr (kFiniteFills) {
+      const float m = mx * scale_log2;
+      return m == -INFINITY ? 0.f : m;
+    }
+    return mx == -INFINITY ? 0.f : mx * scale_log2;
+  }
   // p = 2^(s scale_log2 - m_scaled) in place over this thread's part of row r; returns their sum.
   template <class Frag>
   __device__ static float exponentiate_row(Frag& s, int r, float scale_log2, float m_scaled) {
@@ -124,7 +141,11 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = quad_sum(row_sum[r]);
-      const bool empty = !(sum > 0.f);  // also catches NaN
+      bool empty = !(sum > 0.f);  // also catches NaN
+      if constexpr (kFiniteFills) {
+        cleared[r] = sum == INFINITY;
+        empty = empty || cleared[r];
+      }
       inv_sum[r] = empty ? 0.f : 1.f / sum;
       lse[r] = empty ? INFINITY : (row_max[r] * scale_log2 + __log2f(sum)) * 0.69314718055994531f;
     }
@@ -138,6 +159,15 @@ __device__ __forceinline__ void scale_rows(Frag& acc, const float (&factor)[2]) 
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int j = 0; j < kCols / 4; ++j) acc(acc_index(r, j)) *= factor[r];
+}
+
+// scale_rows, and 0 in the rows marked `cleared` (whatever they hold: inf or NaN).
+template <int kCols, class Frag>
+__device__ __forceinline__ void scale_or_clear_rows(Frag& acc, const float (&factor)[2], const bool (&cleared)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int j = 0; j < kCols / 4; ++j) acc(acc_index(r, j)) = cleared[r] ? 0.f : acc(acc_index(r, j)) * factor[r];
 }
 
 }  // namespace napkin::device
