@@ -16,6 +16,9 @@ namespace napkin::arch {
 
 namespace {
 
+// The range of a rate or a clock a machine file may state (see Reader::number).
+constexpr double kLeastRate = 1e-6, kGreatestRate = 1e24;
+
 namespace fs = std::filesystem;
 
 // Citations that are not keys of [sources]: arithmetic on cited numbers, and placeholders
@@ -206,6 +209,11 @@ class Reader {
     if (!value->is_number() || !x || !std::isfinite(*x) || *x <= 0)
       fail(*value, fmt::format("{}: expected a positive number, found {}", child(path, key),
                                describe(*value)));
+    // Rates and clocks (per second, per cycle): past these, times and rates overflow or lose
+    // every digit (1e-300 bytes/s makes every estimate inf).
+    if (*x < kLeastRate || *x > kGreatestRate)
+      fail(*value, fmt::format("{}: {} is not a plausible rate or clock; expected a number from {:g} to {:g}",
+                               child(path, key), describe(*value), kLeastRate, kGreatestRate));
     return {*x, source};
   }
 

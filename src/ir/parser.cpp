@@ -665,7 +665,8 @@ class Parser {
         next();
         continue;
       }
-      expect(Tok::rparen, call.has_over ? "')' or ', eps=...'" : "',' or ')'");
+      const bool takes_eps = call.name == "rmsnorm" || call.name == "layernorm";
+      expect(Tok::rparen, call.has_over ? (takes_eps ? "')' or ', eps=...'" : "')' or another axis after 'over'") : "',' or ')'");
       return;
     }
   }

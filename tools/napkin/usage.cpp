@@ -275,6 +275,31 @@ std::optional<driver::CommandOutput> check_command(const CLI::App& app, const st
                                    "napkin COMMAND [ARGUMENTS]", first),
                        fmt::format("the commands: {}", list));
   if (std::find(names.begin(), names.end(), first) == names.end()) return unknown(first);
+  // Comma-separated lists: CLI11 drops empty places ("a,,b" would read as "a,b", and "," as no
+  // value at all, so that the next option is taken for it).
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    std::string option = args[i], value;
+    if (const std::size_t eq = option.find('='); option.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = option.substr(eq + 1);
+      option.resize(eq);
+    } else if (i + 1 < args.size()) {
+      value = args[i + 1];
+    } else {
+      continue;  // (no value: CLI11 says so)
+    }
+    if (option != "--machines" && option != "--dtypes" && option != "--subloops") continue;
+    std::size_t place = 1, start = 0;
+    for (std::size_t comma = value.find(','); ; comma = value.find(',', start)) {
+      const std::size_t end = comma == std::string::npos ? value.size() : comma;
+      if (end == start)
+        return usage_error(fmt::format("{} {}: place {} of the comma-separated list is empty; write one value in "
+                                       "every place, e.g. {} {}", option, value, place, option,
+                                       option == "--machines" ? "h100-sxm5,b200" : option == "--dtypes" ? "bf16,fp8" : "32,8"));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+      ++place;
+    }
+  }
   return std::nullopt;
 }
 

@@ -215,6 +215,16 @@ TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
        "error: --set q=2: 'q' is already given by --set q=1; give each name once"},
       {"compare " + attention + " --machines h100-sxm5,h100-sxm5 --dtypes bf16",
        "error: --machines h100-sxm5: 'h100-sxm5' is listed twice; list it once"},
+      // Empty places of a list (CLI11 would drop them, or read the next option as the value).
+      {"compare " + attention + " --machines , --dtypes bf16",
+       "error: --machines ,: place 1 of the comma-separated list is empty; write one value in every place, e.g. "
+       "--machines h100-sxm5,b200"},
+      {"compare " + attention + " --machines h100-sxm5,,b200 --dtypes bf16",
+       "error: --machines h100-sxm5,,b200: place 2 of the comma-separated list is empty; write one value in every "
+       "place, e.g. --machines h100-sxm5,b200"},
+      {"derive " + attention + h100 + " --subloops=32,",
+       "error: --subloops 32,: place 2 of the comma-separated list is empty; write one value in every place, e.g. "
+       "--subloops 32,8"},
       {"draw-trace t.txt -o t.svg --section -1", "error: --section -1: expected an integer from 0 to 2147483647"},
       {"derive " + attention + h100 + " --row-layout quads",
        "error: --row-layout quads: expected one of: thread quad; did you mean 'quad'?"},
