@@ -74,6 +74,13 @@ std::string configuration_text(const search::Configuration& c, const arch::Machi
     s += fmt::format("{}the masks read {}: the prediction skips no block by their values; the generated kernel "
                      "also skips the blocks their values hide (block summaries of i32 and bool inputs)\n",
                      c.visited_fraction < 1 ? "   " : "6. masks: ", fmt::join(c.mask_inputs, ", "));
+  if (c.splits > 1)
+    s += fmt::format("   too few tiles to fill the {} SMs: each tile's stream is split into {} slices, a CTA each, and a "
+                     "combine pass merges their partial rows ({})\n",
+                     m.sm_count.value, c.splits, seconds_text(c.combine_s));
+  if (c.bound_by_compulsory())
+    s += fmt::format("   bound by the compulsory HBM traffic (every input read and output written once): {}\n",
+                     seconds_text(c.compulsory_s));
   return s;
 }
 
@@ -103,7 +110,8 @@ json configuration_json(const search::Configuration& c) {
           {"compute_bound", c.compute_bound},
           {"ideal_flops_per_s", c.ideal_flops_per_s}, {"period_clk_per_row", c.period_clk_per_row},
           {"efficiency", c.efficiency}, {"predicted_flops_per_s", c.predicted_flops_per_s},
-          {"visited_fraction", c.visited_fraction}};
+          {"visited_fraction", c.visited_fraction}, {"splits", c.splits}, {"combine_s", c.combine_s},
+          {"compulsory_s", c.compulsory_s}};
 }
 
 // -v: every rejected candidate with its reason, in a column where the candidate is short.

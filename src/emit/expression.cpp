@@ -83,7 +83,8 @@ std::string Writer::value(NodeId top, std::string& out, const std::string& inden
         continue;
       }
       const std::string name = fmt::format("v{}", n);
-      out += fmt::format("{}const {} {} = {};{}\n", indent, ctype_name(ctype_of(x)), name, e, x.name.empty() ? "" : "  // " + x.name);
+      out += fmt::format("{}const {} {} = {};{}\n", indent, wide(n) ? "long long" : ctype_name(ctype_of(x)), name, e,
+                         x.name.empty() ? "" : "  // " + x.name);
       values_[n] = name;
     }
     return values_.at(top);
@@ -100,6 +101,17 @@ std::string int_literal(const ir::Node& n) {
   return fmt::format("{}", static_cast<long long>(n.scalar));
 }
 
+bool Writer::wide(NodeId n) const {
+  const Node& x = d_.node(n);
+  if (ctype_of(x) != CType::integer) return false;
+  switch (x.op) {
+    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::neg: return true;
+    case OpKind::abs: case OpKind::min: case OpKind::max: case OpKind::select: case OpKind::floor:
+      return std::any_of(x.operands.begin(), x.operands.end(), [&](NodeId o) { return wide(o); });
+    default: return false;
+  }
+}
+
 std::string Writer::as(NodeId o, CType t) {
     const std::string& v = values_.at(o);
     const CType from = ctype_of(d_.node(o));
@@ -114,6 +126,8 @@ std::string Writer::expression(NodeId n) {
     const CType t = ctype_of(x);
     auto op = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], t); };
     auto opf = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], CType::real); };
+    // An operand of a 64-bit result, converted first (so that the operation is done in 64 bits).
+    auto widened = [&](int i) { return wide(n) ? "static_cast<long long>(" + op(i) + ")" : op(i); };
     auto cmp = [&](const char* sym) {
       const bool ints = ctype_of(d_.node(x.operands[0])) != CType::real && ctype_of(d_.node(x.operands[1])) != CType::real;
       const CType ct = ints ? CType::integer : CType::real;
@@ -134,8 +148,8 @@ std::string Writer::expression(NodeId n) {
       case OpKind::log: return (approximate_ ? "__logf(" : "logf(") + opf(0) + ")";
       case OpKind::tanh: return "tanhf(" + opf(0) + ")";
       case OpKind::floor: return t == CType::integer ? op(0) : "floorf(" + op(0) + ")";
-      case OpKind::neg: return "-" + op(0);
-      case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
+      case OpKind::neg: return wide(n) ? "-static_cast<long long>(" + op(0) + ")" : "-" + op(0);
+      case OpKind::abs: return t != CType::integer ? "fabsf(" + op(0) + ")" : wide(n) ? "llabs(" + op(0) + ")" : "abs(" + op(0) + ")";
       case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
       case OpKind::cast:
         switch (x.dtype) {
@@ -147,15 +161,15 @@ std::string Writer::expression(NodeId n) {
         }
       case OpKind::scale: return op(0) + " * " + literal(x.scalar);
       case OpKind::softcap: return fmt::format("{} * tanhf({} * {})", literal(x.scalar), opf(0), literal(1.0 / x.scalar));
-      case OpKind::add: return op(0) + " + " + op(1);
-      case OpKind::sub: return op(0) + " - " + op(1);
-      case OpKind::mul: return op(0) + " * " + op(1);
+      case OpKind::add: return widened(0) + " + " + op(1);
+      case OpKind::sub: return widened(0) + " - " + op(1);
+      case OpKind::mul: return widened(0) + " * " + op(1);
       case OpKind::div:
         if (t == CType::integer) return op(0) + " / " + op(1);
         if (const auto r = reciprocals_.find(x.operands[1]); r != reciprocals_.end()) return opf(0) + " * " + r->second;
         return approximate_ ? "__fdividef(" + opf(0) + ", " + opf(1) + ")" : opf(0) + " / " + opf(1);
-      case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_max(" + op(0) + ", " + op(1) + ")";
-      case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "napkin::rows::nan_min(" + op(0) + ", " + op(1) + ")";
+      case OpKind::max: return t == CType::integer ? "max(" + widened(0) + ", " + widened(1) + ")" : "napkin::rows::nan_max(" + op(0) + ", " + op(1) + ")";
+      case OpKind::min: return t == CType::integer ? "min(" + widened(0) + ", " + widened(1) + ")" : "napkin::rows::nan_min(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");
       case OpKind::le: return cmp("<=");
       case OpKind::gt: return cmp(">");
@@ -164,7 +178,7 @@ std::string Writer::expression(NodeId n) {
       case OpKind::ne: return cmp("!=");
       case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " && " + as(x.operands[1], CType::boolean);
       case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " || " + as(x.operands[1], CType::boolean);
-      case OpKind::select: return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), op(1), op(2));
+      case OpKind::select: return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), widened(1), widened(2));
       default: return "0 /* refused by recognise_rows */";
     }
   }

@@ -50,6 +50,10 @@ class Writer {
 
  private:
   void collect(ir::NodeId n, std::set<ir::NodeId>& need);
+  // Whether integer node n is computed in 64 bits: arithmetic on indices and i32 inputs (a
+  // product of two index differences passes 2^31; the reference interpreter's is exact), not
+  // the leaves or comparisons.
+  bool wide(ir::NodeId n) const;
   std::string as(ir::NodeId o, CType t);
   std::string expression(ir::NodeId n);
   const ir::Diagram& d_;

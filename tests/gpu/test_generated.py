@@ -24,7 +24,7 @@ EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", 
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
             "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
             "softcap_param", "latent_attention", "causal_d96", "mla_attention", "fractional_index",
-            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse", "t5_bias"]
+            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse", "t5_bias", "squared_distance"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -403,6 +403,24 @@ def test_index_arithmetic_past_its_exact_range_is_refused():
     slope = torch.ones(1, device="cuda", dtype=torch.float32)
     out = torch.empty_like(q)
     with pytest.raises(ValueError, match=r"exactly below 2\^22"):
+        kernel(q, k, v, slope, out=out)
+    m = n - 1
+    kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])
+    torch.cuda.synchronize()
+    assert torch.isfinite(out[:, :, :m].float()).all()
+
+
+def test_index_products_past_32_bits_are_refused():
+    """squared_distance computes (q - k)^2 in 32-bit ints: 46,341 tokens reach 46,340^2 < 2^31
+    and run; one more is refused at launch with the reason, never run wrapped."""
+    import torch
+    kernel = kernel_for("squared_distance")
+    d = next(a["size"] for spec in kernel.inputs for a in spec["axes"] if a["name"] == "d")
+    n = 46342
+    q, k, v = (torch.randn(1, 1, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    slope = torch.full((1,), 1e-9, device="cuda", dtype=torch.float32)
+    out = torch.empty_like(q)
+    with pytest.raises(ValueError, match=r"32-bit integers"):
         kernel(q, k, v, slope, out=out)
     m = n - 1
     kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])

@@ -127,15 +127,19 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
   if (!Fusion::kNormalise && a.lse != nullptr) return "an LSE output needs a softmax (this diagram has none)";
   if (std::string e = attention_fwd_check(a); !e.empty()) return e;
   if (std::string e = forced_splits_error(); !e.empty()) return e;
+  const long long longest = std::max({static_cast<long long>(a.seqlen_q), static_cast<long long>(a.seqlen_k),
+                                      static_cast<long long>(a.batch), static_cast<long long>(a.heads_q),
+                                      static_cast<long long>(a.head_dim)});
   if constexpr (Fusion::kIndexFloatScale > 0 || Fusion::kIndexFloatOffset > 0) {
-    const long long longest = std::max({static_cast<long long>(a.seqlen_q), static_cast<long long>(a.seqlen_k),
-                                        static_cast<long long>(a.batch), static_cast<long long>(a.heads_q),
-                                        static_cast<long long>(a.head_dim)});
     if (Fusion::kIndexFloatScale * longest + Fusion::kIndexFloatOffset >= device::kIndexFloatLimit)
       return "the fused code converts index arithmetic to floats exactly below 2^22 (" +
              std::to_string(Fusion::kIndexFloatScale) + " x the longest extent, " + std::to_string(longest) +
              ", plus " + std::to_string(Fusion::kIndexFloatOffset) + "): sequences this long are not supported";
   }
+  if (const double bound = Fusion::index_int_bound(static_cast<double>(longest)); bound >= 2147483648.0)
+    return "the fused code computes index arithmetic in 32-bit integers, which reaches |x| = " +
+           std::to_string(static_cast<long long>(bound)) + " at the longest extent, " + std::to_string(longest) +
+           " (past 2^31): sequences this long are not supported";
   cudaError_t err = cudaSuccess;
   constexpr bool kUnnormalised = !Fusion::kNormalise;
   const FwdScheduleKind kind = choose_fwd_schedule(a, longest_visit<Fusion>(fusion, a), Fusion::kBlockRowsFromTensors,

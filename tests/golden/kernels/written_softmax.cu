@@ -33,6 +33,14 @@ struct Fusion : napkin::device::FusionDefaults {
   }
   // index_float's values: |x| <= 2 L + 0, L the longest index extent (checked at launch)
   static constexpr long long kIndexFloatScale = 2, kIndexFloatOffset = 0;
+  // The largest |x| of the index arithmetic computed in int, L the longest index extent (checked at launch)
+  static constexpr double index_int_bound(double L) {
+    using R = napkin::device::IndexRange;
+    double m = 0;
+    m = napkin::device::range_larger(m, (R::index(L) - R::index(L)).magnitude());
+    m = napkin::device::range_larger(m, abs((R::index(L) - R::index(L))).magnitude());
+    return m;
+  }
 };
 
 void bind_fusion(napkin::TensorBinder& tb, Fusion::Args& a, napkin::BlockSummaries&) {

@@ -271,6 +271,18 @@ TEST(RowKernel, TheEntryChecksWhatTheKernelAssumes) {
   EXPECT_NE(sm.find("a.scale = tb.param(\"scale\", 0.125);"), std::string::npos);
 }
 
+// Arithmetic on indices is exact past 2^31 as in the reference interpreter ((q - k)^2 at 50,000
+// rows): computed in 64 bits; the indices and comparisons of them stay 32-bit.
+TEST(RowKernel, IndexArithmeticIsComputedIn64Bits) {
+  const std::string unit = emit_for(parse("sq.napkin", "axes q=50000 k=64\nin X[q k] f32\n"
+                                                       "A = select(q >= k, X * ((q - k) * (q - k)), X)\nout A\n"),
+                                    {1, 64});
+  EXPECT_NE(unit.find("const long long v4 = static_cast<long long>(static_cast<int>(i_q)) - static_cast<int>(i_k);"),
+            std::string::npos) << unit;
+  EXPECT_NE(unit.find("const long long v5 = static_cast<long long>(v4) * v4;"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("const bool v3 = static_cast<int>(i_q) >= static_cast<int>(i_k);"), std::string::npos) << unit;
+}
+
 // A column kernel's entry: sizes are the caller's (none compiled in), vectors along the inner
 // axis only where it is unit-stride and aligned, and the split workspace through launch_columns.
 TEST(RowKernel, AColumnKernelSplitsTheReducedAxisAndChecksItsVectors) {
