@@ -1320,6 +1320,17 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
   });
   out += fmt::format("  static constexpr bool kEpilogue = {}, kEpilogueUsesLse = {}, kReadsRowsOrKeys = {};\n", epilogue,
                      f.lse >= 0, reads_rows_or_keys);
+  if (score_mod) {
+    // Scores that may be large finite fills (OnlineSoftmax's kFiniteFills): the score code reads a
+    // tensor or a param, or a literal past 1e6 (masked_fill's -1e9, -1e20).
+    bool large = false;
+    for (NodeId n : reached_from(d, f.score, {f.qk})) {
+      const Node& x = d.node(n);
+      large = large || x.op == OpKind::input ||
+              (x.op == OpKind::constant && (!x.name.empty() || (std::isfinite(x.scalar) && std::fabs(x.scalar) >= 1e6)));
+    }
+    if (large) out += "  static constexpr bool kFiniteFills = true;  // the scores may be large finite fills\n";
+  }
   if (factor_per_tile) out += "  static constexpr bool kScoreFactor = true;\n";
   if (f.output_dtype == DType::f32) out += "  static constexpr bool kOutputF32 = true;  // O in f32, written from the accumulators\n";
   if (f.lse_output >= 0) out += "  static constexpr float kEmptyRowLse = -INFINITY;  // the diagram's logsumexp of no key\n";

@@ -14,6 +14,7 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = true, kMask = true, kSkipsBlocks = true, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = false;
+  static constexpr bool kFiniteFills = true;  // the scores may be large finite fills
   static constexpr bool kBlockOnHost = true;
   template <class Reads>
   __device__ static float score(Args const& a, Reads const&, float raw, int b, int h, int q, int k) {

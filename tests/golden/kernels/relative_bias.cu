@@ -14,6 +14,7 @@ struct Fusion : napkin::device::FusionDefaults {
   };
   static constexpr bool kScoreMod = true, kMask = false, kSkipsBlocks = false, kNormalise = true;
   static constexpr bool kEpilogue = false, kEpilogueUsesLse = false, kReadsRowsOrKeys = true;
+  static constexpr bool kFiniteFills = true;  // the scores may be large finite fills
   static constexpr int kStagedBytes = 2;  // a score's bytes of the inputs staged in shared memory
   template <class Stage>
   __device__ static void stage(Args const& a, Stage&& s) {

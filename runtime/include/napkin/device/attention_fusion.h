@@ -93,6 +93,9 @@ struct FusionDefaults {
   // The LSE written for a row that sees no key: +inf, FlashAttention's (exp(s - LSE) is then 0 in
   // a backward pass); a diagram's logsumexp is -inf there (generated kernels with an LSE output).
   static constexpr float kEmptyRowLse = __builtin_huge_valf();
+  // The scores may be large finite fills (a tensor's, a param's, masked_fill's -1e9): rows of
+  // nothing but such a fill are guarded (OnlineSoftmax's kFiniteFills).
+  static constexpr bool kFiniteFills = false;
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
   static constexpr double index_int_bound(double) { return 0.0; }
   static constexpr int kStagedBytes = 0, kKeyRowInputs = 0, kKeyRowBytes = 0;

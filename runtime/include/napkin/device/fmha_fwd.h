@@ -920,7 +920,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
       }
 
-      OnlineSoftmax<kBlockN, Cfg::kConditionalRescale, Fusion::kScoreMod> softmax;
+      OnlineSoftmax<kBlockN, Cfg::kConditionalRescale, Fusion::kFiniteFills> softmax;
       softmax.init();
       // The normaliser: the online softmax, or nothing (P = prob(S) already; O is a plain sum).
       auto normalise = [&](float (&corr)[2]) {
@@ -1108,7 +1108,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kCtasPerSM) fmha_fwd_kerne
         }
         continue;
       }
-      if constexpr (Fusion::kScoreMod && Fusion::kNormalise) scale_or_clear_rows<kHeadDimV>(rO, inv_sum, softmax.cleared);
+      if constexpr (Fusion::kFiniteFills && Fusion::kNormalise) scale_or_clear_rows<kHeadDimV>(rO, inv_sum, softmax.cleared);
       else scale_rows<kHeadDimV>(rO, inv_sum);
       // O in f32 (Fusion::kOutputF32), like a split's partial rows: from the accumulators to global.
       constexpr bool kOutputF32 = Fusion::kOutputF32;

@@ -112,14 +112,11 @@ struct OnlineSoftmax {
     return mx;
   }
   // The max in exponent units; 0 for an empty row (so masked scores give 2^-inf = 0, not NaN).
-  // (kFiniteFills) A row whose max overflows to -inf once scaled (every score below -2.4e38 at
-  // scale log2(e): T5's finfo.min mask on unscaled scores) counts as empty too: every score of it
-  // scales to -inf.
+  // (kFiniteFills) At least -FLT_MAX instead, as long a dependency chain: an empty row's scores
+  // and those of a row whose max overflows to -inf once scaled (every score below -2.4e38 at
+  // scale log2(e): T5's finfo.min mask on unscaled scores) give 2^(s scale + FLT_MAX) = 0.
   __device__ static float scaled_max(float mx, float scale_log2) {
-    if constexpr (kFiniteFills) {
-      const float m = mx * scale_log2;
-      return m == -INFINITY ? 0.f : m;
-    }
+    if constexpr (kFiniteFills) return fmaxf(mx * scale_log2, -3.40282347e38f);
     return mx == -INFINITY ? 0.f : mx * scale_log2;
   }
   // p = 2^(s scale_log2 - m_scaled) in place over this thread's part of row r; returns their sum.
