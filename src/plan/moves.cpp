@@ -756,6 +756,48 @@ std::pair<ir::Diagram, AxisMerge> merged(const ir::Diagram& d, const std::vector
 
 }  // namespace
 
+std::optional<Variant> split_reductions(const ir::Diagram& d) {
+  // Per reduction to split: its runs of reduced axes in the operand's order, outermost first.
+  std::map<NodeId, std::vector<std::vector<AxisId>>> split;
+  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
+    const Node& n = d.node(id);
+    if ((n.op != OpKind::reduce_sum && n.op != OpKind::reduce_max && n.op != OpKind::logsumexp) || n.over.size() < 2) continue;
+    std::vector<std::vector<AxisId>> runs;
+    bool in_run = false;
+    for (AxisId a : d.node(n.operands[0]).axes) {
+      const bool reduced = std::find(n.over.begin(), n.over.end(), a) != n.over.end();
+      if (reduced && !in_run) runs.emplace_back();
+      if (reduced) runs.back().push_back(a);
+      in_run = reduced;
+    }
+    if (runs.size() > 1) split.emplace(id, std::move(runs));
+  }
+  if (split.empty()) return std::nullopt;
+  std::vector<std::string> lines;
+  auto names = [&](const std::vector<AxisId>& axes) {
+    std::vector<std::string> v;
+    for (AxisId a : axes) v.push_back(d.axis(a).name);
+    return fmt::format("{}", fmt::join(v, " "));
+  };
+  auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    const auto it = split.find(n);
+    if (it == split.end()) return {};
+    const Node& x = d.node(n);
+    ir::Value r = val[static_cast<std::size_t>(x.operands[0])];
+    std::string text = d.label(x.operands[0]);
+    for (auto run = it->second.rbegin(); run != it->second.rend(); ++run) {
+      r = x.op == OpKind::logsumexp ? b.composite(x.op, r, *run, 0.0, x.loc) : b.reduce(x.op, r, *run, x.loc);
+      text = fmt::format("{}({} over {})", ir::op_name(x.op), text, names(*run));
+    }
+    if (!x.name.empty()) r = b.named(x.name, r, x.loc);
+    lines.push_back(fmt::format("{} over {}, which {} holds apart, as {}: one reduction over each run of adjacent axes",
+                                d.label(n), names(x.over), d.label(x.operands[0]), text));
+    return r;
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), std::move(lines)};
+}
+
 MergedAxes merge_reduced_axes(const ir::Diagram& d) {
   MergedAxes out{d, {}, {}};
   for (bool more = true; more;) {

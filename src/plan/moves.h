@@ -56,4 +56,10 @@ struct MergedAxes {
 // merged diagram's inputs and outputs are its tensors' views, with the same data.
 MergedAxes merge_reduced_axes(const ir::Diagram& d);
 
+// A sum, max or logsumexp over axes its operand holds apart (BatchNorm's statistics over n y x of
+// X[n c y x]) as nested reductions, one over each run of adjacent axes, innermost first:
+// sum(sum(X over y x) over n), each then one row or column reduction (no kernel reduces over
+// axes held apart). Exact in real arithmetic; a sum is then added in another order.
+std::optional<Variant> split_reductions(const ir::Diagram& d);
+
 }  // namespace napkin::plan

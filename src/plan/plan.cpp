@@ -601,10 +601,12 @@ std::string memory_warning(const ir::Diagram& d, const arch::Machine& m, double 
 
 Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options) {
   if (written.outputs.empty()) return plain_error("the diagram has no outputs");
-  // Axes reduced together, as one: every kernel below sees the merged diagram.
-  const MergedAxes merging = merge_reduced_axes(written);
+  // Reductions over axes held apart, split into one per run; then axes reduced together, as
+  // one: every kernel below sees the merged diagram.
+  const std::optional<Variant> split = split_reductions(written);
+  const MergedAxes merging = merge_reduced_axes(split ? split->diagram : written);
   const ir::Diagram& d = merging.diagram;
-  std::vector<std::string> merge_moves;
+  std::vector<std::string> merge_moves = split ? split->moves : std::vector<std::string>{};
   for (const AxisMerge& mg : merging.merges)
     merge_moves.push_back(fmt::format("axes {} taken as one axis {} (reduced together, adjacent in every tensor)",
                                       fmt::join(mg.parts, " "), mg.name));

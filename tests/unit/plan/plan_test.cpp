@@ -301,6 +301,27 @@ out V
   EXPECT_NEAR(r.chosen.kernels[0].hbm_bytes, 262144.0 * 1024 * 2 + 2 * 1024 * 4, 1.0);
 }
 
+// Statistics over axes the layout holds apart (NCHW: n, then c, then y x): a sum over each run
+// of adjacent axes, a row kernel over y x and a column kernel over n.
+TEST(Plan, StatisticsOverAxesHeldApartAreSplitIntoRuns) {
+  const auto r = derive(parse(R"(axes n=32 c=256 y=28 x=28
+in X[n c y x] bf16
+mean = sum(X over n y x) / 25088
+var = sum(X * X over n y x) / 25088 - mean * mean
+out mean
+out var
+)"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::row_reduction, K::column_reduction}));
+  ASSERT_GE(r.chosen.moves.size(), 1u);
+  EXPECT_NE(r.chosen.moves[0].find("as sum(sum('X' over y x) over n)"), std::string::npos) << r.chosen.moves[0];
+  // A max and a logsumexp split the same way (exact: the max of maxima, the lse of lses).
+  for (const char* op : {"max", "logsumexp"}) {
+    const auto m = derive(parse(fmt::format("axes n=32 c=256 y=28 x=28\nin X[n c y x] bf16\nM = {0}(X over n y x)\nout M\n", op)));
+    ASSERT_FALSE(m.chosen.moves.empty());
+    EXPECT_NE(m.chosen.moves[0].find(fmt::format("as {0}({0}('X' over y x) over n)", op)), std::string::npos) << m.chosen.moves[0];
+  }
+}
+
 // A feature map read by a GEMM and by a sum over the GEMM's K axis: one kernel, the sum a row sum
 // of the GEMM's operand as its mainloop loads it (napkin/gemm_prologue.h).
 TEST(Plan, ASumOfAGemmOperandOverItsKAxisRidesWithTheGemm) {
@@ -1075,10 +1096,11 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
-  // (x is not adjacent to b and y in X: the three cannot be taken as one axis.)
-  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = sum(X over b y x) / 256\nout M\n"), h100());
+  // (x is not adjacent to b and y in X: the three cannot be taken as one axis, and a softmax,
+  // unlike a sum, is not one reduction per run of them.)
+  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = softmax(X over b y x) * 2\nout M\n"), h100());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("no kernel family runs {the 'sum' at 3:5}: the 'sum' at 3:5 reduces over 3 axes"),
+  EXPECT_NE(r.error().message.find("no kernel family runs {the 'softmax' at 3:5}: the 'softmax' at 3:5 reduces over 3 axes"),
             std::string::npos) << r.error().message;
   // It points at the op in the diagram's file, and says what would derive.
   EXPECT_EQ(r.error().headline().substr(0, 14), "test.napkin:3:") << r.error().headline();
