@@ -712,7 +712,22 @@ std::string why_not_mergeable(const ir::Diagram& d, const std::vector<ir::AxisId
     const ir::Node& n = d.node(id);
     if (n.op == ir::OpKind::iota && std::find(run.begin(), run.end(), n.axis) != run.end())
       return fmt::format("{} reads the index of {}", d.label(id), d.axis(n.axis).name);
-    if (std::string why = layout(n.axes, d.label(id)); !why.empty()) return why;
+    if (std::string why = layout(n.axes, d.label(id)); !why.empty()) {
+      // An input over part of them (GroupNorm's gamma[g c] over c y x) can be given all of them.
+      if (n.op == ir::OpKind::input && why.find(" lacks ") != std::string::npos) {
+        std::vector<ir::AxisId> all = n.axes;
+        for (ir::AxisId a : run)
+          if (std::find(all.begin(), all.end(), a) == all.end()) {
+            // (after the run's axes it has, in the run's order)
+            auto at = all.end();
+            for (auto it = all.begin(); it != all.end(); ++it)
+              if (std::find(run.begin(), run.end(), *it) != run.end()) at = it + 1;
+            all.insert(at, a);
+          }
+        why += fmt::format(" (declared over all of them, {}[{}] with its values repeated, it would merge)", n.name, names(all));
+      }
+      return why;
+    }
     const auto over = std::count_if(run.begin(), run.end(), [&](ir::AxisId a) { return std::find(n.over.begin(), n.over.end(), a) != n.over.end(); });
     if (over != 0 && over != static_cast<long>(run.size()))
       return fmt::format("{} runs over part of them ({})", d.label(id), names(n.over));

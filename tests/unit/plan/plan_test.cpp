@@ -1086,6 +1086,9 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
        {std::pair{"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
                   "axes h d not taken as one: 'g' [d h] holds them in another order"},
         std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n", "reads the index of h"},
+        // (an input over part of them: GroupNorm's per-channel gamma; the refusal says how it would merge)
+        std::pair{"in X[t h d] bf16\nin g[h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
+                  "'g' [h] lacks d (declared over all of them, g[h d] with its values repeated, it would merge)"},
         std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) as bf16\nZ = sum(X over d)\nout Y\nout Z\n", "'Z' [t h] lacks d"}}) {
     auto other = plan::derive_plan(parse(std::string("axes t=64 h=4 d=32\n") + body), h100());
     ASSERT_FALSE(other.ok()) << body;
