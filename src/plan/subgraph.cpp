@@ -238,6 +238,31 @@ Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::m
     for (AxisId a : node.axes)
       if (a != along) it->second.order.push_back(d.axis(a).name);
     if (std::find(node.axes.begin(), node.axes.end(), along) != node.axes.end()) it->second.order.push_back(d.axis(along).name);
+    // A contraction's value stored as a GEMM writes it where the value's own order would split a
+    // class of its axes (grouped_bmm's [g h m n], h the batch and g m the rows): batch, rows,
+    // columns, each in the value's order. (An output keeps the caller's order: a copy writes it.)
+    // (Not attention's P V: the attention kernel writes its O in any order.)
+    auto normalised = [&](NodeId x) { return written_along(d, x) >= 0; };
+    if (node.op == OpKind::contract && node.operands.size() == 2 && node.operands[0] != node.operands[1] &&
+        !normalised(node.operands[0]) && !normalised(node.operands[1])) {
+      auto has = [&](NodeId x, AxisId a) {
+        const auto& v = d.node(x).axes;
+        return std::find(v.begin(), v.end(), a) != v.end();
+      };
+      auto cls = [&](AxisId a) {  // 0 L (both operands'), 1 M (the first's own), 2 N (the second's)
+        return has(node.operands[0], a) ? (has(node.operands[1], a) ? 0 : 1) : 2;
+      };
+      bool split = false;
+      for (int c = 0; c < 3; ++c) split = split || !one_run(node.axes, [&](AxisId a) { return cls(a) == c; });
+      if (split) {
+        it->second.order.clear();
+        for (int c = 0; c < 3; ++c)
+          for (AxisId a : node.axes)
+            if (cls(a) == c) it->second.order.push_back(d.axis(a).name);
+        it->second.note = "stored as the GEMM writes it (each class of axes one mode)";
+        it->second.gemm_order = true;
+      }
+    }
   }
   return it->second;
 }
@@ -285,6 +310,16 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const Owner& owner, 
       if (owner(n) < 0 || owner(n) == owner(o)) continue;
       for (NodeId x : d.node(n).operands)
         if (x == o) read_across(d, d.node(n), o, boundary_entry(d, index, out, o));
+      // A GEMM's f32 result stored in the GEMM's order for a kernel that rounds it as it copies it
+      // into the caller's order (its only reader): stored so rounded, half the bytes, the same
+      // values.
+      const Node& reader = d.node(n);
+      Boundary& b = boundary_entry(d, index, out, o);
+      if (b.gemm_order && index.users[static_cast<std::size_t>(o)].size() == 1 && reader.op == OpKind::cast &&
+          is_narrow_float(reader.dtype) && b.dtype == DType::f32 && d.node(o).dtype == DType::f32) {
+        b.dtype = reader.dtype;
+        b.note += fmt::format("{}rounded to {} as its only reader rounds it", b.note.empty() ? "" : "; ", dtype_name(reader.dtype));
+      }
     }
   }
   output_boundaries(d, index, out, [&](NodeId n) { return std::binary_search(all.begin(), all.end(), n); });

@@ -45,6 +45,7 @@ struct Boundary {
   DType dtype = DType::f32;
   std::vector<std::string> order;
   std::string note;  // why the dtype or order differs from the value's own, or empty
+  bool gemm_order = false;  // a contraction's value stored as its GEMM writes it, not in its own order
 };
 
 // What the plan search computes once for a diagram and reads for every candidate kernel (so that

@@ -301,6 +301,23 @@ out V
   EXPECT_NEAR(r.chosen.kernels[0].hbm_bytes, 262144.0 * 1024 * 2 + 2 * 1024 * 4, 1.0);
 }
 
+// A grouped batched matmul whose output order [g h m n] splits the GEMM's rows (g m) around its
+// batch (h): the GEMM writes [h g m n] in bf16 (its only reader rounds it) and an elementwise
+// kernel writes the caller's order; A, declared [g h m k], is copied for the GEMM.
+TEST(Plan, AGemmOutputInAnOrderItCannotWriteIsCopied) {
+  const auto r = derive(parse(R"(axes g=4 h=8 m=512 k=256 n=384
+in A[g h m k] bf16
+in B[h k n] bf16
+C = contract(A, B over k) as bf16
+out C
+)"));
+  EXPECT_EQ(kinds(r.chosen), (std::vector<K>{K::elementwise, K::gemm, K::elementwise}));
+  bool written = false;
+  for (const auto& m : r.chosen.materialised)
+    written = written || (m.find("[h g m n] bf16") != std::string::npos && m.find("stored as the GEMM writes it") != std::string::npos);
+  EXPECT_TRUE(written) << fmt::format("{}", fmt::join(r.chosen.materialised, "; "));
+}
+
 // Statistics over axes the layout holds apart (NCHW: n, then c, then y x): a sum over each run
 // of adjacent axes, a row kernel over y x and a column kernel over n.
 TEST(Plan, StatisticsOverAxesHeldApartAreSplitIntoRuns) {
