@@ -395,32 +395,24 @@ def test_index_arithmetic_past_its_exact_range_is_refused():
     """alibi converts k - q to a float without the SFU (napkin::device::index_float), exactly
     below 2^22: a call of 2^21 tokens (|k - q| up to 2 x 2^21 by the emitter's bound) is refused
     with the reason, never run inexactly; one token less runs."""
-    import torch
-    kernel = kernel_for("alibi")
-    d = next(a["size"] for spec in kernel.inputs for a in spec["axes"] if a["name"] == "d")
-    n = 1 << 21
-    q, k, v = (torch.randn(1, 1, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    slope = torch.ones(1, device="cuda", dtype=torch.float32)
-    out = torch.empty_like(q)
-    with pytest.raises(ValueError, match=r"exactly below 2\^22"):
-        kernel(q, k, v, slope, out=out)
-    m = n - 1
-    kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])
-    torch.cuda.synchronize()
-    assert torch.isfinite(out[:, :, :m].float()).all()
+    check_refused_past("alibi", 1 << 21, 1.0, r"exactly below 2\^22")
 
 
 def test_index_products_past_32_bits_are_refused():
     """squared_distance computes (q - k)^2 in 32-bit ints: 46,341 tokens reach 46,340^2 < 2^31
     and run; one more is refused at launch with the reason, never run wrapped."""
+    check_refused_past("squared_distance", 46342, 1e-9, r"32-bit integers")
+
+
+def check_refused_past(name, n, slope_value, reason):
+    """`name` (Q, K, V and a per-head slope) refused at n tokens with `reason`; run at n - 1."""
     import torch
-    kernel = kernel_for("squared_distance")
+    kernel = kernel_for(name)
     d = next(a["size"] for spec in kernel.inputs for a in spec["axes"] if a["name"] == "d")
-    n = 46342
     q, k, v = (torch.randn(1, 1, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    slope = torch.full((1,), 1e-9, device="cuda", dtype=torch.float32)
+    slope = torch.full((1,), slope_value, device="cuda", dtype=torch.float32)
     out = torch.empty_like(q)
-    with pytest.raises(ValueError, match=r"32-bit integers"):
+    with pytest.raises(ValueError, match=reason):
         kernel(q, k, v, slope, out=out)
     m = n - 1
     kernel(q[:, :, :m], k[:, :, :m], v[:, :, :m], slope, out=out[:, :, :m])
