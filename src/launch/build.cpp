@@ -426,13 +426,30 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),
                  p.predicted_s, ""};
     for (const std::string& w : p.warnings) b.warning += (b.warning.empty() ? "" : "\n  warning: ") + w;
-    // An attention-shaped diagram (two contractions and a softmax) that the attention emitter
-    // refuses: the refusal (with the one kernel's prediction where the planner would run one),
-    // so that the slower plan is no surprise.
-    const auto count = [&](ir::OpKind op) {
-      return std::count_if(d.nodes.begin(), d.nodes.end(), [&](const ir::Node& n) { return n.op == op; });
+    // An attention-shaped diagram (two contractions, the second reading the first through a
+    // softmax or exponentials written out) that the attention emitter refuses: the refusal (with
+    // the one kernel's prediction where the planner would run one), so that the slower plan is
+    // no surprise.
+    std::vector<ir::NodeId> contractions;
+    for (ir::NodeId n = 0; n < static_cast<ir::NodeId>(d.nodes.size()); ++n)
+      if (d.node(n).op == ir::OpKind::contract) contractions.push_back(n);
+    auto attention_shaped = [&]() {
+      if (contractions.size() != 2) return false;
+      std::vector<ir::NodeId> todo(d.node(contractions[1]).operands);
+      std::set<ir::NodeId> seen;
+      bool exponential = false;
+      while (!todo.empty()) {
+        const ir::NodeId n = todo.back();
+        todo.pop_back();
+        if (!seen.insert(n).second) continue;
+        const ir::OpKind op = d.node(n).op;
+        exponential = exponential || op == ir::OpKind::softmax || op == ir::OpKind::exp || op == ir::OpKind::exp2;
+        if (n == contractions[0]) return exponential;
+        for (ir::NodeId o : d.node(n).operands) todo.push_back(o);
+      }
+      return false;
     };
-    if (count(ir::OpKind::contract) == 2 && count(ir::OpKind::softmax) == 1) {
+    if (attention_shaped()) {
       auto any = planners_own();
       const std::string one = any && plan::one_attention_kernel(any->chosen)
                                   ? fmt::format(" ({:.4g} us predicted)", any->chosen.predicted_s * 1e6) : "";

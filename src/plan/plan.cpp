@@ -671,6 +671,7 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
     // One streamed kernel of the whole diagram, as the cost model over schedules sees it.
     auto r = search::search(d, sched::analyse_streaming(d), m, options.search);
     if (r && !r->ranked.empty()) {
+      const std::string refused = fused_plan.infeasible;  // why no kernel family runs it
       fused_plan.infeasible.clear();
       fused_plan.kernels.resize(1);
       Kernel& k = fused_plan.kernels[0];
@@ -686,7 +687,7 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
       fused_plan.predicted_s = k.predicted_s;
       fused_plan.materialised.clear();
       fused_plan.infeasible = "";
-      fused_plan.note = "no code generator runs it: the plan's kernel families do not cover a streamed kernel of this shape";
+      fused_plan.note = "no code generator runs it: " + refused;
     }
   }
   // The greedy search may miss either end (a merge it never tried): both compete too. A plan of

@@ -153,6 +153,18 @@ TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("not one attention kernel ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("9:5: the kernel writes the row logsumexp"), std::string::npos) << r.out;
+  // FlashAttention-1's outputs (O, the row max m and the row sum l), its softmax written out:
+  // attention-shaped too, so the refusal is said.
+  o.out_dir = (tmp.path / "fa1").string();
+  const auto fa1 = launch::build(
+      {write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+                          "S = contract(Q, K over d) * 0.125\nm = max(S over k)\nE = exp(S - m)\nl = sum(E over k)\n"
+                          "O = contract(E, V over k) / l as bf16\nout O\nout m\nout l\n"),
+       {}},
+      o);
+  ASSERT_EQ(fa1.exit_code, 0) << fa1.err;
+  EXPECT_NE(fa1.out.find("because the kernel generator refuses this diagram: 11:5: the attention kernel writes one output"),
+            std::string::npos) << fa1.out;
 }
 
 // napkin run on a machine without a CUDA driver says so at once, before it compiles anything.
