@@ -299,25 +299,29 @@ class Parser {
     // An error past the line of a '(' still open: most likely that '(' lacks its ')' (the
     // newlines inside it did not end the statement). Where a statement's keyword begins the
     // line, it is certainly so: that is the error.
-    if (note.empty() && !open_parens_.empty() && at.line > open_parens_.back().line) {
+    if (note.empty() && !open_parens_.empty() && at.line > open_parens_.back().loc.line) {
       const std::string line = at.column == 1 ? src_.line_text(at.line) : "";
       std::string keyword;
       for (const char* k : {"out", "in", "axes", "param"})
         if (line.rfind(std::string(k) + " ", 0) == 0) keyword = k;
       if (!keyword.empty()) {
         note = fmt::format("'{}' begins a statement here, still inside it ({})", keyword, message);
-        message = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line, open_parens_.back().column);
+        message = not_closed();
         throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
       }
-      note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line, open_parens_.back().column);
+      note = not_closed();
     }
     throw ParseError{make_error(src_, at, std::move(message), std::move(note))};
   }
+  // "the '(' at line L, column C is not closed", of the innermost open bracket.
+  std::string not_closed() const {
+    const Open& o = open_parens_.back();
+    return fmt::format("the '{}' at line {}, column {} is not closed", o.ch, o.loc.line, o.loc.column);
+  }
   [[noreturn]] void expected(std::string_view what) {
     std::string note;
-    if (!open_parens_.empty() && what.find("')'") != std::string_view::npos)
-      note = fmt::format("the '(' at line {}, column {} is not closed", open_parens_.back().line,
-                         open_parens_.back().column);
+    if (!open_parens_.empty() && what.find(open_parens_.back().ch == '(' ? "')'" : "']'") != std::string_view::npos)
+      note = not_closed();
     if (tok_.kind == Tok::error)
       fail(tok_.loc, fmt::format("unexpected character {}; expected {}", character_name(tok_.text), what), note);
     fail(tok_.loc, fmt::format("expected {}, found {}", what, describe(tok_)), note);
@@ -402,8 +406,9 @@ class Parser {
       next();
       InputDecl in;
       in.name = expect_name("an input name");
+      const SourceLoc open = tok_.loc;
       expect(Tok::lbracket, fmt::format("'[' and the axes of input '{}'", in.name.text));
-      in.axes = parse_axis_list();
+      in.axes = parse_axis_list(open);
       in.dtype = parse_dtype_token(fmt::format("the dtype of input '{}'", in.name.text));
       p.inputs.push_back(std::move(in));
       end_statement();
@@ -414,8 +419,9 @@ class Parser {
       OutputDecl out;
       out.name = expect_name("the name of a value to output");
       if (tok_.kind == Tok::lbracket) {
+        const SourceLoc open = tok_.loc;
         next();
-        out.axes = parse_axis_list();
+        out.axes = parse_axis_list(open);
       }
       p.outputs.push_back(std::move(out));
       end_statement();
@@ -425,8 +431,9 @@ class Parser {
     Definition def;
     def.name = expect_name("a name");
     if (tok_.kind == Tok::lbracket) {
+      const SourceLoc open = tok_.loc;
       next();
-      def.annotation = parse_axis_list();
+      def.annotation = parse_axis_list(open);
     }
     expect(Tok::assign, fmt::format("'=' after '{}'", def.name.text));
     def.value = parse_expr();
@@ -448,13 +455,16 @@ class Parser {
   }
 
   // After '[': names up to ']'.
-  std::vector<Name> parse_axis_list() {
+  // After the '[' at `open`: axis names, then ']'.
+  std::vector<Name> parse_axis_list(SourceLoc open) {
+    open_parens_.push_back({open, '['});
     std::vector<Name> out;
     while (tok_.kind == Tok::ident) {
       out.push_back(expect_name("an axis name"));
       if (tok_.kind == Tok::comma) next();
     }
     expect(Tok::rbracket, "an axis name or ']'");
+    open_parens_.pop_back();
     return out;
   }
 
@@ -583,7 +593,7 @@ class Parser {
       return e;
     }
     if (tok_.kind == Tok::lparen) {
-      open_parens_.push_back(tok_.loc);
+      open_parens_.push_back({tok_.loc, '('});
       next();
       ExprPtr inner = parse_expr();
       expect(Tok::rparen, "')'");
@@ -605,7 +615,7 @@ class Parser {
     next();
     if (tok_.kind == Tok::lparen) {
       e->kind = Expr::Kind::call;
-      open_parens_.push_back(tok_.loc);
+      open_parens_.push_back({tok_.loc, '('});
       next();
       parse_call_args(*e);
       open_parens_.pop_back();
@@ -614,8 +624,9 @@ class Parser {
     }
     e->kind = Expr::Kind::ref;
     if (tok_.kind == Tok::lbracket) {
+      const SourceLoc open = tok_.loc;
       next();
-      e->annotation = parse_axis_list();
+      e->annotation = parse_axis_list(open);
     }
     return e;
   }
@@ -675,7 +686,11 @@ class Parser {
   Lexer lex_;
   Token tok_;
   int nesting_ = 0;
-  std::vector<SourceLoc> open_parens_;  // innermost last, for "not closed" notes
+  struct Open {
+    SourceLoc loc;
+    char ch;  // '(' or '['
+  };
+  std::vector<Open> open_parens_;  // innermost last, for "not closed" notes
 };
 
 // ---------------------------------------------------------------- elaboration

@@ -338,6 +338,38 @@ std::set<AxisId> set_union(const std::set<AxisId>& a, const std::set<AxisId>& b)
   return r;
 }
 
+// An output computed by a contraction, in an order its GEMM cannot write (C[g h m n], h the batch
+// and g m the rows): the contraction's value becomes an intermediate, which the GEMM writes in
+// its own order (subgraph.cpp's boundaries), and an elementwise copy writes the caller's. (An
+// output cast or scaled after the contraction has that kernel already.)
+std::optional<Variant> relayout_outputs(const ir::Diagram& d) {
+  std::set<NodeId> copied;
+  for (const ir::Output& o : d.outputs) {
+    const Node& c = d.node(o.node);
+    if (c.op != OpKind::contract || c.operands.size() != 2 || c.operands[0] == c.operands[1]) continue;
+    const std::set<AxisId> sa = axes_of(d, c.operands[0]), sb = axes_of(d, c.operands[1]);
+    auto cls = [&](AxisId a) { return sa.count(a) ? (sb.count(a) ? 0 : 1) : 2; };  // L, M, N
+    bool split = false;
+    for (int k = 0; k < 3; ++k) split = split || !one_run(o.axes, [&](AxisId a) { return cls(a) == k; });
+    if (split) copied.insert(o.node);
+  }
+  if (copied.empty()) return std::nullopt;
+  std::vector<std::string> what;
+  auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
+    if (!copied.count(n)) return {};
+    const Node& node = d.node(n);
+    std::vector<ir::Value> ops;
+    for (NodeId o : node.operands) ops.push_back(val[static_cast<std::size_t>(o)]);
+    const ir::Value product = replay_node(b, node, ops, [](AxisId a) { return a; });
+    what.push_back(node.name);
+    return b.named(node.name, b.cast(product, node.dtype, node.loc), node.loc);
+  });
+  if (!v) return std::nullopt;
+  return Variant{std::move(*v), {fmt::format("{} written by a copy of the GEMM's result, which the GEMM stores in its own order "
+                                             "(the order asked splits a class of its axes: batch, rows, columns)",
+                                             fmt::join(what, ", "))}};
+}
+
 // contract(contract(A, B) [as T], C) with fewer FLOPs in another order.
 std::optional<Variant> reassociate(const ir::Diagram& d, NodeId c2) {
   const Node& outer = d.node(c2);
@@ -649,7 +681,7 @@ std::optional<Variant> split_pair(const ir::Diagram& d, NodeId c, std::size_t bi
 
 }  // namespace
 
-bool relayout_applies(const ir::Diagram& d) { return relayout_inputs(d).has_value(); }
+bool relayout_applies(const ir::Diagram& d) { return relayout_inputs(d).has_value() || relayout_outputs(d).has_value(); }
 
 std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute, bool relayout) {
   std::vector<Variant> out;
@@ -661,8 +693,10 @@ std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute, bool
       if (seen.insert(o).second) users_of[static_cast<std::size_t>(o)].push_back(n);
   }
   std::vector<Recompute> recomputes;
-  if (relayout)
+  if (relayout) {
     if (auto v = relayout_inputs(d)) out.push_back(std::move(*v));
+    if (auto v = relayout_outputs(d)) out.push_back(std::move(*v));
+  }
   for (NodeId n = 0; n < static_cast<NodeId>(d.nodes.size()); ++n) {
     if (auto v = sum_into_operand(d, n)) out.push_back(std::move(*v));
     if (recompute)

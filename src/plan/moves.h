@@ -33,10 +33,12 @@ struct Variant {
 // Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the
 // first few alone and all together). `recompute`: whether to offer recomputes at all (they pay
 // only where the plan fuses: not past the planner's bound on fused kernels).
-// `relayout`: whether to offer inputs copied for the GEMMs that cannot read them as stored.
+// `relayout`: whether to offer inputs copied for the GEMMs that cannot read them as stored, and
+// outputs copied from GEMMs that cannot write them in the order asked.
 std::vector<Variant> applicable_moves(const ir::Diagram& d, bool recompute = true, bool relayout = false);
 
-// Whether some input is stored so that a GEMM reading it cannot (the relayout move applies).
+// Whether some input is stored so that a GEMM reading it cannot, or some output is asked in an
+// order its GEMM cannot write (the relayout moves apply).
 bool relayout_applies(const ir::Diagram& d);
 
 // Axes merged into one (their product), outermost first: `name` stands for `parts`.

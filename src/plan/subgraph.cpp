@@ -310,12 +310,20 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const Owner& owner, 
       if (owner(n) < 0 || owner(n) == owner(o)) continue;
       for (NodeId x : d.node(n).operands)
         if (x == o) read_across(d, d.node(n), o, boundary_entry(d, index, out, o));
-      // A GEMM's f32 result stored in the GEMM's order for a kernel that rounds it as it copies it
-      // into the caller's order (its only reader): stored so rounded, half the bytes, the same
-      // values.
+      // A GEMM's f32 result read only by a kernel that rounds it (as it copies it into the
+      // caller's order): stored so rounded, half the bytes, the same values.
       const Node& reader = d.node(n);
       Boundary& b = boundary_entry(d, index, out, o);
-      if (b.gemm_order && index.users[static_cast<std::size_t>(o)].size() == 1 && reader.op == OpKind::cast &&
+      const Node& value = d.node(o);
+      auto normalised = [&](NodeId x) { return written_along(d, x) >= 0; };
+      const bool gemm_value = value.op == OpKind::contract && value.operands.size() == 2 &&
+                              !normalised(value.operands[0]) && !normalised(value.operands[1]);
+      // (Not where a contraction reads the rounded value: its own boundary is narrow already, and the
+      // cast belongs in the GEMM's epilogue, not in the reader's prologue.)
+      const auto& cast_users = index.users[static_cast<std::size_t>(n)];
+      const bool read_by_gemm = std::any_of(cast_users.begin(), cast_users.end(),
+                                            [&](NodeId u) { return d.node(u).op == OpKind::contract; });
+      if (gemm_value && !read_by_gemm && index.users[static_cast<std::size_t>(o)].size() == 1 && reader.op == OpKind::cast &&
           is_narrow_float(reader.dtype) && b.dtype == DType::f32 && d.node(o).dtype == DType::f32) {
         b.dtype = reader.dtype;
         b.note += fmt::format("{}rounded to {} as its only reader rounds it", b.note.empty() ? "" : "; ", dtype_name(reader.dtype));

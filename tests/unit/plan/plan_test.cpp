@@ -316,6 +316,16 @@ out C
   for (const auto& m : r.chosen.materialised)
     written = written || (m.find("[h g m n] bf16") != std::string::npos && m.find("stored as the GEMM writes it") != std::string::npos);
   EXPECT_TRUE(written) << fmt::format("{}", fmt::join(r.chosen.materialised, "; "));
+  // The contraction itself the output (f32, no cast to carry the copy): the same, by the move.
+  const auto bare = derive(parse(R"(axes g=4 h=8 m=512 k=256 n=384
+in A[h g m k] bf16
+in B[h k n] bf16
+C = contract(A, B over k)
+out C
+)"));
+  EXPECT_EQ(kinds(bare.chosen), (std::vector<K>{K::gemm, K::elementwise}));
+  ASSERT_FALSE(bare.chosen.moves.empty());
+  EXPECT_NE(bare.chosen.moves[0].find("C written by a copy of the GEMM's result"), std::string::npos) << bare.chosen.moves[0];
 }
 
 // Statistics over axes the layout holds apart (NCHW: n, then c, then y x): a sum over each run
