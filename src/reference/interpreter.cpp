@@ -412,7 +412,9 @@ double work_estimate(const Diagram& d) {
   double work = 0;
   for (const Node& n : d.nodes) {
     double space = static_cast<double>(d.elements(n.axes));
-    for (AxisId a : n.over) space *= static_cast<double>(d.axis(a).size);
+    // (An axis a softmax or norm keeps is counted once: it is in the value's own axes.)
+    for (AxisId a : n.over)
+      if (std::find(n.axes.begin(), n.axes.end(), a) == n.axes.end()) space *= static_cast<double>(d.axis(a).size);
     work += space * (ir::op_class(n.op) == ir::OpClass::composite ? 4.0 : 1.0);
   }
   return work;

@@ -123,7 +123,7 @@ TEST(Cli, FailuresGiveANonzeroExitAndAOneLineReason) {
       {"check examples/attention.napkin --set t=4",
        "error: --set t=4: examples/attention.napkin has no axis or param named 't' (axes: b h q k d)"},
       {"eval examples/attention.napkin -o /tmp/napkin_never",
-       "error: examples/attention.napkin: evaluating needs about 7.09e+13 f64 steps, more than "
+       "error: examples/attention.napkin: evaluating needs about 5.61e+11 f64 steps, more than "
        "--max-work 1e+10; bind smaller sizes with --set (e.g. --set q=256), or raise --max-work"},
       {"eval examples/matmul.napkin --set m=2 --set k=3 --set n=2 --input Z=z.npy -o /tmp/x",
        "error: --input Z=z.npy: examples/matmul.napkin has no input named 'Z' (inputs: A B)"},
