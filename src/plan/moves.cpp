@@ -257,8 +257,8 @@ std::optional<Variant> distribute(const ir::Diagram& d, NodeId c) {
 // The storage order a GEMM needs of input `x`, an operand of two-operand contraction `c`, or
 // empty where x's serves: each class of its axes (batch L, its own M or N, contracted K) one run,
 // a unit-stride M, N or K innermost, as the kernel flattens each class into one mode
-// (subgraph.cpp's gemm_classes). The order given keeps L first and the other two classes in the
-// order x holds them.
+// (subgraph.cpp's gemm_classes). The order given keeps L first, then the other two classes in the
+// order x holds them, but the class of x's innermost axis last (so that the copy moves rows).
 std::vector<AxisId> gemm_order_needed(const ir::Diagram& d, NodeId c, NodeId x) {
   const Node& cn = d.node(c);
   const NodeId other = cn.operands[0] == x ? cn.operands[1] : cn.operands[0];
@@ -270,6 +270,12 @@ std::vector<AxisId> gemm_order_needed(const ir::Diagram& d, NodeId c, NodeId x) 
   std::vector<int> classes{0};
   for (AxisId a : order)
     if (std::find(classes.begin(), classes.end(), cls(a)) == classes.end()) classes.push_back(cls(a));
+  // The class of x's innermost axis last, where it is not L: the copy then keeps the unit-stride
+  // axis innermost and moves whole rows (W[e k n] read over k as [k e n], not [e n k]).
+  if (const int inner = cls(order.back()); inner != 0) {
+    classes.erase(std::find(classes.begin(), classes.end(), inner));
+    classes.push_back(inner);
+  }
   std::vector<AxisId> needed;
   for (int k : classes)
     for (AxisId a : order)

@@ -171,7 +171,8 @@ std::string boundary_name(const ir::Diagram& d, const DiagramIndex& index, NodeI
 // Each class of a GEMM operand's axes (batch L, its own M or N, contracted K) must be adjacent in
 // its storage order: the kernel flattens a class into one mode (emit/gemm_kernel.cpp). An
 // intermediate stored otherwise (an attention output [b h q d] read over h and d) is stored as
-// [L, M, K]: L and K in the other operand's order, so the two flatten alike, K innermost.
+// [L, M, K]: L and K in the other operand's order, so the two flatten alike, K innermost (or
+// [L, K, M] where its innermost axis is of M).
 void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o, Boundary& b) {
   const NodeId other = contraction.operands[0] == o ? contraction.operands[1] : contraction.operands[0];
   const auto& mine = d.node(o).axes;
@@ -183,8 +184,11 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   bool adjacent = true;
   for (int c = 0; c < 3; ++c) adjacent = adjacent && one_run(order, [&](AxisId a) { return cls(a) == c; });
   if (adjacent) return;
+  // Its own class innermost where its unit-stride axis is of it (a row-major B: W[e k n] read over
+  // k as [k e n]), so that the copy moves whole rows; else K innermost.
+  const bool own_inner = !order.empty() && cls(order.back()) == 1;
   std::vector<std::string> fixed;
-  for (int c = 0; c < 3; ++c)
+  for (int c : own_inner ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2})
     for (AxisId a : c == 1 ? order : theirs)
       if (has(mine, a) && cls(a) == c) fixed.push_back(d.axis(a).name);
   b.note = fmt::format("stored as [{}] for the GEMM that reads it (each class of axes one mode)", fmt::join(fixed, " "));

@@ -328,6 +328,23 @@ out C
   EXPECT_NE(bare.chosen.moves[0].find("C written by a copy of the GEMM's result"), std::string::npos) << bare.chosen.moves[0];
 }
 
+// MoE weights W[e k n] read over k: copied as [k e n] (whole rows of n, a cheap copy), not
+// transposed to [e n k].
+TEST(Plan, ARelayoutCopyKeepsTheUnitStrideAxisInnermost) {
+  const auto r = derive(parse(R"(axes e=8 t=1024 k=2048 n=4096
+in X[t k] bf16
+in W[e k n] bf16
+Y = contract(X, W over k) as bf16
+out Y
+)"));
+  bool rows = false;
+  for (const auto& m : r.chosen.materialised) rows = rows || m.find("W_copy[k e n] bf16") != std::string::npos;
+  EXPECT_TRUE(rows) << fmt::format("{}", fmt::join(r.chosen.materialised, "; "));
+  ASSERT_FALSE(r.chosen.kernels.empty());
+  EXPECT_EQ(r.chosen.kernels[0].kind, K::elementwise);
+  EXPECT_LT(r.chosen.kernels[0].hbm_bytes, 2.1 * 8 * 2048 * 4096 * 2);  // read and written once
+}
+
 // Statistics over axes the layout holds apart (NCHW: n, then c, then y x): a sum over each run
 // of adjacent axes, a row kernel over y x and a column kernel over n.
 TEST(Plan, StatisticsOverAxesHeldApartAreSplitIntoRuns) {
