@@ -32,6 +32,26 @@ double scaled_error(const reference::Tensor& got, const reference::Tensor& want)
   return err / scale;
 }
 
+// The chosen plan of `text`, of two kernels or more, run on the CPU against the reference.
+void expect_chosen_plan_matches(const std::string& text, const arch::Machine& m) {
+  SCOPED_TRACE(text);
+  auto p = ir::parse_diagram(SourceText{"t.napkin", text});
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  const ir::Diagram& d = p->diagram;
+  auto r = plan::derive_plan(d, m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GE(r->chosen.kernels.size(), 2u);
+  const auto inputs = reference::random_inputs(d, 5);
+  auto want = reference::evaluate(d, inputs);
+  ASSERT_TRUE(want.ok());
+  auto got = exec::execute_plan(r->chosen, d, inputs);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  for (const auto& [name, t] : *want) {
+    ASSERT_TRUE(got->outputs.count(name)) << name;
+    EXPECT_LT(scaled_error(got->outputs.at(name), t), 3e-2) << name;
+  }
+}
+
 TEST(PlanExec, EveryPlanMatchesTheReferenceAtOddSizes) {
   auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
   ASSERT_TRUE(m.ok());
@@ -100,23 +120,7 @@ TEST(PlanExec, SiblingsOrderAndWindowsMatchTheReference) {
       "axes t=29 e=64 v=301\nin X[t e] bf16\nin W[v e] bf16\nL = contract(X, W over e)\nP = softmax(L over v) as bf16\n"
       "Z = logsumexp(L over v)\nout P\nout Z\n",
       mlp};
-  for (const std::string& text : diagrams) {
-    auto p = ir::parse_diagram(SourceText{"t.napkin", text});
-    ASSERT_TRUE(p.ok()) << p.error().format();
-    const ir::Diagram& d = p->diagram;
-    auto r = plan::derive_plan(d, *m);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_GE(r->chosen.kernels.size(), 2u);
-    const auto inputs = reference::random_inputs(d, 5);
-    auto want = reference::evaluate(d, inputs);
-    ASSERT_TRUE(want.ok());
-    auto got = exec::execute_plan(r->chosen, d, inputs);
-    ASSERT_TRUE(got.ok()) << got.error().message;
-    for (const auto& [name, t] : *want) {
-      ASSERT_TRUE(got->outputs.count(name)) << name;
-      EXPECT_LT(scaled_error(got->outputs.at(name), t), 3e-2) << name << "\n" << text;
-    }
-  }
+  for (const std::string& text : diagrams) expect_chosen_plan_matches(text, *m);
 }
 
 // Plans that the algebraic moves rewrote: a sum pushed into a contraction's operand, the
@@ -169,22 +173,8 @@ TEST(PlanExec, MovedPlansMatchTheReference) {
 TEST(PlanExec, AGemmOutputCopiedIntoTheOrderAskedMatches) {
   auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
   ASSERT_TRUE(m.ok());
-  for (const char* body : {"C = contract(A, B over k)\nout C\n", "C = contract(A, B over k) as bf16\nout C[n g m h]\n"}) {
-    SCOPED_TRACE(body);
-    auto p = ir::parse_diagram(SourceText{"<test>", std::string("axes g=3 h=5 m=37 k=40 n=24\nin A[h g m k] bf16\n"
-                                                                "in B[h k n] bf16\n") + body});
-    ASSERT_TRUE(p.ok()) << p.error().format();
-    const ir::Diagram& d = p->diagram;
-    auto r = plan::derive_plan(d, *m);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_GE(r->chosen.kernels.size(), 2u);
-    const auto inputs = reference::random_inputs(d, 5);
-    auto want = reference::evaluate(d, inputs);
-    ASSERT_TRUE(want.ok());
-    auto got = exec::execute_plan(r->chosen, d, inputs);
-    ASSERT_TRUE(got.ok()) << got.error().message;
-    for (const auto& [name, t] : *want) EXPECT_LT(scaled_error(got->outputs.at(name), t), 3e-2) << name;
-  }
+  for (const char* body : {"C = contract(A, B over k)\nout C\n", "C = contract(A, B over k) as bf16\nout C[n g m h]\n"})
+    expect_chosen_plan_matches(std::string("axes g=3 h=5 m=37 k=40 n=24\nin A[h g m k] bf16\nin B[h k n] bf16\n") + body, *m);
 }
 
 // A contraction over two axes is one GEMM whose K mode flattens both (emit/gemm_kernel.cpp).
