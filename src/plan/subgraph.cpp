@@ -230,6 +230,13 @@ AxisId written_along(const ir::Diagram& d, NodeId n) {
   }
 }
 
+// Whether `node` is a GEMM's value: a contraction of two operands, neither a softmax or norm (not
+// attention's P V, whose kernel writes O in any order).
+bool gemm_value(const ir::Diagram& d, const Node& node) {
+  return node.op == OpKind::contract && node.operands.size() == 2 && written_along(d, node.operands[0]) < 0 &&
+         written_along(d, node.operands[1]) < 0;
+}
+
 Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::map<NodeId, Boundary>& out, NodeId n) {
   auto [it, fresh] = out.try_emplace(n);
   if (fresh) {
@@ -245,10 +252,7 @@ Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::m
     // A contraction's value stored as a GEMM writes it where the value's own order would split a
     // class of its axes (grouped_bmm's [g h m n], h the batch and g m the rows): batch, rows,
     // columns, each in the value's order. (An output keeps the caller's order: a copy writes it.)
-    // (Not attention's P V: the attention kernel writes its O in any order.)
-    auto normalised = [&](NodeId x) { return written_along(d, x) >= 0; };
-    if (node.op == OpKind::contract && node.operands.size() == 2 && node.operands[0] != node.operands[1] &&
-        !normalised(node.operands[0]) && !normalised(node.operands[1])) {
+    if (gemm_value(d, node) && node.operands[0] != node.operands[1]) {
       auto has = [&](NodeId x, AxisId a) {
         const auto& v = d.node(x).axes;
         return std::find(v.begin(), v.end(), a) != v.end();
@@ -318,16 +322,12 @@ std::map<NodeId, Boundary> boundaries(const ir::Diagram& d, const Owner& owner, 
       // caller's order): stored so rounded, half the bytes, the same values.
       const Node& reader = d.node(n);
       Boundary& b = boundary_entry(d, index, out, o);
-      const Node& value = d.node(o);
-      auto normalised = [&](NodeId x) { return written_along(d, x) >= 0; };
-      const bool gemm_value = value.op == OpKind::contract && value.operands.size() == 2 &&
-                              !normalised(value.operands[0]) && !normalised(value.operands[1]);
       // (Not where a contraction reads the rounded value: its own boundary is narrow already, and the
       // cast belongs in the GEMM's epilogue, not in the reader's prologue.)
       const auto& cast_users = index.users[static_cast<std::size_t>(n)];
       const bool read_by_gemm = std::any_of(cast_users.begin(), cast_users.end(),
                                             [&](NodeId u) { return d.node(u).op == OpKind::contract; });
-      if (gemm_value && !read_by_gemm && index.users[static_cast<std::size_t>(o)].size() == 1 && reader.op == OpKind::cast &&
+      if (gemm_value(d, d.node(o)) && !read_by_gemm && index.users[static_cast<std::size_t>(o)].size() == 1 && reader.op == OpKind::cast &&
           is_narrow_float(reader.dtype) && b.dtype == DType::f32 && d.node(o).dtype == DType::f32) {
         b.dtype = reader.dtype;
         b.note += fmt::format("{}rounded to {} as its only reader rounds it", b.note.empty() ? "" : "; ", dtype_name(reader.dtype));
