@@ -722,27 +722,6 @@ struct ReaderInputs {
   std::map<NodeId, std::pair<int, int>> key_rows;
 };
 
-// |x| <= sum_i c[i] L^i: a bound of an index expression as a polynomial in L, the longest index
-// extent of a call (coefficients rounded up: a bound, not a value).
-using IndexBound = std::vector<double>;
-IndexBound bound_sum(const IndexBound& a, const IndexBound& b) {
-  IndexBound r(std::max(a.size(), b.size()), 0.0);
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = (i < a.size() ? a[i] : 0.0) + (i < b.size() ? b[i] : 0.0);
-  return r;
-}
-IndexBound bound_max(const IndexBound& a, const IndexBound& b) {
-  IndexBound r(std::max(a.size(), b.size()), 0.0);
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = std::max(i < a.size() ? a[i] : 0.0, i < b.size() ? b[i] : 0.0);
-  return r;
-}
-IndexBound bound_product(const IndexBound& a, const IndexBound& b) {
-  if (a.empty() || b.empty()) return {};
-  IndexBound r(a.size() + b.size() - 1, 0.0);
-  for (std::size_t i = 0; i < a.size(); ++i)
-    for (std::size_t j = 0; j < b.size(); ++j) r[i + j] += a[i] * b[j];
-  return r;
-}
-
 // Writes one device function body: a statement per node of the DAG under `top`, in node order.
 // The inputs in `reader` are read through the kernel's reader `rd`; reads_staged() says whether
 // any was.
@@ -754,7 +733,7 @@ class BodyWriter {
   // The largest |x| of an index expression converted by index_float, as scale * L + offset for
   // L the longest index extent of a call (0, 0: none converted).
   std::pair<long long, long long> index_float_bound() const { return index_float_bound_; }
-  // The ranges (napkin::device::IndexRange expressions of L) of the index arithmetic computed
+  // The ranges (napkin::device::IntRange expressions of L) of the index arithmetic computed
   // in 32-bit integers, which the launch checks.
   const std::vector<std::string>& int_ranges() const { return int_ranges_; }
 
@@ -884,9 +863,8 @@ class BodyWriter {
     // An index expression (ALiBi's k - q) converted without the SFU's I2F, which the softmax's
     // exponentials saturate at d = 64; exact within the bound the launch checks.
     if (t == CType::real && from == CType::integer)
-      if (auto b = index_bound(operand); b && b->size() <= 2) {
-        const auto scale = static_cast<long long>(b->size() > 1 ? (*b)[1] : 0), offset = static_cast<long long>((*b)[0]);
-        index_float_bound_ = {std::max(index_float_bound_.first, scale), std::max(index_float_bound_.second, offset)};
+      if (auto b = index_bound(operand)) {
+        index_float_bound_ = {std::max(index_float_bound_.first, b->first), std::max(index_float_bound_.second, b->second)};
         return "napkin::device::index_float(" + v + ")";
       }
     return fmt::format("static_cast<{}>({})", ctype_name(t), v);
@@ -1008,51 +986,62 @@ class BodyWriter {
   std::vector<std::string> int_ranges_;
 
   // The range of an integer expression of indices (each in [0, L), L the longest index extent)
-  // and integral literals through + - * abs, min, max, as an IndexRange expression of L; none
-  // for any other (an i32 input, a param).
+  // and integral literals through + - * abs, min, max, as a napkin::device::IntRange expression
+  // of L; none for any other (an i32 input, a param).
   std::optional<std::string> index_range(NodeId n) const {
     const Node& x = d_.node(n);
     auto op = [&](int i) { return index_range(x.operands[static_cast<std::size_t>(i)]); };
     switch (x.op) {
-      case OpKind::iota: return std::string("R::index(L)");
+      case OpKind::iota: return std::string("napkin::device::IntRange{0, L - 1}");
       case OpKind::constant:
         if (!x.name.empty() || x.scalar != std::floor(x.scalar) || std::fabs(x.scalar) > 1e6) return std::nullopt;
-        return fmt::format("R::literal({:.17g})", x.scalar);
+        return fmt::format("napkin::device::irange({}LL)", static_cast<long long>(x.scalar));
       case OpKind::neg: case OpKind::abs: {
         const auto a = op(0);
         if (!a) return std::nullopt;
-        return x.op == OpKind::neg ? "-" + *a : "abs(" + *a + ")";
+        return x.op == OpKind::neg ? "-" + *a : "napkin::device::range_abs(" + *a + ")";
       }
       case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::min: case OpKind::max: {
         const auto a = op(0), b = op(1);
         if (!a || !b) return std::nullopt;
-        if (x.op == OpKind::min || x.op == OpKind::max) return fmt::format("{}({}, {})", op_name(x.op), *a, *b);
-        return fmt::format("({} {} {})", *a, x.op == OpKind::add ? '+' : x.op == OpKind::sub ? '-' : '*', *b);
+        if (x.op == OpKind::add || x.op == OpKind::sub) return fmt::format("({} {} {})", *a, x.op == OpKind::add ? '+' : '-', *b);
+        return fmt::format("napkin::device::range_{}({}, {})", x.op == OpKind::mul ? "mul" : ir::op_name(x.op), *a, *b);
       }
       default: return std::nullopt;
     }
   }
 
-  // |x| <= sum_i c[i] L^i (IndexBound) for an integer expression of indices (each below L, the
-  // longest index extent) and integer literals through + - * abs, min, max; none for any other
-  // (an i32 input, a param).
-  std::optional<IndexBound> index_bound(NodeId n) const {
+  // |x| <= scale * L + offset for an integer expression of indices (each below L, the longest
+  // index extent) and integer literals through + - * by a literal, abs, min, max; none for any
+  // other (an i32 input, a param).
+  std::optional<std::pair<long long, long long>> index_bound(NodeId n) const {
     const Node& x = d_.node(n);
     auto op = [&](int i) { return index_bound(x.operands[static_cast<std::size_t>(i)]); };
+    // |c| of an integral literal (not a param) of moderate size.
+    auto literal = [&](NodeId m) -> std::optional<long long> {
+      const Node& c = d_.node(m);
+      if (c.op != OpKind::constant || !c.name.empty() || c.scalar != std::floor(c.scalar) || std::fabs(c.scalar) > 1e6)
+        return std::nullopt;
+      return static_cast<long long>(std::fabs(c.scalar));
+    };
     switch (x.op) {
-      case OpKind::iota: return IndexBound{0, 1};
+      case OpKind::iota: return std::make_pair(1LL, 0LL);
       case OpKind::constant:
-        // An integral literal (not a param) of moderate size.
-        if (!x.name.empty() || x.scalar != std::floor(x.scalar) || std::fabs(x.scalar) > 1e6) return std::nullopt;
-        return IndexBound{std::fabs(x.scalar)};
+        if (auto c = literal(n)) return std::make_pair(0LL, *c);
+        return std::nullopt;
       case OpKind::neg: case OpKind::abs: return op(0);
-      case OpKind::add: case OpKind::sub: case OpKind::min: case OpKind::max: case OpKind::mul: {
+      case OpKind::add: case OpKind::sub: case OpKind::min: case OpKind::max: {
         const auto a = op(0), b = op(1);
         if (!a || !b) return std::nullopt;
-        if (x.op == OpKind::mul) return bound_product(*a, *b);
-        if (x.op == OpKind::min || x.op == OpKind::max) return bound_max(*a, *b);
-        return bound_sum(*a, *b);
+        if (x.op == OpKind::min || x.op == OpKind::max)
+          return std::make_pair(std::max(a->first, b->first), std::max(a->second, b->second));
+        return std::make_pair(a->first + b->first, a->second + b->second);
       }
+      case OpKind::mul:
+        for (int i = 0; i < 2; ++i)
+          if (auto c = literal(x.operands[static_cast<std::size_t>(i)]))
+            if (auto o = op(1 - i)) return std::make_pair(o->first * *c, o->second * *c);
+        return std::nullopt;
       default: return std::nullopt;
     }
   }
@@ -1438,10 +1427,9 @@ std::string emit_attention_kernel(const ir::Diagram& d, const AttentionForm& f, 
                        index_float.first, index_float.second, index_float.first, index_float.second);
   if (!int_ranges.empty()) {
     out += "  // The largest |x| of the index arithmetic computed in int, L the longest index extent (checked at launch)\n"
-           "  static constexpr double index_int_bound(double L) {\n"
-           "    using R = napkin::device::IndexRange;\n"
-           "    double m = 0;\n";
-    for (const std::string& r : int_ranges) out += fmt::format("    m = napkin::device::range_larger(m, {}.magnitude());\n", r);
+           "  static long long index_int_bound(long long L) {\n"
+           "    long long m = 0;\n";
+    for (const std::string& r : int_ranges) out += fmt::format("    m = std::max(m, napkin::device::range_magnitude({}));\n", r);
     out += "    return m;\n  }\n";
   }
   out += "};\n\n";

@@ -136,9 +136,9 @@ std::string run_attention(AttentionFwdArgs a, const typename Fusion::Args& fusio
              std::to_string(Fusion::kIndexFloatScale) + " x the longest extent, " + std::to_string(longest) +
              ", plus " + std::to_string(Fusion::kIndexFloatOffset) + "): sequences this long are not supported";
   }
-  if (const double bound = Fusion::index_int_bound(static_cast<double>(longest)); bound >= 2147483648.0)
+  if (const long long bound = Fusion::index_int_bound(longest); bound >= (1LL << 31))
     return "the fused code computes index arithmetic in 32-bit integers, which reaches |x| = " +
-           std::to_string(static_cast<long long>(bound)) + " at the longest extent, " + std::to_string(longest) +
+           std::to_string(bound) + " at the longest extent, " + std::to_string(longest) +
            " (past 2^31): sequences this long are not supported";
   cudaError_t err = cudaSuccess;
   constexpr bool kUnnormalised = !Fusion::kNormalise;

@@ -35,10 +35,9 @@ struct Fusion : napkin::device::FusionDefaults {
   // index_float's values: |x| <= 2 L + 0, L the longest index extent (checked at launch)
   static constexpr long long kIndexFloatScale = 2, kIndexFloatOffset = 0;
   // The largest |x| of the index arithmetic computed in int, L the longest index extent (checked at launch)
-  static constexpr double index_int_bound(double L) {
-    using R = napkin::device::IndexRange;
-    double m = 0;
-    m = napkin::device::range_larger(m, (R::index(L) - R::index(L)).magnitude());
+  static long long index_int_bound(long long L) {
+    long long m = 0;
+    m = std::max(m, napkin::device::range_magnitude((napkin::device::IntRange{0, L - 1} - napkin::device::IntRange{0, L - 1})));
     return m;
   }
 };

@@ -97,7 +97,7 @@ struct FusionDefaults {
   // nothing but such a fill are guarded (OnlineSoftmax's kFiniteFills).
   static constexpr bool kFiniteFills = false;
   static constexpr long long kIndexFloatScale = 0, kIndexFloatOffset = 0;
-  static constexpr double index_int_bound(double) { return 0.0; }
+  static long long index_int_bound(long long) { return 0; }
   static constexpr int kStagedBytes = 0, kKeyRowInputs = 0, kKeyRowBytes = 0;
   // (Templates over the arguments, so a Fusion with Args of its own inherits them.)
   template <class A, class Reads>
@@ -138,30 +138,6 @@ __host__ __device__ __forceinline__ float index_float(int x) {
 #endif
 }
 constexpr long long kIndexFloatLimit = 1LL << 22;
-
-// The range [lo, hi] of an integer index expression over indices in [0, L) (interval arithmetic,
-// in doubles: exact far past 2^31), so that the launch can refuse lengths whose index arithmetic
-// would overflow the fused code's 32-bit ints (Fusion::index_int_bound).
-constexpr double range_larger(double a, double b) { return a > b ? a : b; }
-constexpr double range_smaller(double a, double b) { return a < b ? a : b; }
-struct IndexRange {
-  double lo, hi;
-  static constexpr IndexRange index(double longest) { return {0.0, longest - 1.0}; }
-  static constexpr IndexRange literal(double c) { return {c, c}; }
-  constexpr double magnitude() const { return range_larger(-lo, hi); }
-  friend constexpr IndexRange operator+(IndexRange a, IndexRange b) { return {a.lo + b.lo, a.hi + b.hi}; }
-  friend constexpr IndexRange operator-(IndexRange a, IndexRange b) { return {a.lo - b.hi, a.hi - b.lo}; }
-  friend constexpr IndexRange operator-(IndexRange a) { return {-a.hi, -a.lo}; }
-  friend constexpr IndexRange operator*(IndexRange a, IndexRange b) {
-    const double p0 = a.lo * b.lo, p1 = a.lo * b.hi, p2 = a.hi * b.lo, p3 = a.hi * b.hi;
-    return {range_smaller(range_smaller(p0, p1), range_smaller(p2, p3)), range_larger(range_larger(p0, p1), range_larger(p2, p3))};
-  }
-  friend constexpr IndexRange abs(IndexRange a) {
-    return a.lo >= 0 ? a : a.hi <= 0 ? -a : IndexRange{0.0, range_larger(-a.lo, a.hi)};
-  }
-  friend constexpr IndexRange min(IndexRange a, IndexRange b) { return {range_smaller(a.lo, b.lo), range_smaller(a.hi, b.hi)}; }
-  friend constexpr IndexRange max(IndexRange a, IndexRange b) { return {range_larger(a.lo, b.lo), range_larger(a.hi, b.hi)}; }
-};
 
 // The fused code's transcendental functions: the SFU's approximations (about 2 ulp of f32;
 // far below the bf16/f16 rounding of P and O), as FlashAttention's softcap and softmax use. exp
@@ -214,6 +190,9 @@ __host__ __device__ __forceinline__ IntRange range_min(IntRange a, IntRange b) {
 __host__ __device__ __forceinline__ IntRange range_max(IntRange a, IntRange b) {
   return {a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi};
 }
+// The largest |x| in the range (Fusion::index_int_bound: the launch refuses lengths whose index
+// arithmetic would pass the fused code's 32-bit ints).
+__host__ __device__ __forceinline__ long long range_magnitude(IntRange a) { return -a.lo > a.hi ? -a.lo : a.hi; }
 // floor(a / c) for a constant c > 0: monotone in a.
 __host__ __device__ __forceinline__ long long floor_div(long long a, long long c) { return a >= 0 ? a / c : -((-a + c - 1) / c); }
 __host__ __device__ __forceinline__ IntRange range_floor_div(IntRange a, long long c) { return {floor_div(a.lo, c), floor_div(a.hi, c)}; }
