@@ -353,11 +353,7 @@ std::optional<Variant> relayout_outputs(const ir::Diagram& d) {
   for (const ir::Output& o : d.outputs) {
     const Node& c = d.node(o.node);
     if (c.op != OpKind::contract || c.operands.size() != 2 || c.operands[0] == c.operands[1]) continue;
-    const std::set<AxisId> sa = axes_of(d, c.operands[0]), sb = axes_of(d, c.operands[1]);
-    auto cls = [&](AxisId a) { return sa.count(a) ? (sb.count(a) ? 0 : 1) : 2; };  // L, M, N
-    bool split = false;
-    for (int k = 0; k < 3; ++k) split = split || !one_run(o.axes, [&](AxisId a) { return cls(a) == k; });
-    if (split) copied.insert(o.node);
+    if (!gemm_write_order(d, c, o.axes).empty()) copied.insert(o.node);
   }
   if (copied.empty()) return std::nullopt;
   std::vector<std::string> what;

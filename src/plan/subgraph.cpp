@@ -252,25 +252,13 @@ Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::m
     // A contraction's value stored as a GEMM writes it where the value's own order would split a
     // class of its axes (grouped_bmm's [g h m n], h the batch and g m the rows): batch, rows,
     // columns, each in the value's order. (An output keeps the caller's order: a copy writes it.)
-    if (gemm_value(d, node) && node.operands[0] != node.operands[1]) {
-      auto has = [&](NodeId x, AxisId a) {
-        const auto& v = d.node(x).axes;
-        return std::find(v.begin(), v.end(), a) != v.end();
-      };
-      auto cls = [&](AxisId a) {  // 0 L (both operands'), 1 M (the first's own), 2 N (the second's)
-        return has(node.operands[0], a) ? (has(node.operands[1], a) ? 0 : 1) : 2;
-      };
-      bool split = false;
-      for (int c = 0; c < 3; ++c) split = split || !one_run(node.axes, [&](AxisId a) { return cls(a) == c; });
-      if (split) {
+    if (gemm_value(d, node) && node.operands[0] != node.operands[1])
+      if (const std::vector<AxisId> written = gemm_write_order(d, node, node.axes); !written.empty()) {
         it->second.order.clear();
-        for (int c = 0; c < 3; ++c)
-          for (AxisId a : node.axes)
-            if (cls(a) == c) it->second.order.push_back(d.axis(a).name);
+        for (AxisId a : written) it->second.order.push_back(d.axis(a).name);
         it->second.note = "stored as the GEMM writes it (each class of axes one mode)";
         it->second.gemm_order = true;
       }
-    }
   }
   return it->second;
 }
@@ -293,6 +281,24 @@ bool one_run(const std::vector<AxisId>& order, const std::function<bool(AxisId)>
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     if (in_class(order[static_cast<std::size_t>(i)])) first = first < 0 ? i : first, last = i, ++count;
   return count == 0 || last - first + 1 == count;
+}
+
+std::vector<AxisId> gemm_write_order(const ir::Diagram& d, const Node& contraction, const std::vector<AxisId>& order) {
+  auto has = [&](NodeId x, AxisId a) {
+    const auto& v = d.node(x).axes;
+    return std::find(v.begin(), v.end(), a) != v.end();
+  };
+  auto cls = [&](AxisId a) {  // 0 L (both operands'), 1 the first's own, 2 the second's
+    return has(contraction.operands[0], a) ? (has(contraction.operands[1], a) ? 0 : 1) : 2;
+  };
+  bool split = false;
+  for (int c = 0; c < 3; ++c) split = split || !one_run(order, [&](AxisId a) { return cls(a) == c; });
+  std::vector<AxisId> written;
+  if (split)
+    for (int c = 0; c < 3; ++c)
+      for (AxisId a : order)
+        if (cls(a) == c) written.push_back(a);
+  return written;
 }
 
 int gemm_axis_class(const ir::Diagram& d, const Node& contraction, NodeId other, AxisId a) {

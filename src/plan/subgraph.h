@@ -173,6 +173,11 @@ bool one_run(const std::vector<ir::AxisId>& order, const std::function<bool(ir::
 // The class of axis `a` of the operand of `contraction` whose other operand is `other`: 0 batch
 // (L, on both operands and the product), 1 the operand's own (M or N), 2 contracted (K).
 int gemm_axis_class(const ir::Diagram& d, const ir::Node& contraction, ir::NodeId other, ir::AxisId a);
+// Of a two-operand contraction's value stored in `order`: empty where a GEMM writes that order
+// (batch, the first operand's own and the second's, each one run of adjacent dims), else the
+// order it writes instead: batch, rows, columns, each in `order`'s order.
+std::vector<ir::AxisId> gemm_write_order(const ir::Diagram& d, const ir::Node& contraction,
+                                         const std::vector<ir::AxisId>& order);
 
 // Why a GEMM-family kernel cannot move its operands or output as stored at the diagram's sizes
 // (TMA: rows of a multiple of 16 bytes; its launch refuses such a call), with the smallest
