@@ -140,28 +140,25 @@ TEST(Build, ASecondBuildComesFromTheCache) {
 // LSE written in another order) is built as a slower plan, with the refusal and both predictions.
 TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
   TempDir tmp("napkin_build_why");
-  launch::BuildOptions o;
-  o.machine = "h100-sxm5";
-  o.out_dir = (tmp.path / "k").string();
-  o.compile = false;
-  const auto r = launch::build(
-      {write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
-                          "S = contract(Q, K over d) * 0.125\nO = contract(softmax(S over k), V over k) as bf16\n"
-                          "L = logsumexp(S over k)\nout O\nout L[b q h]\n"),
-       {}},
-      o);
+  // `napkin build --no-compile` of Q, K, V and `body`, into DIR/`dir`.
+  auto build = [&](const std::string& dir, const std::string& body) {
+    launch::BuildOptions o;
+    o.machine = "h100-sxm5";
+    o.out_dir = (tmp.path / dir).string();
+    o.compile = false;
+    return launch::build({write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
+                                             "in V[b h k d] bf16\nS = contract(Q, K over d) * 0.125\n" + body),
+                          {}},
+                         o);
+  };
+  const auto r = build("k", "O = contract(softmax(S over k), V over k) as bf16\nL = logsumexp(S over k)\nout O\nout L[b q h]\n");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("not one attention kernel ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("9:5: the kernel writes the row logsumexp"), std::string::npos) << r.out;
   // FlashAttention-1's outputs (O, the row max m and the row sum l), its softmax written out:
   // attention-shaped too, so the refusal is said.
-  o.out_dir = (tmp.path / "fa1").string();
-  const auto fa1 = launch::build(
-      {write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
-                          "S = contract(Q, K over d) * 0.125\nm = max(S over k)\nE = exp(S - m)\nl = sum(E over k)\n"
-                          "O = contract(E, V over k) / l as bf16\nout O\nout m\nout l\n"),
-       {}},
-      o);
+  const auto fa1 = build("fa1", "m = max(S over k)\nE = exp(S - m)\nl = sum(E over k)\n"
+                                "O = contract(E, V over k) / l as bf16\nout O\nout m\nout l\n");
   ASSERT_EQ(fa1.exit_code, 0) << fa1.err;
   EXPECT_NE(fa1.out.find("because the kernel generator refuses this diagram: 11:5: the attention kernel writes one output"),
             std::string::npos) << fa1.out;
