@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "driver/exec_command.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "exec/executor.h"
+#include "exec/plan_exec.h"
+#include "plan/plan.h"
 #include "reference/interpreter.h"
 #include "sched/schedule.h"
 
@@ -22,6 +27,36 @@ constexpr double kCastTolerance = 0.1;   // a cast of a partial value rounds at 
 // f64 steps of one evaluation: each node's loop space (the executor does about as many).
 std::string number(double x) { return fmt::format("{:.3g}", x); }
 
+// Refuses a diagram whose reference evaluation needs more than `max_work` f64 steps.
+std::optional<Diagnostic> too_much_work(const DiagramArgs& args, const ir::Diagram& d, double max_work) {
+  const double work = reference::work_estimate(d);
+  if (work <= max_work) return std::nullopt;
+  const ir::Axis* largest = nullptr;  // (the hint names the diagram's own largest axis)
+  for (const ir::Axis& a : d.axes)
+    if (!largest || a.size > largest->size) largest = &a;
+  return plain_error(fmt::format("{}: running needs about {:.3g} f64 steps, more than --max-work {:.3g}; bind "
+                                 "smaller sizes with --set{}, or raise --max-work",
+                                 args.file, work, max_work,
+                                 largest ? fmt::format(" (e.g. --set {}={})", largest->name, std::min<std::int64_t>(64, largest->size)) : ""));
+}
+
+// Largest |actual - expected| over one output, and that over the output's largest magnitude.
+struct OutputError {
+  double abs = 0, scaled = 0;
+};
+OutputError output_error(const reference::Tensor& got, const reference::Tensor& want) {
+  if (got.sizes != want.sizes) return {INFINITY, INFINITY};
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < want.data.size(); ++i) {
+    const double a = got.data[i], b = want.data[i];
+    if ((std::isnan(a) && std::isnan(b)) || a == b) continue;
+    err = std::max(err, std::isnan(a) || std::isnan(b) ? INFINITY : std::abs(a - b));
+  }
+  for (double x : want.data)
+    if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
+  return {err, err == 0 ? 0 : err / std::max(scale, 1e-30)};
+}
+
 }  // namespace
 
 CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& options) {
@@ -30,13 +65,7 @@ CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& op
   const ir::Diagram& d = parsed->diagram;
   auto schedule = sched::parse_schedule(options.schedule, d);
   if (!schedule) return failure(schedule.error(), options.json);
-  const double work = reference::work_estimate(d);
-  if (work > options.max_work)
-    return failure(plain_error(fmt::format(
-                       "{}: running needs about {:.3g} f64 steps, more than --max-work {:.3g}; bind "
-                       "smaller sizes with --set (e.g. --set q=64), or raise --max-work",
-                       args.file, work, options.max_work)),
-                   options.json);
+  if (auto e = too_much_work(args, d, options.max_work)) return failure(*e, options.json);
   const reference::TensorMap inputs = reference::random_inputs(d, options.seed);
   auto expected = reference::evaluate(d, inputs);
   if (!expected) return failure(expected.error(), options.json);
@@ -104,6 +133,60 @@ CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& op
       }
   }
   for (const std::string& note : run->notes) out += "note: " + note + "\n";
+  r.out = out;
+  return r;
+}
+
+CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
+  auto parsed = load(args);
+  if (!parsed) return failure(parsed.error(), options.json);
+  const ir::Diagram& d = parsed->diagram;
+  auto m = load_machine(options.machine);
+  if (!m) return failure(m.error(), options.json);
+  if (auto e = too_much_work(args, d, options.max_work)) return failure(*e, options.json);
+  auto derivation = plan::derive_plan(d, *m);
+  if (!derivation) return failure(derivation.error(), options.json);
+  const plan::Plan& p = derivation->chosen;
+  const reference::TensorMap inputs = reference::random_inputs(d, options.seed);
+  auto expected = reference::evaluate(d, inputs);
+  if (!expected) return failure(expected.error(), options.json);
+  auto run = exec::execute_plan(p, d, inputs);
+  if (!run) return failure(run.error(), options.json);
+
+  bool matches = true;
+  std::vector<std::pair<std::string, OutputError>> errors;
+  for (const auto& [name, want] : *expected) {
+    const auto it = run->outputs.find(name);
+    const OutputError e = it == run->outputs.end() ? OutputError{INFINITY, INFINITY} : output_error(it->second, want);
+    matches = matches && e.scaled <= kPlanTolerance;
+    errors.emplace_back(name, e);
+  }
+  CommandOutput r;
+  r.exit_code = matches ? 0 : 1;
+  if (options.json) {
+    json kernels = json::array(), outputs = json::array();
+    for (std::size_t i = 0; i < p.kernels.size(); ++i)
+      kernels.push_back({{"name", p.kernels[i].name}, {"ran", run->nests.at(i)}});
+    for (const auto& [name, e] : errors)
+      outputs.push_back({{"name", name}, {"max_abs_error", e.abs}, {"scaled_error", e.scaled}});
+    r.out = json{{"ok", true},     {"file", args.file},         {"machine", m->name},  {"seed", options.seed},
+                 {"moves", p.moves}, {"kernels", kernels},       {"outputs", outputs},  {"tolerance", kPlanTolerance},
+                 {"matches", matches}}
+                .dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    return r;
+  }
+  std::string out = fmt::format("plan on {}: {} kernel(s), predicted {:.4g} us at these sizes\n", m->name, p.kernels.size(),
+                                p.predicted_s * 1e6);
+  for (const std::string& mv : p.moves) out += "  move: " + mv + "\n";
+  for (std::size_t i = 0; i < p.kernels.size(); ++i)
+    out += fmt::format("  {}. {}\n     ran: {}\n", i + 1, p.kernels[i].name,
+                       run->nests[i] == "reference" ? "the reference interpreter over the kernel's diagram (one pass over its rows)"
+                                                    : run->nests[i]);
+  out += fmt::format("against the reference (seed {}), error over each output's largest magnitude (tolerance {}):\n",
+                     options.seed, number(kPlanTolerance));
+  for (const auto& [name, e] : errors)
+    out += fmt::format("  {:<12} max abs error {:<10} scaled {:<10} {}\n", name, number(e.abs), number(e.scaled),
+                       e.scaled <= kPlanTolerance ? "match" : "MISMATCH");
   r.out = out;
   return r;
 }

@@ -24,4 +24,21 @@ struct RunScheduleOptions {
 // Output is deterministic except for nothing: no timings are printed.
 CommandOutput run_schedule(const DiagramArgs& args, const RunScheduleOptions& options);
 
+// `napkin run-plan`: derives the diagram's kernel plan on a machine (as `derive` does, at the
+// sizes bound) and runs its kernels in order on the CPU (exec::execute_plan: streamed and GEMM
+// kernels through their tiled loop nests, intermediates stored in their dtypes), against the
+// reference interpreter on the same seeded inputs.
+struct RunPlanOptions {
+  std::string machine;      // machine name (load_machine)
+  std::uint64_t seed = 0;
+  double max_work = 1e8;
+  bool json = false;
+};
+
+// Exit code 0 when every output agrees with the reference to kPlanTolerance of its largest
+// magnitude (the plan rounds intermediates as the GPU stores them: bf16's 2^-8 a few times
+// over); 1 on a mismatch or an error (a bad file, machine or size, no feasible plan).
+inline constexpr double kPlanTolerance = 3e-2;
+CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options);
+
 }  // namespace napkin::driver

@@ -2,6 +2,7 @@
 #include "plan/moves.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -25,6 +26,10 @@ using ir::OpKind;
 namespace {
 
 bool narrow(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+// A reduction of fewer elements is not split for parallelism: one CTA reads 2^16 elements in
+// about the time a second launch costs.
+constexpr std::int64_t kSplitMinElements = std::int64_t{1} << 16;
 
 // A node's name, or t<id> for an unnamed temporary: the stem of the names moves give new values.
 std::string plain_name(const ir::Diagram& d, NodeId n) {
@@ -807,42 +812,89 @@ std::pair<ir::Diagram, AxisMerge> merged(const ir::Diagram& d, const std::vector
 
 }  // namespace
 
-std::optional<Variant> split_reductions(const ir::Diagram& d) {
-  // Per reduction to split: its runs of reduced axes in the operand's order, outermost first.
-  std::map<NodeId, std::vector<std::vector<AxisId>>> split;
-  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
-    const Node& n = d.node(id);
-    if ((n.op != OpKind::reduce_sum && n.op != OpKind::reduce_max && n.op != OpKind::logsumexp) || n.over.size() < 2) continue;
-    std::vector<std::vector<AxisId>> runs;
-    bool in_run = false;
-    for (AxisId a : d.node(n.operands[0]).axes) {
-      const bool reduced = std::find(n.over.begin(), n.over.end(), a) != n.over.end();
-      if (reduced && !in_run) runs.emplace_back();
-      if (reduced) runs.back().push_back(a);
-      in_run = reduced;
-    }
-    if (runs.size() > 1) split.emplace(id, std::move(runs));
-  }
-  if (split.empty()) return std::nullopt;
-  std::vector<std::string> lines;
+std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_rows) {
   auto names = [&](const std::vector<AxisId>& axes) {
     std::vector<std::string> v;
     for (AxisId a : axes) v.push_back(d.axis(a).name);
     return fmt::format("{}", fmt::join(v, " "));
   };
+  auto elements = [&](const std::vector<AxisId>& axes) {
+    std::int64_t e = 1;
+    for (AxisId a : axes) e *= d.axis(a).size;
+    return e;
+  };
+  // A reduction's axes in runs, outermost first (each a reduction of its own, innermost first),
+  // and why it is split (one line each).
+  struct Split {
+    std::vector<std::vector<AxisId>> runs;
+    std::vector<std::string> why;
+  };
+  std::map<NodeId, Split> split;
+  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
+    const Node& n = d.node(id);
+    const bool splits = n.op == OpKind::reduce_sum || n.op == OpKind::reduce_max || n.op == OpKind::logsumexp;
+    if (!(splits || n.op == OpKind::softmax) || n.over.empty()) continue;
+    Split s;
+    bool in_run = false;
+    for (AxisId a : d.node(n.operands[0]).axes) {
+      const bool reduced = std::find(n.over.begin(), n.over.end(), a) != n.over.end();
+      if (reduced && !in_run) s.runs.emplace_back();
+      if (reduced) s.runs.back().push_back(a);
+      in_run = reduced;
+    }
+    if (s.runs.size() > 1)
+      s.why.push_back(fmt::format("{} holds them apart", d.label(n.operands[0])));
+    // Runs that cannot be one axis of the diagram (an index reads one of them, another
+    // reduction takes part of them): one reduction per axis.
+    for (std::size_t r = 0; r < s.runs.size(); ++r) {
+      if (s.runs[r].size() < 2) continue;
+      const std::string why = why_not_mergeable(d, s.runs[r]);
+      if (why.empty()) continue;
+      s.why.push_back(fmt::format("{} cannot be one axis: {}", names(s.runs[r]), why));
+      std::vector<std::vector<AxisId>> each;
+      for (AxisId a : s.runs[r]) each.push_back({a});
+      s.runs.erase(s.runs.begin() + static_cast<long>(r));
+      s.runs.insert(s.runs.begin() + static_cast<long>(r), each.begin(), each.end());
+      r += each.size() - 1;
+    }
+    // Too few rows to fill the GPU (a loss summed over every axis is one row on one SM): the
+    // innermost run reduced first over its inner axes, with the outer ones' rows beside.
+    const std::int64_t reduced = elements(n.over);
+    if (splits && min_rows > 0 && elements(n.axes) < min_rows && reduced >= kSplitMinElements && s.runs.back().size() > 1) {
+      std::vector<AxisId>& last = s.runs.back();
+      std::size_t j = 1;
+      std::int64_t rows = d.elements(n.axes) * (reduced / elements(last)) * d.axis(last[0]).size;
+      while (j + 1 < last.size() && rows < min_rows) rows *= d.axis(last[j++]).size;
+      std::vector<AxisId> inner(last.begin() + static_cast<long>(j), last.end());
+      last.resize(j);
+      s.runs.push_back(std::move(inner));
+      s.why.push_back(fmt::format("{} rows fill the GPU where {} cannot", rows, std::max<std::int64_t>(elements(n.axes), 1)));
+    }
+    if (s.runs.size() > 1) split.emplace(id, std::move(s));
+  }
+  if (split.empty()) return std::nullopt;
+  std::vector<std::string> lines;
   auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
     const auto it = split.find(n);
     if (it == split.end()) return {};
     const Node& x = d.node(n);
-    ir::Value r = val[static_cast<std::size_t>(x.operands[0])];
+    const ir::Value in = val[static_cast<std::size_t>(x.operands[0])];
+    ir::Value r = in;
     std::string text = d.label(x.operands[0]);
-    for (auto run = it->second.rbegin(); run != it->second.rend(); ++run) {
-      r = x.op == OpKind::logsumexp ? b.composite(x.op, r, *run, 0.0, x.loc) : b.reduce(x.op, r, *run, x.loc);
-      text = fmt::format("{}({} over {})", ir::op_name(x.op), text, names(*run));
+    // A softmax is exp(S - logsumexp(S)) with its logsumexp split (a row that is all -inf gives
+    // 0, as softmax does: the logsumexp's -inf is taken as 0 there).
+    const OpKind op = x.op == OpKind::softmax ? OpKind::logsumexp : x.op;
+    for (auto run = it->second.runs.rbegin(); run != it->second.runs.rend(); ++run) {
+      r = op == OpKind::logsumexp ? b.composite(op, r, *run, 0.0, x.loc) : b.reduce(op, r, *run, x.loc);
+      text = fmt::format("{}({} over {})", ir::op_name(op), text, names(*run));
+    }
+    if (x.op == OpKind::softmax) {
+      const ir::Value finite = b.select(b.binary(OpKind::eq, r, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), r, x.loc);
+      r = b.unary(OpKind::exp, b.binary(OpKind::sub, in, finite, x.loc), x.loc);
+      text = fmt::format("exp({} - {})", d.label(x.operands[0]), text);
     }
     if (!x.name.empty()) r = b.named(x.name, r, x.loc);
-    lines.push_back(fmt::format("{} over {}, which {} holds apart, as {}: one reduction over each run of adjacent axes",
-                                d.label(n), names(x.over), d.label(x.operands[0]), text));
+    lines.push_back(fmt::format("{} over {} as {}: {}", d.label(n), names(x.over), text, fmt::join(it->second.why, "; ")));
     return r;
   });
   if (!v) return std::nullopt;

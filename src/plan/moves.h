@@ -58,10 +58,15 @@ struct MergedAxes {
 // merged diagram's inputs and outputs are its tensors' views, with the same data.
 MergedAxes merge_reduced_axes(const ir::Diagram& d);
 
-// A sum, max or logsumexp over axes its operand holds apart (BatchNorm's statistics over n y x of
-// X[n c y x]) as nested reductions, one over each run of adjacent axes, innermost first:
-// sum(sum(X over y x) over n), each then one row or column reduction (no kernel reduces over
-// axes held apart). Exact in real arithmetic; a sum is then added in another order.
-std::optional<Variant> split_reductions(const ir::Diagram& d);
+// A sum, max or logsumexp as nested reductions, one over each run of its axes, innermost first:
+// sum(sum(X over y x) over n) (each then one row or column reduction), where
+//   - its operand holds the axes apart (BatchNorm's statistics over n y x of X[n c y x]);
+//   - a run cannot be one axis of the diagram (an index reads one: soft-argmax): one per axis;
+//   - min_rows > 0 and it leaves fewer than min_rows values (a loss summed over every axis, one
+//     row on one SM): its innermost run is cut so that the first reduction has min_rows rows
+//     (where it has two axes or more to cut between).
+// A softmax whose axes split so is exp(S - logsumexp(S)), the logsumexp split. Exact in real
+// arithmetic; a sum is then added in another order.
+std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_rows = 0);
 
 }  // namespace napkin::plan

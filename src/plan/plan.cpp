@@ -599,11 +599,14 @@ std::string memory_warning(const ir::Diagram& d, const arch::Machine& m, double 
                      m.name, hbm / 1e9);
 }
 
-Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options) {
-  if (written.outputs.empty()) return plain_error("the diagram has no outputs");
+namespace {
+
+// derive_plan with reductions split as split_reductions(written, min_rows) splits them.
+Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options,
+                                std::int64_t min_rows) {
   // Reductions over axes held apart, split into one per run; then axes reduced together, as
   // one: every kernel below sees the merged diagram.
-  const std::optional<Variant> split = split_reductions(written);
+  const std::optional<Variant> split = split_reductions(written, min_rows);
   const MergedAxes merging = merge_reduced_axes(split ? split->diagram : written);
   const ir::Diagram& d = merging.diagram;
   std::vector<std::string> merge_moves = split ? split->moves : std::vector<std::string>{};
@@ -744,6 +747,27 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
     for (auto& a : out.alternatives) a.plan.moves.insert(a.plan.moves.begin(), merge_moves.begin(), merge_moves.end());
   }
   return out;
+}
+
+}  // namespace
+
+Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options) {
+  if (written.outputs.empty()) return plain_error("the diagram has no outputs");
+  // Reductions that leave too few rows to fill the GPU, split for parallelism where that is
+  // predicted faster (two launches and a small intermediate against one SM's bandwidth).
+  const std::int64_t min_rows = 2 * m.sm_count.value;
+  const auto parallel = split_reductions(written, min_rows), plain = split_reductions(written);
+  if (!parallel || (plain && parallel->diagram == plain->diagram)) return derive_split(written, m, options, 0);
+  auto with = derive_split(written, m, options, min_rows);
+  auto without = derive_split(written, m, options, 0);
+  if (!with) return without;
+  if (!without) return with;
+  const bool split_wins = with->chosen.predicted_s < without->chosen.predicted_s * 0.999;
+  Derivation& win = split_wins ? *with : *without;
+  Plan& lost = (split_wins ? *without : *with).chosen;
+  lost.name = split_wins ? "reductions not split for parallelism" : "reductions split for parallelism";
+  win.alternatives.insert(win.alternatives.begin(), {lost, why_not(lost, win.chosen)});
+  return std::move(win);
 }
 
 bool one_attention_kernel(const Plan& p) {

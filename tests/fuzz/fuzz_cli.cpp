@@ -10,7 +10,7 @@
 // examples, the machine files, a trace and two .npy files are copied there flat; an argument
 // with '/' or ".." is not run (so every path is a file of that directory); files a command
 // writes are removed after it and copied inputs it overwrote are restored, so each input runs
-// alone. Work is bounded where napkin lets a user ask for more: eval and run-schedule run with
+// alone. Work is bounded where napkin lets a user ask for more: eval, run-schedule and run-plan run with
 // --max-work 1e6 (a --max-work of the input is not run); build and run (nvcc, a GPU) are not
 // run.
 #include <cstddef>
@@ -119,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         a.rfind("--max-work", 0) == 0)
       return 0;
   if (!args.empty() && (args[0] == "build" || args[0] == "run")) return 0;
-  if (!args.empty() && (args[0] == "eval" || args[0] == "run-schedule")) {
+  if (!args.empty() && (args[0] == "eval" || args[0] == "run-schedule" || args[0] == "run-plan")) {
     args.push_back("--max-work");
     args.push_back("1e6");
   }

@@ -187,6 +187,20 @@ CommandOutput execute(const std::vector<std::string>& args) {
     run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
   });
 
+  DiagramArgs run_plan_args;
+  napkin::driver::RunPlanOptions run_plan_options;
+  auto* run_plan = app.add_subcommand(
+      "run-plan", "derive the kernel plan and run its kernels on the CPU against the reference; print each output's error");
+  add_diagram_args(run_plan, run_plan_args);
+  add_machine_arg(run_plan, run_plan_options.machine);
+  run_plan->add_option("--seed", run_plan_options.seed, "seed of the random inputs (default 0)")
+      ->check(non_negative_integer("--seed"));
+  run_plan->add_option("--max-work", run_plan_options.max_work,
+                       "refuse diagrams needing more f64 steps than this (default 1e8)")
+      ->check(positive_number("--max-work", "1e7"));
+  run_plan->add_flag("--json", run_plan_options.json, "print the result as JSON");
+  run_plan->callback([&] { run = [&] { return napkin::driver::run_plan(run_plan_args, run_plan_options); }; });
+
   DiagramArgs draw_args;
   napkin::driver::DrawOptions draw_options;
   auto* draw = app.add_subcommand(

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `napkin run-schedule` as a user meets it: the comparison with the reference, the transfer
-// table, JSON that parses, and located errors for bad schedules.
+// `napkin run-schedule` and `napkin run-plan` as a user meets them: the comparison with the
+// reference, the transfer table, JSON that parses, and located errors for bad schedules.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -52,6 +52,31 @@ TEST(ExecCli, BadSchedulesAndSizesAreLocatedErrors) {
   r = run_napkin("run-schedule examples/attention.napkin --schedule 'smem{tile q=2}'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("more than --max-work"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(e.g. --set q=64)"), std::string::npos) << r.err;  // the diagram's largest axis
+}
+
+// The derived plan's kernels run in order on the CPU: a GEMM through its tiled loop nest, the
+// row kernels through the reference over their own diagrams; each output's error is printed.
+TEST(ExecCli, RunPlanRunsEveryKernelAgainstTheReference) {
+  auto r = run_napkin("run-plan examples/swiglu_mlp.napkin --machine h100-sxm5 --set t=19 --set e=64 --set f=48");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan on h100-sxm5: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("     ran: tile"), std::string::npos) << r.out;  // a GEMM's loop nest
+  EXPECT_NE(r.out.find("  Y            max abs error "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" match\n"), std::string::npos) << r.out;
+  r = run_napkin("run-plan examples/layernorm.napkin --machine h100-sxm5 --set t=7 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("matches"), true);
+  EXPECT_GE(j.at("kernels").size(), 1u);
+  EXPECT_LE(j.at("outputs").at(0).at("scaled_error").get<double>(), 0.03);
+  // Sizes the reference cannot run, a machine that does not exist: errors, exit 1.
+  r = run_napkin("run-plan examples/swiglu_mlp.napkin --machine h100-sxm5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("more than --max-work"), std::string::npos) << r.err;
+  r = run_napkin("run-plan examples/layernorm.napkin --machine no-such-gpu --set t=7");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no-such-gpu"), std::string::npos) << r.err;
 }
 
 }  // namespace

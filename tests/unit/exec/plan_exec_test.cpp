@@ -170,6 +170,21 @@ TEST(PlanExec, MovedPlansMatchTheReference) {
 
 // A GEMM output asked in an order the GEMM cannot write (its rows g m around its batch h): the
 // GEMM's result stored in its own order and copied, at odd sizes.
+// Reductions split into runs (plan::split_reductions): a loss over every axis cut for
+// parallelism (past 2^16 elements), soft-argmax's reductions per axis, and a softmax over axes
+// held apart as exp(S - logsumexp) with rows that are all -inf (0, as softmax gives).
+TEST(PlanExec, ReductionsSplitIntoRunsMatch) {
+  auto machine = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(machine.ok());
+  const arch::Machine& m = *machine;
+  expect_chosen_plan_matches("axes b=3 s=170 d=129\nin X[b s d] bf16\nin Y[b s d] bf16\nE = X - Y\n"
+                             "L = sum(E * E over b s d) / 65790\nM = max(X over b s d)\nout L\nout M\n", m);
+  expect_chosen_plan_matches("axes b=3 c=5 y=13 x=11\nin H[b c y x] f32\nP = softmax(H over y x)\n"
+                             "ex = sum(P * x over y x)\ney = sum(P * y over y x)\nout ex\nout ey\n", m);
+  expect_chosen_plan_matches("axes b=3 y=7 c=5 x=9\nin X[b y c x] f32\nin keep[b y c x] bool\n"
+                             "M = softmax(select(keep && (c > 1), X, -inf) over b y x)\nout M\n", m);
+}
+
 TEST(PlanExec, AGemmOutputCopiedIntoTheOrderAskedMatches) {
   auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
   ASSERT_TRUE(m.ok());

@@ -1140,14 +1140,46 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
   }
 }
 
+// Reductions that no row or column kernel takes as written, split into reductions over runs of
+// axes: a softmax over axes held apart is exp(S - logsumexp) with the logsumexp split; soft-argmax
+// reads an index of the axes it reduces (they cannot merge), so one reduction per axis; a loss
+// summed over every axis is cut so that its first reduction fills the GPU, where that is faster.
+TEST(Plan, ReductionsNoKernelTakesAreSplitIntoRuns) {
+  auto apart = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = softmax(X over b y x) * 2\nout M\n"), h100());
+  ASSERT_TRUE(apart.ok()) << apart.error().message;
+  EXPECT_EQ(apart->chosen.moves.front(), "the 'softmax' at 3:5 over b y x as exp('X' - logsumexp(logsumexp('X' over x) over b y)): "
+                                         "'X' holds them apart");
+  auto argmax = plan::derive_plan(parse("axes b=16 y=64 x=64\nin H[b y x] f32\nP = softmax(H over y x)\n"
+                                        "ex = sum(P * x over y x)\nout ex\n"), h100());
+  ASSERT_TRUE(argmax.ok()) << argmax.error().message;
+  EXPECT_NE(argmax->chosen.moves.at(1).find("'ex' over y x as sum(sum(the '*' at 4:12 over x) over y): y x cannot be one axis: "
+                                            "the axis index 'x' at 4:14 reads the index of x"), std::string::npos)
+      << argmax->chosen.moves.at(1);
+  const std::string loss = "axes b=8 s=4096 d=4096\nin X[b s d] bf16\nin Y[b s d] bf16\nE = X - Y\nL = sum(E * E over b s d)\nout L\n";
+  auto split = plan::derive_plan(parse(loss), h100());
+  ASSERT_TRUE(split.ok()) << split.error().message;
+  EXPECT_EQ(split->chosen.moves.front(), "'L' over b s d as sum(sum(the '*' at 5:11 over d) over b s): 32768 rows fill the GPU where 1 cannot");
+  ASSERT_EQ(split->chosen.kernels.size(), 2u);
+  ASSERT_FALSE(split->alternatives.empty());
+  EXPECT_EQ(split->alternatives.front().plan.name, "reductions not split for parallelism");
+  EXPECT_GT(split->alternatives.front().plan.predicted_s, 20 * split->chosen.predicted_s);  // one SM's bandwidth
+  // Rows enough already, or too few elements to pay a second launch: not split.
+  for (const std::string& text : {std::string("axes t=16384 v=32000\nin Z[t v] bf16\nL = logsumexp(Z over v)\nout L\n"),
+                                  std::string("axes s=64 d=512\nin X[s d] bf16\nL = sum(X over s d)\nout L\n")}) {
+    auto r = plan::derive_plan(parse(text), h100());
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->chosen.kernels.size(), 1u) << text;
+  }
+}
+
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
-  // (x is not adjacent to b and y in X: the three cannot be taken as one axis, and a softmax,
-  // unlike a sum, is not one reduction per run of them.)
-  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = softmax(X over b y x) * 2\nout M\n"), h100());
+  // (x is not adjacent to b and y in X: the three cannot be taken as one axis, and a norm,
+  // unlike a sum or a softmax, is not split into reductions per run of them.)
+  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = rmsnorm(X over b y x) * 2\nout M\n"), h100());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("no kernel family runs {the 'softmax' at 3:5}: the 'softmax' at 3:5 reduces over 3 axes"),
+  EXPECT_NE(r.error().message.find("no kernel family runs {the 'rmsnorm' at 3:5}: the 'rmsnorm' at 3:5 reduces over 3 axes"),
             std::string::npos) << r.error().message;
   // It points at the op in the diagram's file, and says what would derive.
   EXPECT_EQ(r.error().headline().substr(0, 14), "test.napkin:3:") << r.error().headline();
