@@ -41,6 +41,10 @@ for columns in (512, 4096):
     # A reduction down the columns of X[t c] (batch statistics; t = 32768, the diagram's count):
     # a column kernel.
     CASES.append((f"column_variance_c{columns}", "tests/diagrams/column_variance.napkin", [f"c={columns}"], "plan"))
+# Reductions no row kernel takes as written: a loss over every axis of 8 x 4096 x 4096 (cut so that
+# its first reduction fills the GPU), soft-argmax over a 64 x 64 heatmap (one reduction per axis).
+CASES.append(("squared_error_loss", "tests/diagrams/squared_error_loss.napkin", [], "plan"))
+CASES.append(("soft_argmax", "tests/diagrams/soft_argmax.napkin", [], "plan"))
 
 if __name__ == "__main__":
     for name, path, sets, family in CASES:

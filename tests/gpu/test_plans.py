@@ -18,7 +18,8 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "column_statistics", "column_variance", "feature_sums",
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
-            "map_terms", "heads_inner", "biased_swiglu"]
+            "map_terms", "heads_inner", "biased_swiglu", "nchw_statistics", "grouped_bmm", "squared_error_loss",
+            "soft_argmax"]
 
 
 def napkin_bin():
@@ -119,6 +120,26 @@ def test_several_outputs_from_python(tmp_path):
     assert got[0].data_ptr() == outs[0].data_ptr() and torch.equal(got[0], M) and torch.equal(got[1], R)
     with pytest.raises(ValueError, match="out must hold 2 tensors"):
         k(X, w, gamma, out=outs[0])
+
+
+def test_scalar_outputs_from_python(tmp_path):
+    """squared_error_loss writes two scalars (a loss and a max over every axis, each two row kernels:
+    the first over d fills the GPU): from Python they are 0-dim CUDA tensors matching float64
+    PyTorch; `napkin run` (test_plan_matches_the_reference) takes them through host memory."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("squared_error_loss", tmp_path).parent)
+    assert [len(o["axes"]) for o in k.outputs] == [0, 0]
+    g = torch.Generator(device="cuda").manual_seed(5)
+    X = torch.randn(8, 4096, 4096, device="cuda", generator=g).bfloat16()
+    Y = torch.randn(8, 4096, 4096, device="cuda", generator=g).bfloat16()
+    L, M = k(X, Y)
+    assert L.dim() == 0 and M.dim() == 0 and L.is_cuda
+    E = (X - Y).double()  # (X - Y rounded to bf16, as the diagram's E)
+    assert torch.allclose(L.double(), (E * E).sum() / E.numel(), rtol=1e-4)
+    assert M.double().item() == X.double().max().item()
 
 
 def test_folded_cross_entropy_matches_pytorch(tmp_path):

@@ -391,4 +391,4 @@ int32_t launch_generated(const AttentionSpec& declared, BindFusion bind_fusion, 
     return napkin::launch_generated<FusionT, ElementT, kHeadDim, kHeadDimV>(spec, bind_fusion, tensors, count,    \
                                                                             stream, err, err_len);               \
   }                                                                                                              \
-  NAPKIN_DEFINE_HOST_ENTRIES()
+  NAPKIN_DEFINE_HOST_ENTRIES([](const napkin_tensor& t) { return t.rank == 0; }) /* (O has axes) */

@@ -99,10 +99,13 @@ struct DeviceTensors {
   ~DeviceTensors() {
     for (void* p : buffers) cudaFree(p);
   }
-  std::string upload(const napkin_tensor* host, int count) {
+  // is_param(t): a param, which stays in host memory (kernel_abi.h); every other tensor, rank 0
+  // (a scalar output: a loss) included, is copied to the device.
+  template <class IsParam>
+  std::string upload(const napkin_tensor* host, int count, IsParam is_param) {
     for (int i = 0; i < count; ++i) {
       napkin_tensor t = host[i];
-      if (t.rank == 0) {  // a param: stays in host memory (kernel_abi.h)
+      if (is_param(t)) {
         tensors.push_back(t);
         continue;
       }
@@ -143,16 +146,17 @@ inline int32_t fail(const std::string& message, char* err, int32_t err_len) {
 
 }  // namespace napkin::host
 
-// Defines the two host entries over this library's napkin_kernel_launch.
-#define NAPKIN_DEFINE_HOST_ENTRIES()                                                                          \
+// Defines the two host entries over this library's napkin_kernel_launch; is_param(const
+// napkin_tensor&) tells the params (host memory) from the tensors.
+#define NAPKIN_DEFINE_HOST_ENTRIES(is_param)                                                                  \
   extern "C" int32_t napkin_kernel_run_host(napkin_tensor* tensors, int32_t count, char* err, int32_t err_len) { \
     napkin::host::DeviceTensors dev;                                                                          \
-    if (std::string e = dev.upload(tensors, count); !e.empty()) return napkin::host::fail(e, err, err_len);   \
+    if (std::string e = dev.upload(tensors, count, is_param); !e.empty()) return napkin::host::fail(e, err, err_len); \
     if (napkin_kernel_launch(dev.tensors.data(), count, nullptr, err, err_len) != 0) return 1;                \
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)                                            \
       return napkin::host::fail(std::string("kernel: ") + cudaGetErrorString(e), err, err_len);               \
     for (int i = 0; i < count; ++i) {                                                                         \
-      if (tensors[i].rank == 0) continue;                                                                     \
+      if (is_param(tensors[i])) continue;                                                                     \
       const size_t bytes = napkin::host::span_elements(tensors[i]) * napkin::host::dtype_bytes(tensors[i].dtype); \
       if (cudaError_t e = cudaMemcpy(tensors[i].data, dev.tensors[i].data, bytes, cudaMemcpyDeviceToHost);    \
           e != cudaSuccess)                                                                                   \
@@ -163,7 +167,7 @@ inline int32_t fail(const std::string& message, char* err, int32_t err_len) {
   extern "C" int32_t napkin_kernel_time(const napkin_tensor* tensors, int32_t count, int32_t iters, double* median_ms, \
                                         char* err, int32_t err_len) {                                         \
     napkin::host::DeviceTensors dev;                                                                          \
-    if (std::string e = dev.upload(tensors, count); !e.empty()) return napkin::host::fail(e, err, err_len);   \
+    if (std::string e = dev.upload(tensors, count, is_param); !e.empty()) return napkin::host::fail(e, err, err_len); \
     void* flush = nullptr;                                                                                    \
     const size_t flush_bytes = 256u << 20;                                                                    \
     if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) return napkin::host::fail("cudaMalloc (L2 flush)", err, err_len); \

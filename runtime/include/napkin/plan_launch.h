@@ -55,6 +55,15 @@ struct PlanSpec {
   int merge_count;
 };
 
+// Whether `t` is a param (kernel_abi.h): rank 0 and none of the diagram's inputs and outputs (a
+// scalar output, a loss, is device memory like any tensor).
+inline bool is_plan_param(const PlanSpec& p, const napkin_tensor& t) {
+  if (t.rank != 0) return false;
+  for (int i = 0; i < p.io_count; ++i)
+    if (t.name != nullptr && std::strcmp(t.name, p.io[i].name) == 0) return false;
+  return true;
+}
+
 // `t` (over `axes`, the caller's) with each merge's parts as one dim, where it has them; the
 // parts' dims must be contiguous with one another. "" or the reason.
 inline std::string merged_view(napkin_tensor& t, std::vector<const char*> axes, const PlanSpec& p) {
@@ -181,7 +190,7 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
       args.push_back(*it->second);
     }
     for (int i = 0; i < count; ++i)
-      if (tensors[i].rank == 0) args.push_back(tensors[i]);  // params reach every kernel
+      if (is_plan_param(p, tensors[i])) args.push_back(tensors[i]);  // params reach every kernel
     char inner[512] = {0};
     if (kernel.launch(args.data(), static_cast<int32_t>(args.size()), stream, inner, sizeof(inner)) != 0) {
       release();
@@ -210,4 +219,4 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
                                           int32_t err_len) {                                                  \
     return napkin::launch_plan(spec, tensors, count, stream, err, err_len);                                   \
   }                                                                                                           \
-  NAPKIN_DEFINE_HOST_ENTRIES()
+  NAPKIN_DEFINE_HOST_ENTRIES([](const napkin_tensor& t) { return napkin::is_plan_param(spec, t); })
