@@ -752,7 +752,7 @@ class BodyWriter {
       const std::string name = fmt::format("v{}", n);
       if (ctype_of(x) == CType::integer)
         if (auto r = index_range(n)) int_ranges_.push_back(*r);
-      out += fmt::format("    const {} {} = {};{}\n", ctype_name(ctype_of(x)), name, expr,
+      out += fmt::format("    const {} {} = {};{}\n", wide(n) ? "long long" : ctype_name(ctype_of(x)), name, expr,
                          x.name.empty() ? "" : "  // " + x.name);
       values_[n] = name;
     }
@@ -853,6 +853,23 @@ class BodyWriter {
     if (values_.count(n) || !need.insert(n).second) return;
     for (NodeId o : d_.node(n).operands) collect(o, need);
   }
+  // Whether integer node n is computed in 64 bits: arithmetic on an i32 input tensor, whose
+  // values the launch cannot bound (the reference's integers are exact). Index expressions stay
+  // 32-bit on the chunk loop's hot path: the launch checks their range (index_int_bound).
+  bool wide(NodeId n) const {
+    const Node& x = d_.node(n);
+    if (ctype_of(x) != CType::integer || !reads_input(n)) return false;
+    switch (x.op) {
+      case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::neg: return true;
+      case OpKind::abs: case OpKind::min: case OpKind::max: case OpKind::select: case OpKind::floor:
+        return std::any_of(x.operands.begin(), x.operands.end(), [&](NodeId o) { return wide(o); });
+      default: return false;
+    }
+  }
+  bool reads_input(NodeId n) const {
+    const Node& x = d_.node(n);
+    return x.op == OpKind::input || std::any_of(x.operands.begin(), x.operands.end(), [&](NodeId o) { return reads_input(o); });
+  }
   std::string as(NodeId operand, CType t) {
     const std::string& v = values_.at(operand);
     const CType from = ctype_of(d_.node(operand));
@@ -874,6 +891,8 @@ class BodyWriter {
     const CType t = ctype_of(x);
     auto op = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], t); };
     auto opf = [&](int i) { return as(x.operands[static_cast<std::size_t>(i)], CType::real); };
+    // An operand of a 64-bit result, converted first (so that the operation is done in 64 bits).
+    auto widened = [&](int i) { return wide(n) ? "static_cast<long long>(" + op(i) + ")" : op(i); };
     auto cmp = [&](const char* sym) {
       // Compared in the wider of the operands' types.
       const bool ints = ctype_of(d_.node(x.operands[0])) != CType::real && ctype_of(d_.node(x.operands[1])) != CType::real;
@@ -901,23 +920,23 @@ class BodyWriter {
           return "napkin::device::floor_quotient(" + as(q.operands[0], CType::real) + ", " + as(q.operands[1], CType::real) + ")";
         return "floorf(" + op(0) + ")";
       }
-      case OpKind::neg: return "-" + op(0);
-      case OpKind::abs: return t == CType::integer ? "abs(" + op(0) + ")" : "fabsf(" + op(0) + ")";
+      case OpKind::neg: return "-" + widened(0);
+      case OpKind::abs: return t == CType::integer ? (wide(n) ? "llabs(" : "abs(") + op(0) + ")" : "fabsf(" + op(0) + ")";
       case OpKind::logical_not: return "!" + as(x.operands[0], CType::boolean);
       case OpKind::cast: return cast(x);
       case OpKind::scale: return op(0) + " * " + expression::literal(x.scalar);
       case OpKind::softcap:
         return fmt::format("{} * napkin::device::fast_tanh({} * {})", expression::literal(x.scalar), opf(0),
                            expression::literal(1.0 / x.scalar));
-      case OpKind::add: return op(0) + " + " + op(1);
-      case OpKind::sub: return op(0) + " - " + op(1);
-      case OpKind::mul: return op(0) + " * " + op(1);
+      case OpKind::add: return widened(0) + " + " + op(1);
+      case OpKind::sub: return widened(0) + " - " + op(1);
+      case OpKind::mul: return widened(0) + " * " + op(1);
       // x times the divisor's reciprocal (MUFU.RCP + FMUL, as __fdividef(x, y)), written apart so
       // that a divisor the same for every score (a per-head temperature) has its reciprocal
       // computed once, not per score on the SFU beside the softmax's exponentials.
       case OpKind::div: return opf(0) + " * __fdividef(1.0f, " + opf(1) + ")";
-      case OpKind::max: return t == CType::integer ? "max(" + op(0) + ", " + op(1) + ")" : "fmaxf(" + op(0) + ", " + op(1) + ")";
-      case OpKind::min: return t == CType::integer ? "min(" + op(0) + ", " + op(1) + ")" : "fminf(" + op(0) + ", " + op(1) + ")";
+      case OpKind::max: return t == CType::integer ? "max(" + widened(0) + ", " + widened(1) + ")" : "fmaxf(" + op(0) + ", " + op(1) + ")";
+      case OpKind::min: return t == CType::integer ? "min(" + widened(0) + ", " + widened(1) + ")" : "fminf(" + op(0) + ", " + op(1) + ")";
       case OpKind::lt: return cmp("<");
       case OpKind::le: return cmp("<=");
       case OpKind::gt: return cmp(">");
@@ -929,7 +948,7 @@ class BodyWriter {
       case OpKind::logical_and: return as(x.operands[0], CType::boolean) + " & " + as(x.operands[1], CType::boolean);
       case OpKind::logical_or: return as(x.operands[0], CType::boolean) + " | " + as(x.operands[1], CType::boolean);
       case OpKind::select:
-        return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), op(1), op(2));
+        return fmt::format("{} ? {} : {}", as(x.operands[0], CType::boolean), widened(1), widened(2));
       default: return "/* unsupported */ 0";  // refused by the recogniser
     }
   }

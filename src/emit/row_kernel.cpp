@@ -22,6 +22,16 @@ using ir::OpKind;
 
 namespace {
 
+// The register type of an output's elements before they are stored: integers in 64 bits (the
+// code's integer arithmetic is, as the reference's is exact), saturated to i32 by the store.
+const char* stored_ctype(const ir::Node& n) {
+  return expression::ctype_of(n) == expression::CType::integer ? "long long" : expression::ctype_name(expression::ctype_of(n));
+}
+
+}  // namespace
+
+namespace {
+
 using expression::CType;
 using expression::ctype_name;
 using expression::ctype_of;
@@ -418,6 +428,7 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
   l.threads_per_row = t;
   l.in_registers = rows_in * elements(t) <= budget(t);
   l.hoisted = l.in_registers && (rows_in + along) * elements(t) <= budget(t);
+  l.unrolled = (rows_in > 0 && l.in_registers) || (along > 0 && l.hoisted);
   if (!l.in_registers) why.push_back("rows re-read from L1/L2 in every pass: too long for registers");
   // The schedule's rows per CTA, more where its row is shorter than 4 warps: a CTA of at least
   // 128 threads, whole warps, at most 1024.
@@ -431,7 +442,7 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
   if (along > 0) along_text = l.hoisted ? ", inputs along the row loaded once per thread" : ", inputs along the row loaded per pass";
   auto count = [](std::int64_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
   l.text = fmt::format("{} -> {} of {} per CTA, {} of {} per thread{}{}{}", schedule, count(l.rows_per_cta, "row"),
-                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, l.in_registers ? ", the row in registers" : "", along_text,
+                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, rows_in > 0 && l.in_registers ? ", the row in registers" : "", along_text,
                        why.empty() ? "" : " (" + fmt::format("{}", fmt::join(why, "; ")) + ")");
   return l;
 }
@@ -620,7 +631,7 @@ class Emitter {
         chunk += fmt::format("{}napkin::rows::Vector<{}, kV> {};\n{}{}.load({} + g.element(k));\n", in, memory_type(x.dtype), r, in, r, src);
       }
     }
-    for (NodeId o : stores) chunk += fmt::format("{}{} {}[kV];\n", in, ctype_name(ctype_of(nd_.node(o))), out_vector_.at(o));
+    for (NodeId o : stores) chunk += fmt::format("{}{} {}[kV];\n", in, stored_ctype(nd_.node(o)), out_vector_.at(o));
     Writer w(nd_, known);
     // A division by a value of the row (a norm's deviation) multiplies by its reciprocal, taken
     // once per row.
@@ -649,7 +660,7 @@ class Emitter {
     for (NodeId o : stores)
       after += fmt::format("{}if (live) napkin::rows::store_vector<kV>({} + g.element(k), {});\n", in, pointer_.at(o), out_vector_.at(o));
     return pre + fmt::format("{}#pragma unroll{}\n{}for (int k = 0; k < Shape::kVectors; ++k) {{\n{}if (!g.owns(k)) continue;\n", indent,
-                             l_.in_registers ? "" : " 4", indent, in) +
+                             l_.unrolled ? "" : " 4", indent, in) +
            chunk + fmt::format("{0}#pragma unroll\n{0}for (int v = 0; v < kV; ++v) {{\n", in) + body + in + "}\n" + after + indent + "}\n";
   }
 
@@ -818,7 +829,7 @@ class Emitter {
       const Node& x = nd_.node(out.node);
       const std::string v = w.value(out.node, body, in2);
       if (o.write == RowWrite::vectors) {
-        s += fmt::format("{}{} {}[kV];\n", ind, ctype_name(ctype_of(x)), out_vector_.at(out.node));
+        s += fmt::format("{}{} {}[kV];\n", ind, stored_ctype(x), out_vector_.at(out.node));
         body += fmt::format("{}{}[v] = {};\n", in2, out_vector_.at(out.node), v);
         after += fmt::format("{}napkin::rows::store_vector<kV>(a.{} + ({}) + first, {});\n", ind, x.name, row_offset(x.name, out.axes),
                              out_vector_.at(out.node));

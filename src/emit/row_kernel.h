@@ -89,7 +89,9 @@ Result<RowForm> recognise_rows(const ir::Diagram& d, const SourceText& src);
 //   - rows per CTA: the schedule's, more where a CTA would have fewer than 128 threads; whole
 //     warps, at most 1024 threads;
 //   - in_registers: the rows are read once and kept (else re-read in every pass, from L1/L2);
-//     hoisted: inputs along r alone are loaded once per thread, outside the loop over rows.
+//     hoisted: inputs along r alone are loaded once per thread, outside the loop over rows;
+//     unrolled: some input is kept (arrays indexed by the vector): the loops over a thread's
+//     vectors unroll fully; else by 4 (a row of 16M elements is 2048 vectors a thread).
 // Elementwise kernels use cta_threads and vector only. Column kernels: vector (halved until it
 // divides the inner axis), lanes (threads across the columns: enough vectors for the inner axes,
 // at most 32) and depth (threads along r: 256 threads a CTA).
@@ -101,6 +103,7 @@ struct RowLaunch {
   int vectors_per_thread = 1;
   bool in_registers = true;
   bool hoisted = true;
+  bool unrolled = true;
   int lanes = 0, depth = 0;
   std::string text;  // one line: the schedule, what it became and why
 };

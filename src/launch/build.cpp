@@ -660,8 +660,8 @@ HostTensor to_host(const std::string& name, DType t, const reference::Tensor& x)
         put(&s, 2);
         break;
       }
-      case DType::i32: {
-        const std::int32_t i = static_cast<std::int32_t>(v);
+      case DType::i32: {  // (a NaN poison as the most negative i32: a cast of NaN is undefined)
+        const std::int32_t i = std::isnan(v) ? INT32_MIN : static_cast<std::int32_t>(round_to_dtype(v, DType::i32));
         put(&i, 4);
         break;
       }
@@ -691,6 +691,17 @@ double host_value(const HostTensor& h, std::size_t i) {
       std::uint16_t s;
       std::memcpy(&s, &h.bytes[2 * i], 2);
       return half_bits_to_f32(s);
+    }
+    case DType::i32: {
+      std::int32_t v;
+      std::memcpy(&v, &h.bytes[4 * i], 4);
+      return v;
+    }
+    case DType::boolean: return h.bytes[i] != 0 ? 1.0 : 0.0;
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, &h.bytes[8 * i], 8);
+      return v;
     }
     default: {
       float f;

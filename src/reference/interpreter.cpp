@@ -428,9 +428,14 @@ Result<TensorMap> evaluate(const Diagram& d, const TensorMap& inputs, const Eval
   }
   auto values = evaluate_all(d, inputs, options);
   if (!values) return values.error();
+  // Integer arithmetic is exact; an i32 value stored (an output) saturates, as a cast to i32 does.
   TensorMap out;
-  for (const ir::Output& o : d.outputs)
-    out.emplace(d.node(o.node).name, values.value()[static_cast<std::size_t>(o.node)].permuted(o.axes));
+  for (const ir::Output& o : d.outputs) {
+    Tensor t = values.value()[static_cast<std::size_t>(o.node)].permuted(o.axes);
+    if (d.node(o.node).dtype == DType::i32)
+      for (double& x : t.data) x = round_to_dtype(x, DType::i32);
+    out.emplace(d.node(o.node).name, std::move(t));
+  }
   return out;
 }
 

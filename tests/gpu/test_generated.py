@@ -24,7 +24,8 @@ EXAMPLES = ["attention", "causal", "gqa", "sliding_window", "softcap", "alibi", 
             "head_temperature", "attention_sinks", "mask_tensor", "score_tables", "causal_bias", "score_factors",
             "key_inputs", "gqa_decode", "mask_fill", "value_axis", "shared_kv",
             "softcap_param", "latent_attention", "causal_d96", "mla_attention", "fractional_index",
-            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse", "t5_bias", "squared_distance"]
+            "mqa_sbhd", "written_softmax", "base_two_causal", "masked_fill_lse", "t5_bias", "squared_distance",
+            "position_ids"]
 CASES = [
     {"b": 1, "h": 2, "g": 2, "r": 2, "q": 197, "k": 263},
     {"b": 2, "h": 3, "g": 1, "r": 4, "q": 300, "k": 77},
@@ -195,6 +196,24 @@ def test_a_bias_of_the_dtypes_lowest_value_masks():
     compare_with_reference(kernel, "relative_bias", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs,
                            rows_out=rows_out)
     assert torch.equal(seen["empty"], torch.zeros_like(seen["empty"]))
+
+
+def test_arithmetic_on_integer_inputs_is_exact():
+    """position_ids subtracts i32 position ids: positions near +2^31 and -2^31 differ by ~2^32, which
+    32-bit arithmetic would wrap; the kernel's 64-bit difference matches the reference's exact one
+    (a small slope keeps the scores in range)."""
+    import torch
+    kernel = kernel_for("position_ids")
+    sizes = {a["name"]: a["size"] for spec in kernel.inputs for a in spec["axes"]}
+    sizes.update({"b": 1, "h": 2, "q": 70, "k": 90})
+    gen = torch.Generator().manual_seed(5)
+    inputs = {spec["name"]: random_input(spec, [sizes[a["name"]] for a in spec["axes"]], gen) for spec in kernel.inputs}
+    top = 2 ** 31 - 1
+    inputs["pos_q"] = (top - torch.randint(0, 50, (1, 70), generator=gen)).to(torch.int32)
+    inputs["pos_k"] = (-top + torch.randint(0, 50, (1, 90), generator=gen)).to(torch.int32)
+    inputs["pos_k"][0, ::3] = inputs["pos_q"][0, 0]  # some keys at the query's own position
+    inputs["slope"] = torch.tensor([1e-9, 2e-9], dtype=torch.float32)
+    compare_with_reference(kernel, "position_ids", sizes, [f"{a}={n}" for a, n in sizes.items()], inputs)
 
 
 def test_lowest_values_without_a_scale_mask_too():

@@ -75,6 +75,13 @@ template <class T> __device__ __forceinline__ T narrow(int x) {
   else if constexpr (std::is_same_v<T, uint8_t>) return x != 0;
   else return narrow<T>(static_cast<float>(x));
 }
+// A 64-bit integer (the row code's integer arithmetic, exact as the reference's) stored: an i32
+// saturates, as the reference's stored i32 values do.
+template <class T> __device__ __forceinline__ T narrow(long long x) {
+  if constexpr (std::is_same_v<T, int32_t>) return static_cast<int32_t>(x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : x);
+  else if constexpr (std::is_same_v<T, uint8_t>) return x != 0;
+  else return narrow<T>(static_cast<float>(x));
+}
 template <class T> __device__ __forceinline__ T narrow(bool x) {
   if constexpr (std::is_same_v<T, uint8_t>) return x;
   else return narrow<T>(static_cast<int>(x));

@@ -212,6 +212,19 @@ TEST(AttentionKernel, IntegerLiteralsAreExact) {
   EXPECT_EQ(unit.find("static_cast<int>(16777216.0f)"), std::string::npos);
 }
 
+// Arithmetic on i32 input tensors is 64-bit (their values are not known at launch; the
+// reference's integers are exact); index arithmetic stays 32-bit under the launch's range check.
+TEST(AttentionKernel, ArithmeticOnIntegerInputsIs64Bit) {
+  const std::string unit = emit_for(parse("pos.napkin",
+      "axes b=1 h=2 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\nin V[b h k d] bf16\n"
+      "in pq[b q] i32\nin pk[b k] i32\n"
+      "P = softmax(contract(Q, K over d) * 0.125 - 1e-9 * (pq * pk) - 0.01 * (q - k) over k)\n"
+      "O = contract(P, V over k) as bf16\nout O\n"));
+  EXPECT_NE(unit.find("const long long"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("static_cast<long long>("), std::string::npos) << unit;
+  EXPECT_NE(unit.find("const int v"), std::string::npos) << unit;  // q - k
+}
+
 // derive counts skipped blocks by the masks the kernel reads: one peel (sched::peel_masks) for
 // both, on every attention-family diagram napkin ships.
 TEST(AttentionKernel, TheKernelsMasksAreTheOnesDeriveSkipsBy) {

@@ -283,6 +283,27 @@ TEST(RowKernel, IndexArithmeticIsComputedIn64Bits) {
   EXPECT_NE(unit.find("const bool v3 = static_cast<int>(i_q) >= static_cast<int>(i_k);"), std::string::npos) << unit;
 }
 
+// A row that no thread keeps (its only input read along the row: a norm over every axis) is
+// walked in loops unrolled by 4, not fully: 2048 vectors a thread unrolled took nvcc 7 minutes
+// and 8 GB. A kept row unrolls fully (its vectors are arrays indexed by the loop).
+TEST(RowKernel, LoopsOverVectorsNoThreadKeepsAreNotUnrolledFully) {
+  const Loaded global = parse("g.napkin", "axes n=16777216\nin X[n] bf16\nY = layernorm(X over n) as bf16\nout Y\n");
+  const emit::RowLaunch r = emit::row_launch(form(global), {1, 1024});
+  EXPECT_FALSE(r.unrolled);
+  EXPECT_EQ(r.text.find("the row in registers"), std::string::npos) << r.text;
+  const std::string unit = emit_for(global, {1, 1024});
+  EXPECT_NE(unit.find("#pragma unroll 4\n"), std::string::npos);
+  const Loaded kept = parse("k.napkin", "axes t=64 e=4096\nin X[t e] bf16\nY = layernorm(X over e) as bf16\nout Y\n");
+  EXPECT_TRUE(emit::row_launch(form(kept), {1, 512}).unrolled);
+}
+
+// Integer values are exact (64 bits) and an i32 output saturates as it is stored, as the
+// reference's stored i32 values do (a flat index t * V + y past 2^31).
+TEST(RowKernel, IntegerOutputsSaturateWhenStored) {
+  const std::string unit = emit_for(parse("flat.napkin", "axes t=65536\nin y[t] i32\nflat = t * 128256 + y\nout flat\n"), {1, 256});
+  EXPECT_NE(unit.find("long long oflat[kV];"), std::string::npos) << unit;
+}
+
 // A column kernel's entry: sizes are the caller's (none compiled in), vectors along the inner
 // axis only where it is unit-stride and aligned, and the split workspace through launch_columns.
 TEST(RowKernel, AColumnKernelSplitsTheReducedAxisAndChecksItsVectors) {

@@ -254,6 +254,20 @@ TEST(Interpreter, InputsAreRoundedToTheirDtype) {
   EXPECT_EQ(out->at("Y").data[0], 0.3125);
 }
 
+// Integer arithmetic is exact; an i32 output saturates (as a cast to i32 does), as the kernels
+// store it.
+TEST(Interpreter, IntegerArithmeticIsExactAndAnI32OutputSaturates) {
+  auto p = ir::parse_diagram(SourceText{"i.napkin", "axes t=3\nin y[t] i32\nflat = t * 2000000000 + y\n"
+                                                    "back = flat - t * 2000000000\nout flat\nout back\n"});
+  ASSERT_TRUE(p.ok());
+  TensorMap in;
+  in["y"] = Tensor::zeros(p->diagram, {0}, 7);
+  auto out = evaluate(p->diagram, in);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->at("flat").data, (std::vector<double>{7, 2000000007, 2147483647}));
+  EXPECT_EQ(out->at("back").data, (std::vector<double>{7, 7, 7}));  // exact in between
+}
+
 TEST(Interpreter, WrongInputShapeIsAnError) {
   auto p = ir::parse_diagram(SourceText{"r.napkin", "axes q=2 d=3\nin X[q d] f32\nY = X * 1\nout Y\n"});
   ASSERT_TRUE(p.ok());
