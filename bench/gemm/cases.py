@@ -45,6 +45,8 @@ for columns in (512, 4096):
 # its first reduction fills the GPU), soft-argmax over a 64 x 64 heatmap (one reduction per axis).
 CASES.append(("squared_error_loss", "tests/diagrams/squared_error_loss.napkin", [], "plan"))
 CASES.append(("soft_argmax", "tests/diagrams/soft_argmax.napkin", [], "plan"))
+# BatchNorm of an NCHW activation written out (X - mean recomputed where it is read).
+CASES.append(("batchnorm_nchw", "tests/diagrams/batchnorm_nchw.napkin", [], "plan"))
 
 if __name__ == "__main__":
     for name, path, sets, family in CASES:

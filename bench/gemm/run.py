@@ -141,6 +141,15 @@ def torch_impl(case, torch, F):
             xs = torch.arange(H.shape[-1], device=H.device, dtype=H.dtype)
             return (P * xs).sum((-2, -1)), (P * ys).sum((-2, -1))
         return f
+    if case.startswith("batchnorm_nchw"):
+        def f(t, f32):
+            X = t["X"].float()
+            m = X.mean((0, 2, 3), keepdim=True)
+            d = X - m
+            v = (d * d).mean((0, 2, 3), keepdim=True)
+            Y = d / (v + 1e-5) * t["w"].view(1, -1, 1, 1) + t["bb"].view(1, -1, 1, 1)
+            return Y if f32 else Y.bfloat16()
+        return f
     if case.startswith("column_variance"):
         def f(t, f32):
             if f32:

@@ -649,6 +649,9 @@ class Parser {
           ExprPtr v = parse_unary();
           const auto value = literal_value(*v);
           if (!value) fail(v->loc, fmt::format("argument '{}' must be a number", key.text));
+          for (const auto& [seen, unused] : call.kwargs)
+            if (seen.text == key.text)
+              fail(key.loc, fmt::format("argument '{}' given twice (first at {}:{})", key.text, seen.loc.line, seen.loc.column));
           call.kwargs.emplace_back(key, *value);
           if (tok_.kind == Tok::comma) {
             next();
@@ -977,9 +980,15 @@ class Elaborator {
       auto over = over_axes(e);
       return b_.reduce(f == "sum" ? OpKind::reduce_sum : OpKind::reduce_max, x, over, e.loc);
     }
+    if (f == "min" && e.has_over) {  // -max(-x over k): exact, and one reduction the kernels know
+      if (!want(e, 1, true, "one operand and the axes to reduce: min(x over k)")) return {};
+      Value x = elaborate(*e.args[0]);
+      auto over = over_axes(e);
+      return b_.unary(OpKind::neg, b_.reduce(OpKind::reduce_max, b_.unary(OpKind::neg, x, e.loc), over, e.loc), e.loc);
+    }
     if (auto it = binary.find(f); it != binary.end()) {
       if (!want(e, 2, false, fmt::format("two operands: {}(a, b){}", f,
-                                         f == "max" ? ", or max(x over k) to reduce" : "")))
+                                         f == "max" || f == "min" ? fmt::format(", or {}(x over k) to reduce", f) : "")))
         return {};
       Value a = elaborate(*e.args[0]);
       Value c = elaborate(*e.args[1]);

@@ -522,7 +522,7 @@ std::optional<Variant> sum_into_operand(const ir::Diagram& d, NodeId r) {
 // then weighs reading the input again and recomputing against writing and reading the value.
 struct Recompute {
   NodeId value = -1;
-  NodeId source = -1;             // the one input the code reads
+  NodeId source = -1;             // the one input the code reads (beside computed values 8x smaller)
   std::set<NodeId> code;          // the value's elementwise ancestors down to the input (the value included)
   std::vector<NodeId> consumers;  // its live users, in order; all but the first get a copy
 };
@@ -539,11 +539,16 @@ std::optional<Recompute> recompute_at(const ir::Diagram& d, NodeId n, const std:
   for (NodeId u : users_of[static_cast<std::size_t>(n)])
     if (live[static_cast<std::size_t>(u)]) r.consumers.push_back(u);
   if (r.consumers.size() < 2) return std::nullopt;
-  auto reduces = [&](NodeId u) {
+  // A consumer that reduces, or whose elementwise code feeds a reduction (BatchNorm's d * d).
+  std::function<bool(NodeId, int)> reduces = [&](NodeId u, int depth) {
     const ir::OpClass c = ir::op_class(d.node(u).op);
-    return c == ir::OpClass::contraction || c == ir::OpClass::reduction;
+    if (c == ir::OpClass::contraction || c == ir::OpClass::reduction) return true;
+    if (!ir::is_elementwise(d.node(u).op) || depth == 0) return false;
+    for (NodeId w : users_of[static_cast<std::size_t>(u)])
+      if (live[static_cast<std::size_t>(w)] && reduces(w, depth - 1)) return true;
+    return false;
   };
-  if (std::none_of(r.consumers.begin(), r.consumers.end(), reduces)) return std::nullopt;
+  if (std::none_of(r.consumers.begin(), r.consumers.end(), [&](NodeId u) { return reduces(u, 4); })) return std::nullopt;
   std::vector<NodeId> stack{n};
   while (!stack.empty()) {
     const NodeId x = stack.back();
@@ -555,6 +560,9 @@ std::optional<Recompute> recompute_at(const ir::Diagram& d, NodeId n, const std:
       continue;
     }
     if (node.op == OpKind::constant) continue;
+    // A computed value much smaller than this one (BatchNorm's mean in X - mean) is read beside
+    // the input, broadcast, as each consumer loads it: not part of the code.
+    if (x != n && !ir::is_elementwise(node.op) && d.elements(node.axes) * 8 <= d.elements(d.node(n).axes)) continue;
     if (!ir::is_elementwise(node.op) || r.code.size() >= kMaxCode) return std::nullopt;
     if (!r.code.insert(x).second) continue;
     for (NodeId o : node.operands) stack.push_back(o);

@@ -156,12 +156,12 @@ TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
   const std::string attention = "examples/attention.napkin", h100 = " --machine h100-sxm5";
   const std::vector<Case> cases = {
       {"", "error: expected a command, one of: check print eval machines analyze compare derive pseudocode "
-           "run-schedule draw draw-trace report build run"},
+           "run-schedule run-plan draw draw-trace report build run"},
       {"chek " + attention, "error: unknown command 'chek'; did you mean 'check'?"},
       {"drive " + attention, "error: unknown command 'drive'; did you mean 'derive'?"},
       {"psuedocode " + attention, "error: unknown command 'psuedocode'; did you mean 'pseudocode'?"},
       {"frobnicate", "error: unknown command 'frobnicate'; expected one of: check print eval machines analyze "
-                     "compare derive pseudocode run-schedule draw draw-trace report build run"},
+                     "compare derive pseudocode run-schedule run-plan draw draw-trace report build run"},
       {"--json check " + attention,
        "error: unknown option '--json' before the command; the command comes first: napkin COMMAND [ARGUMENTS]"},
       {"check " + attention + " --colour", "error: check: unknown option '--colour'"},
@@ -169,7 +169,7 @@ TEST(Cli, UsageErrorsExitTwoAndSayWhatWasExpected) {
       {"derive " + attention + " --machin h100-sxm5", "error: derive: unknown option '--machin'; did you mean '--machine'?"},
       {"derive " + attention + h100 + " --tpo 3", "error: derive: unknown option '--tpo'; did you mean '--top'?"},
       {"check " + attention + " --machine h100-sxm5",
-       "error: check: unknown option '--machine'; it is an option of analyze derive pseudocode draw report build "
+       "error: check: unknown option '--machine'; it is an option of analyze derive pseudocode run-plan draw report build "
        "run, not of check"},
       {"check", "error: check: missing FILE: the .napkin diagram"},
       {"check " + attention + " other.napkin", "error: check: unexpected argument 'other.napkin'"},

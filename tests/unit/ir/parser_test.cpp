@@ -87,6 +87,15 @@ TEST(Parser, ActivationsAreTheirWrittenOutForms) {
   EXPECT_NE(unknown.error().format().find("gelu_tanh"), std::string::npos) << unknown.error().format();
 }
 
+// A min over axes is -max(-x): exact, one reduction the kernels know.
+TEST(Parser, AMinReductionIsMinusTheMaxOfTheNegation) {
+  auto p = parse("axes t=4 e=8\nin X[t e] f32\nm = min(X over e)\nout m\n");
+  ASSERT_TRUE(p.ok()) << p.error().format();
+  auto q = parse("axes t=4 e=8\nin X[t e] f32\nm = -max(-X over e)\nout m\n");
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(p->diagram == q->diagram);
+}
+
 // scale and softcap by a param keep the param a value of the diagram (a kernel argument), as
 // their written-out forms; by a number they stay one op with the number folded in.
 TEST(Parser, ScaleAndSoftcapByAParamAreTheirWrittenOutForms) {

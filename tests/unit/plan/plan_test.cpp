@@ -1172,6 +1172,18 @@ TEST(Plan, ReductionsNoKernelTakesAreSplitIntoRuns) {
   }
 }
 
+// An elementwise value of one input and of computed values much smaller than it (BatchNorm's
+// X - mean) is recomputed in its consumers, also where they reach a reduction through
+// elementwise code (d * d): never materialised in f32.
+TEST(Plan, AValueOfAnInputAndSmallStatisticsIsRecomputedWhereItIsRead) {
+  auto r = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/batchnorm_nchw.napkin")), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const std::string& m : r->chosen.materialised) EXPECT_EQ(m.find("d["), std::string::npos) << m;
+  EXPECT_TRUE(std::any_of(r->chosen.moves.begin(), r->chosen.moves.end(),
+                          [](const std::string& m) { return m.rfind("recomputed 'd' from 'X'", 0) == 0; }));
+  EXPECT_LT(r->chosen.predicted_s, 60e-6);  // X read three times, Y written: ~40 us of HBM
+}
+
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
