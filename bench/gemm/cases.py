@@ -45,6 +45,8 @@ for columns in (512, 4096):
 # its first reduction fills the GPU), soft-argmax over a 64 x 64 heatmap (one reduction per axis).
 CASES.append(("squared_error_loss", "tests/diagrams/squared_error_loss.napkin", [], "plan"))
 CASES.append(("soft_argmax", "tests/diagrams/soft_argmax.napkin", [], "plan"))
+# Few output tiles over a long K (a weight gradient over 131072 tokens): stream-K over every SM.
+CASES.append(("weight_gradient", "tests/diagrams/weight_gradient.napkin", [], "gemm"))
 # BatchNorm of an NCHW activation written out (X - mean recomputed where it is read).
 CASES.append(("batchnorm_nchw", "tests/diagrams/batchnorm_nchw.napkin", [], "plan"))
 

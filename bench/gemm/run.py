@@ -46,6 +46,8 @@ def inputs_for(kernel, torch, seed):
 
 def torch_impl(case, torch, F):
     """The same math in PyTorch, given f32 (reference) or native (eager) tensors."""
+    if case.startswith("weight_gradient"):
+        return lambda t, f32: (t["X"].float().t() @ t["dY"].float()) if f32 else t["X"].t() @ t["dY"]
     if case.startswith(("gemm", "llama3")):
         return lambda t, f32: (t["A"].float() @ t["B"].float()) if f32 else t["A"] @ t["B"]
     if case.startswith("biased_swiglu"):

@@ -1184,6 +1184,17 @@ TEST(Plan, AValueOfAnInputAndSmallStatisticsIsRecomputedWhereItIsRead) {
   EXPECT_LT(r->chosen.predicted_s, 60e-6);  // X read three times, Y written: ~40 us of HBM
 }
 
+// Fewer output tiles than SMs over a long K (a weight gradient): stream-K over every SM, not 8
+// tiles on 8 SMs.
+TEST(Plan, FewTilesOverALongKRunStreamK) {
+  auto r = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/weight_gradient.napkin")), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->chosen.kernels.size(), 1u);
+  ASSERT_TRUE(r->chosen.kernels[0].gemm.has_value());
+  EXPECT_TRUE(r->chosen.kernels[0].gemm->stream_k);
+  EXPECT_LT(r->chosen.predicted_s, 150e-6);
+}
+
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
