@@ -183,14 +183,20 @@ void gemm_operand_order(const ir::Diagram& d, const Node& contraction, NodeId o,
   for (const std::string& n : b.order) order.push_back(*d.find_axis(n));
   bool adjacent = true;
   for (int c = 0; c < 3; ++c) adjacent = adjacent && one_run(order, [&](AxisId a) { return cls(a) == c; });
-  if (adjacent) return;
+  // A copy of an input (relayout_inputs) is laid out from the input's own storage order.
+  const Node& self = d.node(o);
+  const bool copied_input = self.op == OpKind::cast && d.node(self.operands[0]).op == OpKind::input;
+  if (copied_input) order = d.node(self.operands[0]).axes;
+  else if (adjacent) return;
   // Its own class innermost where its unit-stride axis is of it (a row-major B: W[e k n] read over
-  // k as [k e n]), so that the copy moves whole rows; else K innermost.
+  // k as [k e n]; an M-major A: A[h k b m] as [h b k m]), so that the copy moves whole rows; else
+  // K innermost.
   const bool own_inner = !order.empty() && cls(order.back()) == 1;
   std::vector<std::string> fixed;
   for (int c : own_inner ? std::vector<int>{0, 2, 1} : std::vector<int>{0, 1, 2})
     for (AxisId a : c == 1 ? order : theirs)
       if (has(mine, a) && cls(a) == c) fixed.push_back(d.axis(a).name);
+  if (fixed == b.order) return;
   b.note = fmt::format("stored as [{}] for the GEMM that reads it (each class of axes one mode)", fmt::join(fixed, " "));
   b.order = std::move(fixed);
 }
@@ -252,13 +258,34 @@ Boundary& boundary_entry(const ir::Diagram& d, const DiagramIndex& index, std::m
     // A contraction's value stored as a GEMM writes it where the value's own order would split a
     // class of its axes (grouped_bmm's [g h m n], h the batch and g m the rows): batch, rows,
     // columns, each in the value's order. (An output keeps the caller's order: a copy writes it.)
-    if (gemm_value(d, node) && node.operands[0] != node.operands[1])
+    if (gemm_value(d, node) && node.operands[0] != node.operands[1]) {
       if (const std::vector<AxisId> written = gemm_write_order(d, node, node.axes); !written.empty()) {
         it->second.order.clear();
         for (AxisId a : written) it->second.order.push_back(d.axis(a).name);
         it->second.note = "stored as the GEMM writes it (each class of axes one mode)";
         it->second.gemm_order = true;
+      } else if (const std::vector<NodeId>& readers = index.users[static_cast<std::size_t>(n)]; readers.size() == 1) {
+        // Copied into an output's order (relayout_outputs): its rows and columns in the output's
+        // order, the batch first as the GEMM writes it, so that the copy moves whole rows.
+        for (const ir::Output& o : d.outputs) {
+          if (o.node != readers[0] || !ir::is_elementwise(d.node(o.node).op)) continue;
+          const auto batch = [&](AxisId a) {
+            const auto& x = d.node(node.operands[0]).axes;
+            const auto& y = d.node(node.operands[1]).axes;
+            return std::find(x.begin(), x.end(), a) != x.end() && std::find(y.begin(), y.end(), a) != y.end();
+          };
+          std::vector<AxisId> order;
+          for (AxisId a : node.axes)
+            if (batch(a)) order.push_back(a);
+          for (AxisId a : o.axes)
+            if (!batch(a) && std::find(node.axes.begin(), node.axes.end(), a) != node.axes.end()) order.push_back(a);
+          if (order.size() != node.axes.size() || !gemm_write_order(d, node, order).empty()) break;
+          it->second.order.clear();
+          for (AxisId a : order) it->second.order.push_back(d.axis(a).name);
+          break;
+        }
       }
+    }
   }
   return it->second;
 }

@@ -19,7 +19,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
             "map_terms", "heads_inner", "biased_swiglu", "nchw_statistics", "grouped_bmm", "squared_error_loss",
-            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient"]
+            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm"]
 
 
 def napkin_bin():
