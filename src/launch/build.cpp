@@ -233,6 +233,7 @@ std::set<std::string> fixed_axes(const plan::Plan& p) {
   // A merged axis fixes its parts (the library checks their product).
   for (const plan::AxisMerge& m : p.merged_axes)
     if (fixed.count(m.name)) fixed.insert(m.parts.begin(), m.parts.end());
+  fixed.insert(p.sized_axes.begin(), p.sized_axes.end());
   return fixed;
 }
 
@@ -348,6 +349,9 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
     for (const std::string& part : m.parts) parts.push_back("\"" + part + "\"");
     merges += fmt::format("    {{\"{}\", {}, {{{}}}}},\n", m.name, m.parts.size(), fmt::join(parts, ", "));
   }
+  std::string sized;
+  for (const std::string& a : p.sized_axes)
+    if (const auto id = d.find_axis(a)) sized += fmt::format("    {{\"{}\", {}}},\n", a, d.axis(*id).size);
   std::string io;
   for (ir::NodeId n : d.inputs()) io += "    " + plan_tensor_literal(d, d.node(n).name, d.node(n).axes, d.node(n).dtype) + ",\n";
   for (const ir::Output& o : d.outputs) io += "    " + plan_tensor_literal(d, d.node(o.node).name, o.axes, d.node(o.node).dtype) + ",\n";
@@ -361,12 +365,13 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
       "const napkin::PlanKernel kKernels[] = {{\n{}}};\n"
       "const char* const kNames[] = {{{}nullptr}};\n"
       "const napkin::PlanMerge kMerges[] = {{\n{}    {{\"\", 0, {{}}}}}};\n"
-      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames, kMerges, {}}};\n\n"
+      "const napkin::PlanSize kSized[] = {{\n{}    {{\"\", 0}}}};\n"
+      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames, kMerges, {}, kSized, {}}};\n\n"
       "constexpr char kManifest[] = R\"napkin_manifest({})napkin_manifest\";\n\n}}  // namespace\n\n"
       "NAPKIN_GENERATED_PLAN(kPlan, kManifest)\n",
       prov.napkin_version, prov.source_name, prov.diagram_key, p.kernels.size(), p.predicted_s * 1e6, decls, io, inter, kernels,
-      emit::expression::library_names(d), merges, d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(),
-      p.merged_axes.size(), manifest);
+      emit::expression::library_names(d), merges, sized, d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(),
+      p.merged_axes.size(), p.sized_axes.size(), manifest);
   files.insert(files.begin(), {"kernel.cu", plan_cu});
   return files;
 }

@@ -836,12 +836,15 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
   struct Split {
     std::vector<std::vector<AxisId>> runs;
     std::vector<std::string> why;
+    bool columns = false;  // a softmax or logsumexp in maxes and sums (column kernels take them)
   };
   std::map<NodeId, Split> split;
   for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
     const Node& n = d.node(id);
-    const bool splits = n.op == OpKind::reduce_sum || n.op == OpKind::reduce_max || n.op == OpKind::logsumexp;
-    if (!(splits || n.op == OpKind::softmax) || n.over.empty()) continue;
+    const bool norm = n.op == OpKind::rmsnorm || n.op == OpKind::layernorm;
+    if (!(n.op == OpKind::reduce_sum || n.op == OpKind::reduce_max || n.op == OpKind::logsumexp || n.op == OpKind::softmax || norm) ||
+        n.over.empty())
+      continue;
     Split s;
     bool in_run = false;
     for (AxisId a : d.node(n.operands[0]).axes) {
@@ -853,60 +856,127 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
     if (s.runs.size() > 1)
       s.why.push_back(fmt::format("{} holds them apart", d.label(n.operands[0])));
     // Runs that cannot be one axis of the diagram (an index reads one of them, another
-    // reduction takes part of them): one reduction per axis.
+    // reduction takes part of them, GroupNorm's gamma[g c] lacks y x of c y x): cut into the
+    // longest runs that can, innermost first (c, then y x).
     for (std::size_t r = 0; r < s.runs.size(); ++r) {
       if (s.runs[r].size() < 2) continue;
       const std::string why = why_not_mergeable(d, s.runs[r]);
       if (why.empty()) continue;
       s.why.push_back(fmt::format("{} cannot be one axis: {}", names(s.runs[r]), why));
-      std::vector<std::vector<AxisId>> each;
-      for (AxisId a : s.runs[r]) each.push_back({a});
+      std::vector<std::vector<AxisId>> parts;  // innermost first
+      std::vector<AxisId> rest = s.runs[r];
+      while (!rest.empty()) {
+        std::size_t from = 0;  // the longest suffix of `rest` that merges (one axis always does)
+        while (from + 1 < rest.size() && !why_not_mergeable(d, {rest.begin() + static_cast<long>(from), rest.end()}).empty()) ++from;
+        parts.emplace_back(rest.begin() + static_cast<long>(from), rest.end());
+        rest.resize(from);
+      }
+      std::reverse(parts.begin(), parts.end());
       s.runs.erase(s.runs.begin() + static_cast<long>(r));
-      s.runs.insert(s.runs.begin() + static_cast<long>(r), each.begin(), each.end());
-      r += each.size() - 1;
+      s.runs.insert(s.runs.begin() + static_cast<long>(r), parts.begin(), parts.end());
+      r += parts.size() - 1;
     }
     // Too few rows to fill the GPU (a loss summed over every axis is one row on one SM): the
     // innermost run reduced first over its inner axes, with the outer ones' rows beside.
     const std::int64_t reduced = elements(n.over);
-    if (splits && min_rows > 0 && elements(n.axes) < min_rows && reduced >= kSplitMinElements && s.runs.back().size() > 1) {
+    const std::int64_t rows_now = ir::op_class(n.op) == ir::OpClass::composite ? elements(n.axes) / reduced : elements(n.axes);
+    if (min_rows > 0 && rows_now < min_rows && reduced >= kSplitMinElements && s.runs.back().size() > 1) {
       std::vector<AxisId>& last = s.runs.back();
       std::size_t j = 1;
-      std::int64_t rows = d.elements(n.axes) * (reduced / elements(last)) * d.axis(last[0]).size;
+      std::int64_t rows = rows_now * (reduced / elements(last)) * d.axis(last[0]).size;
       while (j + 1 < last.size() && rows < min_rows) rows *= d.axis(last[j++]).size;
       std::vector<AxisId> inner(last.begin() + static_cast<long>(j), last.end());
       last.resize(j);
       s.runs.push_back(std::move(inner));
-      s.why.push_back(fmt::format("{} rows fill the GPU where {} cannot", rows, std::max<std::int64_t>(elements(n.axes), 1)));
+      s.why.push_back(fmt::format("{} rows fill the GPU where {} cannot", rows, std::max<std::int64_t>(rows_now, 1)));
     }
-    if (s.runs.size() > 1) split.emplace(id, std::move(s));
+    // A softmax or norm of an input that does not hold the axes innermost: no row kernel reads
+    // it (its rows are not contiguous), so in maxes and sums, which column kernels take.
+    const Node& operand = d.node(n.operands[0]);
+    if (ir::op_class(n.op) == ir::OpClass::composite && operand.op == OpKind::input && !operand.axes.empty() &&
+        std::find(n.over.begin(), n.over.end(), operand.axes.back()) == n.over.end()) {
+      s.columns = true;
+      s.why.push_back(fmt::format("{} [{}] does not hold them innermost", d.label(n.operands[0]), names(operand.axes)));
+    }
+    if (s.runs.size() > 1 || s.columns) split.emplace(id, std::move(s));
   }
   if (split.empty()) return std::nullopt;
   std::vector<std::string> lines;
+  std::set<std::string> sized;
   auto v = rebuild(d, [&](NodeId n, ir::Builder& b, const std::vector<ir::Value>& val) -> ir::Value {
     const auto it = split.find(n);
     if (it == split.end()) return {};
     const Node& x = d.node(n);
     const ir::Value in = val[static_cast<std::size_t>(x.operands[0])];
-    ir::Value r = in;
+    if (x.op == OpKind::rmsnorm || x.op == OpKind::layernorm)
+      for (AxisId a : x.over) sized.insert(d.axis(a).name);
+    const std::vector<std::vector<AxisId>>& runs = it->second.runs;
+    // `op` of `v` over every run, innermost first; `text` says how.
+    auto nested = [&](OpKind op, ir::Value v, std::string& text) {
+      for (auto run = runs.rbegin(); run != runs.rend(); ++run) {
+        v = op == OpKind::logsumexp ? b.composite(op, v, *run, 0.0, x.loc) : b.reduce(op, v, *run, x.loc);
+        text = fmt::format("{}({} over {})", ir::op_name(op), text, names(*run));
+      }
+      return v;
+    };
     std::string text = d.label(x.operands[0]);
-    // A softmax is exp(S - logsumexp(S)) with its logsumexp split (a row that is all -inf gives
-    // 0, as softmax does: the logsumexp's -inf is taken as 0 there).
-    const OpKind op = x.op == OpKind::softmax ? OpKind::logsumexp : x.op;
-    for (auto run = it->second.runs.rbegin(); run != it->second.runs.rend(); ++run) {
-      r = op == OpKind::logsumexp ? b.composite(op, r, *run, 0.0, x.loc) : b.reduce(op, r, *run, x.loc);
-      text = fmt::format("{}({} over {})", ir::op_name(op), text, names(*run));
-    }
-    if (x.op == OpKind::softmax) {
-      const ir::Value finite = b.select(b.binary(OpKind::eq, r, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), r, x.loc);
-      r = b.unary(OpKind::exp, b.binary(OpKind::sub, in, finite, x.loc), x.loc);
-      text = fmt::format("exp({} - {})", d.label(x.operands[0]), text);
+    ir::Value r;
+    const double count = static_cast<double>(elements(x.over));
+    // x / sqrt(v + eps), sqrt as exp(0.5 log) (ir/normalise.h: the IR has no sqrt).
+    auto normalised = [&](ir::Value c, ir::Value sum_of_squares) {
+      const ir::Value v = b.binary(OpKind::add, b.binary(OpKind::div, sum_of_squares, b.constant(count, x.loc), x.loc),
+                                   b.constant(x.scalar, x.loc), x.loc);
+      return b.binary(OpKind::div, c, b.unary(OpKind::exp, b.scale(b.unary(OpKind::log, v, x.loc), 0.5, x.loc), x.loc), x.loc);
+    };
+    const bool columns = it->second.columns && (x.op == OpKind::softmax || x.op == OpKind::logsumexp);
+    switch (columns ? OpKind::constant : x.op) {
+      case OpKind::constant: {  // m0 = max (0 where all -inf), e = exp(S - m0), z = sum(e) (ir/normalise.h)
+        std::string max_text = text, sum_text = fmt::format("exp({} - m)", text);
+        const ir::Value m = nested(OpKind::reduce_max, in, max_text);
+        const ir::Value m0 = b.select(b.binary(OpKind::eq, m, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), m, x.loc);
+        const ir::Value e = b.unary(OpKind::exp, b.binary(OpKind::sub, in, m0, x.loc), x.loc);
+        const ir::Value z = nested(OpKind::reduce_sum, e, sum_text);
+        if (x.op == OpKind::logsumexp) {
+          r = b.binary(OpKind::add, m0, b.unary(OpKind::log, z, x.loc), x.loc);
+          text = fmt::format("m + log({}), m = {}", sum_text, max_text);
+        } else {
+          r = b.binary(OpKind::div, e, b.select(b.binary(OpKind::eq, z, b.constant(0.0, x.loc), x.loc), b.constant(1.0, x.loc), z, x.loc), x.loc);
+          text = fmt::format("exp({} - m) / {}, m = {}", d.label(x.operands[0]), sum_text, max_text);
+        }
+        break;
+      }
+      case OpKind::softmax: {
+        // exp(S - logsumexp(S)) with its logsumexp split (a row that is all -inf gives 0, as
+        // softmax does: the logsumexp's -inf is taken as 0 there).
+        const ir::Value lse = nested(OpKind::logsumexp, in, text);
+        const ir::Value finite = b.select(b.binary(OpKind::eq, lse, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), lse, x.loc);
+        r = b.unary(OpKind::exp, b.binary(OpKind::sub, in, finite, x.loc), x.loc);
+        text = fmt::format("exp({} - {})", d.label(x.operands[0]), text);
+        break;
+      }
+      case OpKind::rmsnorm: {  // x / sqrt(sum(x x) / n + eps), the sum split
+        std::string squares = fmt::format("{0} * {0}", text);
+        r = normalised(in, nested(OpKind::reduce_sum, b.binary(OpKind::mul, in, in, x.loc), squares));
+        text = fmt::format("{} / sqrt({} / {} + eps)", text, squares, count);
+        break;
+      }
+      case OpKind::layernorm: {  // c = x - mean, c / sqrt(sum(c c) / n + eps), both sums split
+        std::string mean_text = text;
+        const ir::Value c = b.binary(OpKind::sub, in, b.binary(OpKind::div, nested(OpKind::reduce_sum, in, mean_text),
+                                                                 b.constant(count, x.loc), x.loc), x.loc);
+        std::string var_text = "(X - mean)^2";
+        r = normalised(c, nested(OpKind::reduce_sum, b.binary(OpKind::mul, c, c, x.loc), var_text));
+        text = fmt::format("(X - mean) / sqrt({} / {} + eps), mean = {} / {}", var_text, count, mean_text, count);
+        break;
+      }
+      default: r = nested(x.op, in, text);
     }
     if (!x.name.empty()) r = b.named(x.name, r, x.loc);
     lines.push_back(fmt::format("{} over {} as {}: {}", d.label(n), names(x.over), text, fmt::join(it->second.why, "; ")));
     return r;
   });
   if (!v) return std::nullopt;
-  return Variant{std::move(*v), std::move(lines)};
+  return Variant{std::move(*v), std::move(lines), {sized.begin(), sized.end()}};
 }
 
 MergedAxes merge_reduced_axes(const ir::Diagram& d) {

@@ -28,6 +28,9 @@ namespace napkin::plan {
 struct Variant {
   ir::Diagram diagram;
   std::vector<std::string> moves;  // one line per move applied
+  // Axes whose sizes the rewritten diagram holds as numbers (a norm's count of elements): a
+  // kernel built from it is right at those sizes only.
+  std::vector<std::string> sized_axes = {};
 };
 
 // Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the

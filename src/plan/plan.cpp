@@ -740,8 +740,9 @@ Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine&
       w = fmt::format("{} predicted, faster than the chosen plan, but {}", time_text(p->predicted_s), p->note);
     out.alternatives.push_back({std::move(*p), std::move(w)});
   }
-  for (Plan* p : {&out.chosen}) p->merged_axes = merging.merges;
-  for (auto& a : out.alternatives) a.plan.merged_axes = merging.merges;
+  const std::vector<std::string> sized = split ? split->sized_axes : std::vector<std::string>{};
+  for (Plan* p : {&out.chosen}) p->merged_axes = merging.merges, p->sized_axes = sized;
+  for (auto& a : out.alternatives) a.plan.merged_axes = merging.merges, a.plan.sized_axes = sized;
   if (!merge_moves.empty()) {
     out.chosen.moves.insert(out.chosen.moves.begin(), merge_moves.begin(), merge_moves.end());
     for (auto& a : out.alternatives) a.plan.moves.insert(a.plan.moves.begin(), merge_moves.begin(), merge_moves.end());

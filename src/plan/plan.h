@@ -74,6 +74,9 @@ struct Plan {
   // Axes the kernels take as one (merge_reduced_axes): their diagrams' inputs and outputs are
   // views of the diagram's, each run of `parts` one axis `name`.
   std::vector<AxisMerge> merged_axes;
+  // Axes whose sizes the kernels hold as numbers (a norm written as its statistics divides by its
+  // count of elements): the library refuses a call at other sizes of them.
+  std::vector<std::string> sized_axes;
 };
 
 // The tensors a call holds at once (inputs, outputs and `materialised_bytes` of intermediates,

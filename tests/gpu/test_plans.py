@@ -19,7 +19,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
             "map_terms", "heads_inner", "biased_swiglu", "nchw_statistics", "grouped_bmm", "squared_error_loss",
-            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm"]
+            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm", "group_norm", "channel_rmsnorm"]
 
 
 def napkin_bin():
@@ -140,6 +140,25 @@ def test_scalar_outputs_from_python(tmp_path):
     E = (X - Y).double()  # (X - Y rounded to bf16, as the diagram's E)
     assert torch.allclose(L.double(), (E * E).sum() / E.numel(), rtol=1e-4)
     assert M.double().item() == X.double().max().item()
+
+
+def test_a_norm_as_its_statistics_refuses_other_sizes(tmp_path):
+    """channel_rmsnorm divides by its channel count as a number: the manifest marks c fixed, a call
+    at the built sizes matches float64 PyTorch, one at another c is refused naming the axis."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("channel_rmsnorm", tmp_path).parent)
+    assert {a["name"]: a["role"] for a in k.inputs[0]["axes"]}["c"] == "fixed"
+    g = torch.Generator(device="cuda").manual_seed(4)
+    X = torch.randn(3, 512, 1000, device="cuda", generator=g).bfloat16()
+    w = 1 + 0.1 * torch.randn(512, device="cuda", generator=g)
+    Y = k(X, w)
+    want = X.double() * torch.rsqrt((X.double() ** 2).mean(1, keepdim=True) + 1e-6) * w.double()[:, None]
+    assert torch.allclose(Y.double(), want, rtol=2e-2, atol=2e-2)
+    with pytest.raises(ValueError, match="axis c has size 72; the plan was built for 512"):
+        k(X[:, :72].contiguous(), w[:72])
 
 
 def test_folded_cross_entropy_matches_pytorch(tmp_path):

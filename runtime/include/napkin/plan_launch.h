@@ -43,6 +43,13 @@ struct PlanMerge {
   const char* parts[NAPKIN_MAX_RANK];
 };
 
+// An axis whose size the plan's kernels hold as a number (plan::Plan::sized_axes: a norm written
+// as its statistics divides by its count of elements): a call at another size is refused.
+struct PlanSize {
+  const char* name;
+  int64_t size;
+};
+
 struct PlanSpec {
   const PlanTensor* io;              // the diagram's inputs and outputs
   int io_count;
@@ -53,6 +60,8 @@ struct PlanSpec {
   const char* const* names;          // the io's names and the params', null-terminated (others are refused)
   const PlanMerge* merges;
   int merge_count;
+  const PlanSize* sized;
+  int sized_count;
 };
 
 // Whether `t` is a param (kernel_abi.h): rank 0 and none of the diagram's inputs and outputs (a
@@ -124,6 +133,12 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
         return fail(std::string("tensor '") + t.name + "': axis " + t.axes[a] + " has size " +
                     std::to_string(it->second->shape[a]) + ", expected " + std::to_string(s) + " as in the tensors before it");
     }
+  }
+  for (int i = 0; i < p.sized_count; ++i) {
+    auto it = size.find(p.sized[i].name);
+    if (it != size.end() && it->second != p.sized[i].size)
+      return fail(std::string("axis ") + p.sized[i].name + " has size " + std::to_string(it->second) + "; the plan was built for " +
+                  std::to_string(p.sized[i].size) + " (a norm written as its statistics divides by its count): build it at this size");
   }
   // The kernels' views of the caller's tensors where axes merge (the merged axes' sizes too).
   std::vector<napkin_tensor> views(static_cast<size_t>(p.merge_count > 0 ? p.io_count : 0));

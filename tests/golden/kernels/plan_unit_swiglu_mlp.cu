@@ -25,7 +25,9 @@ const napkin::PlanKernel kKernels[] = {
 const char* const kNames[] = {"X", "Wg", "Wu", "Wd", "Y", nullptr};
 const napkin::PlanMerge kMerges[] = {
     {"", 0, {}}};
-const napkin::PlanSpec kPlan{kIO, 5, kIntermediates, 1, kKernels, 2, kNames, kMerges, 0};
+const napkin::PlanSize kSized[] = {
+    {"", 0}};
+const napkin::PlanSpec kPlan{kIO, 5, kIntermediates, 1, kKernels, 2, kNames, kMerges, 0, kSized, 0};
 
 constexpr char kManifest[] = (the manifest);
 

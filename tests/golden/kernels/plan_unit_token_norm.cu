@@ -21,7 +21,9 @@ const char* const kNames[] = {"X", "g", "Y", nullptr};
 const napkin::PlanMerge kMerges[] = {
     {"h_d", 2, {"h", "d"}},
     {"", 0, {}}};
-const napkin::PlanSpec kPlan{kIO, 3, kIntermediates, 0, kKernels, 1, kNames, kMerges, 1};
+const napkin::PlanSize kSized[] = {
+    {"", 0}};
+const napkin::PlanSpec kPlan{kIO, 3, kIntermediates, 0, kKernels, 1, kNames, kMerges, 1, kSized, 0};
 
 constexpr char kManifest[] = (the manifest);
 

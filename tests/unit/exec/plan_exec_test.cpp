@@ -183,6 +183,15 @@ TEST(PlanExec, ReductionsSplitIntoRunsMatch) {
                              "ex = sum(P * x over y x)\ney = sum(P * y over y x)\nout ex\nout ey\n", m);
   expect_chosen_plan_matches("axes b=3 y=7 c=5 x=9\nin X[b y c x] f32\nin keep[b y c x] bool\n"
                              "M = softmax(select(keep && (c > 1), X, -inf) over b y x)\nout M\n", m);
+  // Norms as their statistics: GroupNorm's per-channel gamma (c y x cannot be one axis), a norm
+  // over every axis cut for parallelism, a softmax and a logsumexp of inputs that hold the axis
+  // outside the innermost place (maxes and sums in column kernels).
+  expect_chosen_plan_matches("axes n=3 g=2 c=5 y=7 x=9\nin X[n g c y x] f16\nin w[g c] f32\nin bb[g c] f32\n"
+                             "Y = layernorm(X over c y x) * w + bb as f16\nout Y\n", m);
+  expect_chosen_plan_matches("axes b=300 d=257\nin X[b d] bf16\nY = layernorm(X over b d) as bf16\nZ = rmsnorm(X over b d)\n"
+                             "out Y\nout Z\n", m);
+  expect_chosen_plan_matches("axes a=37 b=50\nin X[a b] f32\nin s[a] bool\nP = softmax(select(s, X, -inf) over a)\n"
+                             "L = logsumexp(X over a)\nout P\nout L\n", m);
 }
 
 TEST(PlanExec, AGemmOutputCopiedIntoTheOrderAskedMatches) {

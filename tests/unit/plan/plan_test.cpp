@@ -625,15 +625,18 @@ out C
   }
 }
 
-// Nothing feasible: the message names the binding constraint and the smallest change.
-TEST(Plan, AnInputStoredAcrossItsRowsNamesTheLayoutThatWouldDerive) {
+// A softmax over an axis its input does not hold innermost: no row kernel reads it, so it is its
+// maxes and sums, which column kernels take; the move says why. Stored with the axis innermost,
+// it is one row kernel.
+TEST(Plan, ASoftmaxOfAnInputStoredAcrossItsRowsIsMaxesAndSums) {
   auto r = plan::derive_plan(parse("axes q=64 k=128\nin S[q k] f32\nP = softmax(S over q)\nout P\n"), h100());
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("input S is not stored with the reduced axis q innermost"), std::string::npos)
-      << r.error().message;
-  EXPECT_NE(r.error().message.find("declare it as S[k q]"), std::string::npos) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->chosen.moves.front(), "'P' over q as exp('S' - m) / sum(exp('S' - m) over q), m = max('S' over q): 'S' [q k] does not "
+                                     "hold them innermost");
+  EXPECT_EQ(r->chosen.kernels.front().kind, plan::KernelKind::column_reduction);
   auto fixed = plan::derive_plan(parse("axes q=64 k=128\nin S[k q] f32\nP = softmax(S over q)\nout P\n"), h100());
-  EXPECT_TRUE(fixed.ok()) << (fixed.ok() ? "" : fixed.error().message);
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message;
+  EXPECT_EQ(fixed->chosen.kernels.size(), 1u);
 }
 
 TEST(GemmSolver, RanksDistinctSchedulesAndCountsRejections) {
@@ -1124,19 +1127,23 @@ TEST(Plan, AxesReducedTogetherAreTakenAsOne) {
                                        "Y = rmsnorm(X over h d) * h_d as bf16\nout Y\n"), h100());
   ASSERT_TRUE(named.ok()) << named.error().message;
   EXPECT_EQ(named->chosen.merged_axes.at(0).name, "h_d_");
-  // Not where a tensor holds them apart, nor where an index expression reads one of them.
-  // The refusal says which tensor or op keeps them apart.
+  // Not where a tensor holds them apart, an index expression reads one of them, an input has
+  // part of them or another reduction takes part: the norm is then its statistics, split into
+  // the runs that can be one axis, and the move says why.
   for (const auto& [body, why] :
        {std::pair{"in X[t h d] bf16\nin g[d h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
-                  "axes h d not taken as one: 'g' [d h] holds them in another order"},
+                  "h d cannot be one axis: 'g' [d h] holds them in another order"},
         std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) * h as bf16\nout Y\n", "reads the index of h"},
-        // (an input over part of them: GroupNorm's per-channel gamma; the refusal says how it would merge)
+        // (an input over part of them: GroupNorm's per-channel gamma; the reason says how it would merge)
         std::pair{"in X[t h d] bf16\nin g[h] bf16\nY = rmsnorm(X over h d) * g as bf16\nout Y\n",
                   "'g' [h] lacks d (declared over all of them, g[h d] with its values repeated, it would merge)"},
         std::pair{"in X[t h d] bf16\nY = rmsnorm(X over h d) as bf16\nZ = sum(X over d)\nout Y\nout Z\n", "'Z' [t h] lacks d"}}) {
     auto other = plan::derive_plan(parse(std::string("axes t=64 h=4 d=32\n") + body), h100());
-    ASSERT_FALSE(other.ok()) << body;
-    EXPECT_NE(other.error().message.find(why), std::string::npos) << other.error().message;
+    ASSERT_TRUE(other.ok()) << body << other.error().message;
+    EXPECT_TRUE(other->chosen.merged_axes.empty()) << body;
+    EXPECT_TRUE(std::any_of(other->chosen.moves.begin(), other->chosen.moves.end(),
+                            [&](const std::string& m) { return m.find(why) != std::string::npos; }))
+        << body << fmt::format("{}", fmt::join(other->chosen.moves, "\n"));
   }
 }
 
@@ -1184,6 +1191,17 @@ TEST(Plan, AValueOfAnInputAndSmallStatisticsIsRecomputedWhereItIsRead) {
   EXPECT_LT(r->chosen.predicted_s, 60e-6);  // X read three times, Y written: ~40 us of HBM
 }
 
+// A norm written as its statistics divides by its count as a number: the plan names the axes it
+// holds so (the library refuses a call at other sizes of them); a split sum holds none.
+TEST(Plan, ANormAsItsStatisticsNamesTheAxesItsCountFixes) {
+  auto r = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/group_norm.napkin")), h100());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->chosen.sized_axes, (std::vector<std::string>{"c", "x", "y"}));
+  auto loss = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/squared_error_loss.napkin")), h100());
+  ASSERT_TRUE(loss.ok());
+  EXPECT_TRUE(loss->chosen.sized_axes.empty());
+}
+
 // Fewer output tiles than SMs over a long K (a weight gradient): stream-K over every SM, not 8
 // tiles on 8 SMs.
 TEST(Plan, FewTilesOverALongKRunStreamK) {
@@ -1198,17 +1216,14 @@ TEST(Plan, FewTilesOverALongKRunStreamK) {
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
-  // (x is not adjacent to b and y in X: the three cannot be taken as one axis, and a norm,
-  // unlike a sum or a softmax, is not split into reductions per run of them.)
-  auto r = plan::derive_plan(parse("axes b=4 y=8 x=8 c=64\nin X[b y c x] bf16\nM = rmsnorm(X over b y x) * 2\nout M\n"), h100());
+  // (No GEMM is generated for f32 operands.)
+  auto r = plan::derive_plan(parse("axes m=64 k=128 n=64\nin A[m k] f32\nin B[k n] f32\nM = contract(A, B over k) * 2\nout M\n"), h100());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("no kernel family runs {the 'rmsnorm' at 3:5}: the 'rmsnorm' at 3:5 reduces over 3 axes"),
+  EXPECT_NE(r.error().message.find("no kernel family runs {the 'contract' at 4:5}: the GEMM's operands are f32 and f32"),
             std::string::npos) << r.error().message;
   // It points at the op in the diagram's file, and says what would derive.
-  EXPECT_EQ(r.error().headline().substr(0, 14), "test.napkin:3:") << r.error().headline();
-  EXPECT_NE(r.error().message.find("(b y x): a row kernel reduces over one; where they are adjacent in every tensor, "
-                                   "declare them as one axis of size 256"),
-            std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().headline().substr(0, 14), "test.napkin:4:") << r.error().headline();
+  EXPECT_NE(r.error().message.find("make A and B bf16 or f16"), std::string::npos) << r.error().message;
 }
 
 }  // namespace napkin
