@@ -715,7 +715,8 @@ Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine&
     return e;
   }
   out.chosen = std::move(*best);
-  if (unfused.kernels().size() > kMaxFused)
+  // (Not where the whole diagram fused into one kernel won: no window bounds it.)
+  if (unfused.kernels().size() > kMaxFused && out.chosen.kernels.size() > 1)
     out.chosen.warnings.push_back(fmt::format("the diagram has {} ops, more than the {} the fusion search takes at once (its work "
                                               "grows with the cube of their count): it fused windows of {} consecutive ops, and no "
                                               "kernel spans two; derive a part of the diagram at a time (a layer) to fuse across them",
