@@ -2,6 +2,7 @@
 // The napkin command line: parses arguments with CLI11, calls the driver, prints its text.
 // Every failure exits 1 (an input error) or 2 (a usage error): cli.h.
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -40,6 +41,15 @@ void add_machine_arg(CLI::App* cmd, std::string& machine) {
   cmd->add_option("--machine", machine, "machine name (see `napkin machines`)")
       ->required()
       ->check(non_empty("--machine", "a machine name (see `napkin machines`)"));
+}
+
+// Adds --seed, --max-work and --json to a command that runs a diagram on the CPU against the
+// reference (run-schedule, run-plan).
+void add_cpu_run_args(CLI::App* cmd, std::uint64_t& seed, double& max_work, bool& json) {
+  cmd->add_option("--seed", seed, "seed of the random inputs (default 0)")->check(non_negative_integer("--seed"));
+  cmd->add_option("--max-work", max_work, "refuse diagrams needing more f64 steps than this (default 1e8)")
+      ->check(positive_number("--max-work", "1e7"));
+  cmd->add_flag("--json", json, "print the result as JSON");
 }
 
 }  // namespace
@@ -177,12 +187,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
   run_schedule->add_option("--schedule", run_schedule_options.schedule, "schedule text (docs/streaming.md)")
       ->required()
       ->check(non_empty("--schedule", "a schedule text (docs/streaming.md)"));
-  run_schedule->add_option("--seed", run_schedule_options.seed, "seed of the random inputs (default 0)")
-      ->check(non_negative_integer("--seed"));
-  run_schedule->add_option("--max-work", run_schedule_options.max_work,
-                           "refuse diagrams needing more f64 steps than this (default 1e8)")
-      ->check(positive_number("--max-work", "1e7"));
-  run_schedule->add_flag("--json", run_schedule_options.json, "print the result as JSON");
+  add_cpu_run_args(run_schedule, run_schedule_options.seed, run_schedule_options.max_work, run_schedule_options.json);
   run_schedule->callback([&] {
     run = [&] { return napkin::driver::run_schedule(run_schedule_args, run_schedule_options); };
   });
@@ -193,12 +198,7 @@ CommandOutput execute(const std::vector<std::string>& args) {
       "run-plan", "derive the kernel plan and run its kernels on the CPU against the reference; print each output's error");
   add_diagram_args(run_plan, run_plan_args);
   add_machine_arg(run_plan, run_plan_options.machine);
-  run_plan->add_option("--seed", run_plan_options.seed, "seed of the random inputs (default 0)")
-      ->check(non_negative_integer("--seed"));
-  run_plan->add_option("--max-work", run_plan_options.max_work,
-                       "refuse diagrams needing more f64 steps than this (default 1e8)")
-      ->check(positive_number("--max-work", "1e7"));
-  run_plan->add_flag("--json", run_plan_options.json, "print the result as JSON");
+  add_cpu_run_args(run_plan, run_plan_options.seed, run_plan_options.max_work, run_plan_options.json);
   run_plan->callback([&] { run = [&] { return napkin::driver::run_plan(run_plan_args, run_plan_options); }; });
 
   DiagramArgs draw_args;
