@@ -441,8 +441,9 @@ RowLaunch row_launch(const RowForm& f, const plan::RowSchedule& s) {
   std::string along_text;
   if (along > 0) along_text = l.hoisted ? ", inputs along the row loaded once per thread" : ", inputs along the row loaded per pass";
   auto count = [](std::int64_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+  const char* kept = rows_in > 0 && l.in_registers ? ", the row in registers" : "";
   l.text = fmt::format("{} -> {} of {} per CTA, {} of {} per thread{}{}{}", schedule, count(l.rows_per_cta, "row"),
-                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, rows_in > 0 && l.in_registers ? ", the row in registers" : "", along_text,
+                       count(l.threads_per_row, "thread"), count(l.vectors_per_thread, "vector"), l.vector, kept, along_text,
                        why.empty() ? "" : " (" + fmt::format("{}", fmt::join(why, "; ")) + ")");
   return l;
 }

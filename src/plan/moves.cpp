@@ -921,6 +921,10 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
     };
     std::string text = d.label(x.operands[0]);
     ir::Value r;
+    // `v`, or `instead` where v == `where` (the guards of ir/normalise.h).
+    auto unless = [&](ir::Value v, double where, double instead) {
+      return b.select(b.binary(OpKind::eq, v, b.constant(where, x.loc), x.loc), b.constant(instead, x.loc), v, x.loc);
+    };
     const double count = static_cast<double>(elements(x.over));
     // x / sqrt(v + eps), sqrt as exp(0.5 log) (ir/normalise.h: the IR has no sqrt).
     auto normalised = [&](ir::Value c, ir::Value sum_of_squares) {
@@ -933,14 +937,14 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
       case OpKind::constant: {  // m0 = max (0 where all -inf), e = exp(S - m0), z = sum(e) (ir/normalise.h)
         std::string max_text = text, sum_text = fmt::format("exp({} - m)", text);
         const ir::Value m = nested(OpKind::reduce_max, in, max_text);
-        const ir::Value m0 = b.select(b.binary(OpKind::eq, m, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), m, x.loc);
+        const ir::Value m0 = unless(m, -INFINITY, 0.0);
         const ir::Value e = b.unary(OpKind::exp, b.binary(OpKind::sub, in, m0, x.loc), x.loc);
         const ir::Value z = nested(OpKind::reduce_sum, e, sum_text);
         if (x.op == OpKind::logsumexp) {
           r = b.binary(OpKind::add, m0, b.unary(OpKind::log, z, x.loc), x.loc);
           text = fmt::format("m + log({}), m = {}", sum_text, max_text);
         } else {
-          r = b.binary(OpKind::div, e, b.select(b.binary(OpKind::eq, z, b.constant(0.0, x.loc), x.loc), b.constant(1.0, x.loc), z, x.loc), x.loc);
+          r = b.binary(OpKind::div, e, unless(z, 0.0, 1.0), x.loc);
           text = fmt::format("exp({} - m) / {}, m = {}", d.label(x.operands[0]), sum_text, max_text);
         }
         break;
@@ -949,8 +953,7 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
         // exp(S - logsumexp(S)) with its logsumexp split (a row that is all -inf gives 0, as
         // softmax does: the logsumexp's -inf is taken as 0 there).
         const ir::Value lse = nested(OpKind::logsumexp, in, text);
-        const ir::Value finite = b.select(b.binary(OpKind::eq, lse, b.constant(-INFINITY, x.loc), x.loc), b.constant(0.0, x.loc), lse, x.loc);
-        r = b.unary(OpKind::exp, b.binary(OpKind::sub, in, finite, x.loc), x.loc);
+        r = b.unary(OpKind::exp, b.binary(OpKind::sub, in, unless(lse, -INFINITY, 0.0), x.loc), x.loc);
         text = fmt::format("exp({} - {})", d.label(x.operands[0]), text);
         break;
       }

@@ -346,8 +346,9 @@ GemmVerdict estimate_gemm(const GemmProblem& p, const GemmSchedule& s, const arc
   // Stream-K spreads the tiles past the last full wave over every SM: the waves are the tiles
   // over the SMs, unrounded, at 0.97 of the rate, and each SM of that last wave writes (or reads
   // back) one partial tile of f32 sums at its share of HBM bandwidth. Only where a wave would
-  // run part empty (also with no full wave: a weight gradient's few tiles over a long K). The rate: measured on one H200 against the same tiles without it
-  // (bench/NOTES.md, 2026-11-25 fifth): 3.39 waves -17 %, 5.21 waves -3 %, 7.76 waves +2 %.
+  // run part empty, also with no full wave (a weight gradient's few tiles over a long K). The
+  // rate: measured on one H200 against the same tiles without it (bench/NOTES.md, 2026-11-25
+  // fifth): 3.39 waves -17 %, 5.21 waves -3 %, 7.76 waves +2 %.
   if (s.stream_k && s.pingpong) return reject("stream-K", "stream-K runs with the cooperative schedule only");
   const double full_waves = std::floor(tiles / sms), last_wave = tiles / sms - full_waves;
   if (s.stream_k && last_wave == 0)
