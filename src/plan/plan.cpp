@@ -601,12 +601,11 @@ std::string memory_warning(const ir::Diagram& d, const arch::Machine& m, double 
 
 namespace {
 
-// derive_plan with reductions split as split_reductions(written, min_rows) splits them.
+// derive_plan of `written` with its reductions split as `split` (split_reductions' result) says.
 Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine& m, const PlanOptions& options,
-                                std::int64_t min_rows) {
-  // Reductions over axes held apart, split into one per run; then axes reduced together, as
-  // one: every kernel below sees the merged diagram.
-  const std::optional<Variant> split = split_reductions(written, min_rows);
+                                const std::optional<Variant>& split) {
+  // Reductions split into runs; then axes reduced together, as one: every kernel below sees
+  // the merged diagram.
   const MergedAxes merging = merge_reduced_axes(split ? split->diagram : written);
   const ir::Diagram& d = merging.diagram;
   std::vector<std::string> merge_moves = split ? split->moves : std::vector<std::string>{};
@@ -759,9 +758,9 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
   // predicted faster (two launches and a small intermediate against one SM's bandwidth).
   const std::int64_t min_rows = 2 * m.sm_count.value;
   const auto parallel = split_reductions(written, min_rows), plain = split_reductions(written);
-  if (!parallel || (plain && parallel->diagram == plain->diagram)) return derive_split(written, m, options, 0);
-  auto with = derive_split(written, m, options, min_rows);
-  auto without = derive_split(written, m, options, 0);
+  if (!parallel || (plain && parallel->diagram == plain->diagram)) return derive_split(written, m, options, plain);
+  auto with = derive_split(written, m, options, parallel);
+  auto without = derive_split(written, m, options, plain);
   if (!with) return without;
   if (!without) return with;
   const bool split_wins = with->chosen.predicted_s < without->chosen.predicted_s * 0.999;
