@@ -47,6 +47,10 @@ CASES.append(("squared_error_loss", "tests/diagrams/squared_error_loss.napkin", 
 CASES.append(("soft_argmax", "tests/diagrams/soft_argmax.napkin", [], "plan"))
 # Few output tiles over a long K (a weight gradient over 131072 tokens): stream-K over every SM.
 CASES.append(("weight_gradient", "tests/diagrams/weight_gradient.napkin", [], "gemm"))
+# One output tile over a 1M-long K (split-K: the K axis cut in two, partial products added by a
+# second kernel), and the squared global norm of a flat 16M gradient (one sum over one axis, cut).
+CASES.append(("long_k_product", "tests/diagrams/long_k_product.napkin", [], "gemm"))
+CASES.append(("global_norm", "tests/diagrams/global_norm.napkin", [], "plan"))
 # BatchNorm of an NCHW activation written out (X - mean recomputed where it is read).
 CASES.append(("batchnorm_nchw", "tests/diagrams/batchnorm_nchw.napkin", [], "plan"))
 

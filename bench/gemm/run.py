@@ -48,6 +48,10 @@ def torch_impl(case, torch, F):
     """The same math in PyTorch, given f32 (reference) or native (eager) tensors."""
     if case.startswith("weight_gradient"):
         return lambda t, f32: (t["X"].float().t() @ t["dY"].float()) if f32 else t["X"].t() @ t["dY"]
+    if case.startswith("long_k_product"):
+        return lambda t, f32: (t["A"].float() @ t["B"].float().t()) if f32 else t["A"] @ t["B"].t()
+    if case.startswith("global_norm"):
+        return lambda t, f32: (t["g"].double() * t["g"].double()).sum().float() if f32 else (t["g"] * t["g"]).sum()
     if case.startswith(("gemm", "llama3")):
         return lambda t, f32: (t["A"].float() @ t["B"].float()) if f32 else t["A"] @ t["B"]
     if case.startswith("biased_swiglu"):

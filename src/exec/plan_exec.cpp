@@ -50,19 +50,55 @@ void merge_axes(Named& n, const std::vector<plan::AxisMerge>& merges) {
   }
 }
 
-// The inverse of merge_axes: each merged axis as its parts again, sized as in `d`.
-void split_axes(Named& n, const std::vector<plan::AxisMerge>& merges, const ir::Diagram& d) {
+// `n` with each cut axis as its outer and inner axes (plan::AxisCut): the same data.
+void cut_axes(Named& n, const std::vector<plan::AxisCut>& cuts) {
+  for (const plan::AxisCut& c : cuts) {
+    auto at = std::find(n.axes.begin(), n.axes.end(), c.name);
+    if (at == n.axes.end()) continue;
+    const auto i = at - n.axes.begin();
+    const std::int64_t size = n.tensor.sizes[static_cast<std::size_t>(i)];
+    n.axes[static_cast<std::size_t>(i)] = c.outer;
+    n.axes.insert(n.axes.begin() + i + 1, c.inner);
+    n.tensor.sizes[static_cast<std::size_t>(i)] = size / c.inner_size;
+    n.tensor.sizes.insert(n.tensor.sizes.begin() + i + 1, c.inner_size);
+    n.tensor.axes.insert(n.tensor.axes.begin() + i + 1, ir::AxisId{-1});
+  }
+}
+
+// The size of axis `name` of the kernels' diagrams: `d`'s, or a cut axis's part.
+std::int64_t kernel_axis_size(const ir::Diagram& d, const std::vector<plan::AxisCut>& cuts, const std::string& name) {
+  for (const plan::AxisCut& c : cuts) {
+    if (name == c.inner) return c.inner_size;
+    if (name == c.outer) return d.axis(*d.find_axis(c.name)).size / c.inner_size;
+  }
+  return d.axis(*d.find_axis(name)).size;
+}
+
+// The inverse of merge_axes: each merged axis as its parts again, sized as in `d` (cut as
+// `cuts`).
+void split_axes(Named& n, const std::vector<plan::AxisMerge>& merges, const ir::Diagram& d, const std::vector<plan::AxisCut>& cuts) {
   for (auto m = merges.rbegin(); m != merges.rend(); ++m) {
     auto at = std::find(n.axes.begin(), n.axes.end(), m->name);
     if (at == n.axes.end()) continue;
     const auto i = at - n.axes.begin();
     std::vector<std::int64_t> sizes;
-    for (const std::string& part : m->parts) sizes.push_back(d.axis(*d.find_axis(part)).size);
+    for (const std::string& part : m->parts) sizes.push_back(kernel_axis_size(d, cuts, part));
     n.axes.erase(n.axes.begin() + i);
     n.axes.insert(n.axes.begin() + i, m->parts.begin(), m->parts.end());
     n.tensor.sizes.erase(n.tensor.sizes.begin() + i);
     n.tensor.sizes.insert(n.tensor.sizes.begin() + i, sizes.begin(), sizes.end());
     n.tensor.axes.insert(n.tensor.axes.begin() + i, m->parts.size() - 1, ir::AxisId{-1});
+  }
+  // Each cut axis's outer and inner parts (adjacent, in order) as the axis again.
+  for (auto c = cuts.rbegin(); c != cuts.rend(); ++c) {
+    auto at = std::find(n.axes.begin(), n.axes.end(), c->outer);
+    if (at == n.axes.end()) continue;
+    const auto i = static_cast<std::size_t>(at - n.axes.begin());
+    n.axes[i] = c->name;
+    n.tensor.sizes[i] *= n.tensor.sizes[i + 1];
+    n.axes.erase(n.axes.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    n.tensor.sizes.erase(n.tensor.sizes.begin() + static_cast<std::ptrdiff_t>(i + 1));
+    n.tensor.axes.erase(n.tensor.axes.begin() + static_cast<std::ptrdiff_t>(i + 1));
   }
 }
 
@@ -74,6 +110,7 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
     // In the input's declared order, where a merge's parts are adjacent.
     const auto node = d.find_node(name);
     tensors[name] = to_named(d, node && !p.merged_axes.empty() ? t.permuted(d.node(*node).axes) : t);
+    cut_axes(tensors[name], p.cut_axes);
     merge_axes(tensors[name], p.merged_axes);
   }
   PlanExecution out;
@@ -108,7 +145,7 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
     auto it = tensors.find(name);
     if (it == tensors.end()) return plain_error(fmt::format("the plan computes no output '{}'", name));
     Named whole = it->second;
-    split_axes(whole, p.merged_axes, d);
+    split_axes(whole, p.merged_axes, d, p.cut_axes);
     out.outputs[name] = from_named(d, whole, o.axes);
   }
   return out;

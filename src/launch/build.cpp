@@ -234,23 +234,32 @@ std::set<std::string> fixed_axes(const plan::Plan& p) {
   for (const plan::AxisMerge& m : p.merged_axes)
     if (fixed.count(m.name)) fixed.insert(m.parts.begin(), m.parts.end());
   fixed.insert(p.sized_axes.begin(), p.sized_axes.end());
+  // A cut axis whose outer part is fixed is fixed (its inner part always is: the library asks
+  // for a multiple of it).
+  for (const plan::AxisCut& c : p.cut_axes)
+    if (fixed.count(c.outer)) fixed.insert(c.name);
   return fixed;
 }
 
 json plan_tensor_json(const ir::Diagram& d, const std::string& name, const std::vector<ir::AxisId>& axes, DType dtype,
-                      const std::set<std::string>& fixed, const std::string& kind) {
+                      const std::set<std::string>& fixed, const std::vector<plan::AxisCut>& cuts, const std::string& kind) {
   json ax = json::array();
-  for (ir::AxisId a : axes)
-    ax.push_back({{"name", d.axis(a).name}, {"size", d.axis(a).size}, {"role", fixed.count(d.axis(a).name) ? "fixed" : "free"}});
+  for (ir::AxisId a : axes) {
+    const std::string& axis = d.axis(a).name;
+    json j = {{"name", axis}, {"size", d.axis(a).size}, {"role", fixed.count(axis) ? "fixed" : "free"}};
+    for (const plan::AxisCut& c : cuts)
+      if (c.name == axis && !fixed.count(axis)) j["multiple_of"] = c.inner_size;
+    ax.push_back(std::move(j));
+  }
   return {{"name", name}, {"kind", kind}, {"dtype", std::string(dtype_name(dtype))}, {"axes", ax}};
 }
 
 json plan_manifest(const ir::Diagram& d, const plan::Plan& p, const arch::Machine& m) {
   const std::set<std::string> fixed = fixed_axes(p);
   json inputs = json::array(), outputs = json::array(), params = json::array(), kernels = json::array();
-  for (ir::NodeId n : d.inputs()) inputs.push_back(plan_tensor_json(d, d.node(n).name, d.node(n).axes, d.node(n).dtype, fixed, "input"));
+  for (ir::NodeId n : d.inputs()) inputs.push_back(plan_tensor_json(d, d.node(n).name, d.node(n).axes, d.node(n).dtype, fixed, p.cut_axes, "input"));
   for (const ir::Output& o : d.outputs)
-    outputs.push_back(plan_tensor_json(d, d.node(o.node).name, o.axes, d.node(o.node).dtype, fixed, "output"));
+    outputs.push_back(plan_tensor_json(d, d.node(o.node).name, o.axes, d.node(o.node).dtype, fixed, p.cut_axes, "output"));
   for (const ir::Node& n : d.nodes)
     if (n.op == ir::OpKind::constant && !n.name.empty()) params.push_back({{"name", n.name}, {"value", n.scalar}});
   double flops = 0, bytes = 0;
@@ -349,6 +358,8 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
     for (const std::string& part : m.parts) parts.push_back("\"" + part + "\"");
     merges += fmt::format("    {{\"{}\", {}, {{{}}}}},\n", m.name, m.parts.size(), fmt::join(parts, ", "));
   }
+  std::string cuts;
+  for (const plan::AxisCut& c : p.cut_axes) cuts += fmt::format("    {{\"{}\", \"{}\", \"{}\", {}}},\n", c.name, c.outer, c.inner, c.inner_size);
   std::string sized;
   for (const std::string& a : p.sized_axes)
     if (const auto id = d.find_axis(a)) sized += fmt::format("    {{\"{}\", {}}},\n", a, d.axis(*id).size);
@@ -366,12 +377,13 @@ Result<std::vector<std::pair<std::string, std::string>>> plan_sources(const ir::
       "const char* const kNames[] = {{{}nullptr}};\n"
       "const napkin::PlanMerge kMerges[] = {{\n{}    {{\"\", 0, {{}}}}}};\n"
       "const napkin::PlanSize kSized[] = {{\n{}    {{\"\", 0}}}};\n"
-      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames, kMerges, {}, kSized, {}}};\n\n"
+      "const napkin::PlanCut kCuts[] = {{\n{}    {{\"\", \"\", \"\", 1}}}};\n"
+      "const napkin::PlanSpec kPlan{{kIO, {}, kIntermediates, {}, kKernels, {}, kNames, kMerges, {}, kSized, {}, kCuts, {}}};\n\n"
       "constexpr char kManifest[] = R\"napkin_manifest({})napkin_manifest\";\n\n}}  // namespace\n\n"
       "NAPKIN_GENERATED_PLAN(kPlan, kManifest)\n",
       prov.napkin_version, prov.source_name, prov.diagram_key, p.kernels.size(), p.predicted_s * 1e6, decls, io, inter, kernels,
-      emit::expression::library_names(d), merges, sized, d.inputs().size() + d.outputs.size(), seen_inter.size(), p.kernels.size(),
-      p.merged_axes.size(), p.sized_axes.size(), manifest);
+      emit::expression::library_names(d), merges, sized, cuts, d.inputs().size() + d.outputs.size(), seen_inter.size(),
+      p.kernels.size(), p.merged_axes.size(), p.sized_axes.size(), p.cut_axes.size(), manifest);
   files.insert(files.begin(), {"kernel.cu", plan_cu});
   return files;
 }
@@ -904,6 +916,8 @@ CommandOutput run(const DiagramArgs& args, const RunOptions& o) {
           const auto at = static_cast<std::size_t>(ir::stable_hash(name) % 6);
           want = std::min<std::int64_t>(size, kFree[at]);
         }
+        // A cut axis: three of its inner parts (the outer part more than one index).
+        if (ax.contains("multiple_of")) want = std::min<std::int64_t>(size, 3 * ax["multiple_of"].get<std::int64_t>());
         if (want != size) bind(name + "=" + std::to_string(want));
       }
   } else {

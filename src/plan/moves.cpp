@@ -30,6 +30,35 @@ bool narrow(DType t) { return t == DType::bf16 || t == DType::f16; }
 // A reduction of fewer elements is not split for parallelism: one CTA reads 2^16 elements in
 // about the time a second launch costs.
 constexpr std::int64_t kSplitMinElements = std::int64_t{1} << 16;
+// A GEMM tile's values (128 x 128), by which a contraction's result counts its tiles; and the
+// fewest indices the inner part of a cut axis keeps (a partial sum over fewer reads too little
+// to pay for writing it and reading it back).
+constexpr std::int64_t kTileValues = 128 * 128;
+constexpr std::int64_t kMinInner = 512;
+
+bool splittable_reduction(OpKind op) {
+  return op == OpKind::reduce_sum || op == OpKind::reduce_max || op == OpKind::logsumexp || op == OpKind::softmax ||
+         op == OpKind::rmsnorm || op == OpKind::layernorm;
+}
+
+// The rows a reduction leaves (a contraction: its GEMM tiles) and how many fill the GPU, where
+// it leaves too few (min_rows: rows; min_rows / 2: tiles) and reduces kSplitMinElements or more.
+struct Fill {
+  std::int64_t now, target;
+};
+std::optional<Fill> too_few_rows(const ir::Diagram& d, NodeId id, std::int64_t min_rows) {
+  const Node& n = d.node(id);
+  if (min_rows <= 0 || n.over.empty() || d.elements(n.over) < kSplitMinElements) return std::nullopt;
+  Fill f{};
+  if (n.op == OpKind::contract && n.operands.size() == 2)
+    f = {std::max<std::int64_t>(1, d.elements(n.axes) / kTileValues), min_rows / 2};
+  else if (splittable_reduction(n.op))
+    f = {d.elements(d.node(n.operands[0]).axes) / d.elements(n.over), min_rows};
+  else
+    return std::nullopt;
+  if (f.now >= f.target) return std::nullopt;
+  return f;
+}
 
 // A node's name, or t<id> for an unnamed temporary: the stem of the names moves give new values.
 std::string plain_name(const ir::Diagram& d, NodeId n) {
@@ -841,10 +870,10 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
   std::map<NodeId, Split> split;
   for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
     const Node& n = d.node(id);
-    const bool norm = n.op == OpKind::rmsnorm || n.op == OpKind::layernorm;
-    if (!(n.op == OpKind::reduce_sum || n.op == OpKind::reduce_max || n.op == OpKind::logsumexp || n.op == OpKind::softmax || norm) ||
-        n.over.empty())
-      continue;
+    const auto fill = too_few_rows(d, id, min_rows);
+    // (A contraction is split only to fill the GPU: split-K.)
+    const bool contraction = n.op == OpKind::contract && fill;
+    if (!(splittable_reduction(n.op) || contraction) || n.over.empty()) continue;
     Split s;
     bool in_run = false;
     for (AxisId a : d.node(n.operands[0]).axes) {
@@ -853,6 +882,7 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
       if (reduced) s.runs.back().push_back(a);
       in_run = reduced;
     }
+    if (contraction && s.runs.size() > 1) continue;
     if (s.runs.size() > 1)
       s.why.push_back(fmt::format("{} holds them apart", d.label(n.operands[0])));
     // Runs that cannot be one axis of the diagram (an index reads one of them, another
@@ -878,18 +908,18 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
     }
     // Too few rows to fill the GPU (a loss summed over every axis is one row on one SM): the
     // innermost run reduced first over its inner axes, with the outer ones' rows beside.
-    const std::int64_t reduced = elements(n.over);
-    const std::int64_t rows_now = ir::op_class(n.op) == ir::OpClass::composite ? elements(n.axes) / reduced : elements(n.axes);
-    if (min_rows > 0 && rows_now < min_rows && reduced >= kSplitMinElements && s.runs.back().size() > 1) {
+    if (fill && s.runs.back().size() > 1) {
       std::vector<AxisId>& last = s.runs.back();
       std::size_t j = 1;
-      std::int64_t rows = rows_now * (reduced / elements(last)) * d.axis(last[0]).size;
-      while (j + 1 < last.size() && rows < min_rows) rows *= d.axis(last[j++]).size;
+      std::int64_t rows = fill->now * (elements(n.over) / elements(last)) * d.axis(last[0]).size;
+      while (j + 1 < last.size() && rows < fill->target) rows *= d.axis(last[j++]).size;
       std::vector<AxisId> inner(last.begin() + static_cast<long>(j), last.end());
       last.resize(j);
       s.runs.push_back(std::move(inner));
-      s.why.push_back(fmt::format("{} rows fill the GPU where {} cannot", rows, std::max<std::int64_t>(rows_now, 1)));
+      s.why.push_back(fmt::format("{} {} fill the GPU where {} cannot", rows, contraction ? "GEMM tiles" : "rows",
+                                  std::max<std::int64_t>(fill->now, 1)));
     }
+    if (contraction && s.runs.size() < 2) continue;
     // A softmax or norm of an input that does not hold the axes innermost: no row kernel reads
     // it (its rows are not contiguous), so in maxes and sums, which column kernels take.
     const Node& operand = d.node(n.operands[0]);
@@ -908,6 +938,18 @@ std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_r
     if (it == split.end()) return {};
     const Node& x = d.node(n);
     const ir::Value in = val[static_cast<std::size_t>(x.operands[0])];
+    if (x.op == OpKind::contract) {  // split-K: contract over the innermost run, sum over the others
+      const std::vector<std::vector<AxisId>>& runs = it->second.runs;
+      ir::Value r = b.contract({in, val[static_cast<std::size_t>(x.operands[1])]}, runs.back(), x.loc);
+      std::string text = fmt::format("contract({}, {} over {})", d.label(x.operands[0]), d.label(x.operands[1]), names(runs.back()));
+      for (auto run = runs.rbegin() + 1; run != runs.rend(); ++run) {
+        r = b.reduce(OpKind::reduce_sum, r, *run, x.loc);
+        text = fmt::format("sum({} over {})", text, names(*run));
+      }
+      if (!x.name.empty()) r = b.named(x.name, r, x.loc);
+      lines.push_back(fmt::format("{} over {} as {}: {}", d.label(n), names(x.over), text, fmt::join(it->second.why, "; ")));
+      return r;
+    }
     if (x.op == OpKind::rmsnorm || x.op == OpKind::layernorm)
       for (AxisId a : x.over) sized.insert(d.axis(a).name);
     const std::vector<std::vector<AxisId>>& runs = it->second.runs;
@@ -1012,6 +1054,77 @@ MergedAxes merge_reduced_axes(const ir::Diagram& d) {
     }
   }
   return out;
+}
+
+namespace {
+
+// `d` with axis `a` as two axes, outer and inner (inner_size indices), adjacent wherever it
+// appears; and the cut. The outer axis is the diagram's first: values computed over it (a
+// split-K GEMM's partial sums, batched over it) hold it outermost. (No index reads `a`: the
+// caller checks.)
+std::pair<ir::Diagram, AxisCut> cut_axis(const ir::Diagram& d, AxisId a, std::int64_t inner_size) {
+  const ir::Axis axis = d.axis(a);
+  AxisCut c{axis.name, fresh_name(d, axis.name + "_outer"), "", inner_size};
+  c.inner = fresh_name(d, axis.name + "_inner");
+  ir::Diagram out = d;
+  out.axes[static_cast<std::size_t>(a)] = {c.inner, inner_size, axis.loc};
+  out.axes.insert(out.axes.begin(), ir::Axis{c.outer, axis.size / inner_size, axis.loc});
+  auto relabel = [&](std::vector<AxisId>& axes) {
+    std::vector<AxisId> next;
+    for (AxisId x : axes) {
+      if (x == a) next.push_back(0);
+      next.push_back(x + 1);
+    }
+    axes = std::move(next);
+  };
+  for (ir::Node& n : out.nodes) {
+    relabel(n.axes);
+    relabel(n.over);
+    if (n.axis >= 0) ++n.axis;
+  }
+  for (ir::Output& o : out.outputs) relabel(o.axes);
+  return {std::move(out), std::move(c)};
+}
+
+}  // namespace
+
+std::optional<Variant> cut_long_axes(const ir::Diagram& d, std::int64_t min_rows) {
+  std::map<std::string, std::int64_t> inner;  // axis cut -> its inner size (the first node asking decides)
+  std::vector<std::string> lines;
+  for (NodeId id = 0; id < static_cast<NodeId>(d.nodes.size()); ++id) {
+    const Node& n = d.node(id);
+    const auto fill = too_few_rows(d, id, min_rows);
+    if (!fill) continue;
+    // The innermost reduced axis as the operand holds it, where it is a run alone (a longer run
+    // split_reductions cuts between its axes); a contraction's, where it contracts one axis.
+    const std::vector<AxisId>& held = d.node(n.operands[0]).axes;
+    auto reduced = [&](AxisId x) { return std::find(n.over.begin(), n.over.end(), x) != n.over.end(); };
+    const auto last = std::find_if(held.rbegin(), held.rend(), reduced);
+    if (last == held.rend() || (last + 1 != held.rend() && reduced(*(last + 1)))) continue;
+    if (n.op == OpKind::contract && n.over.size() != 1) continue;
+    const AxisId a = *last;
+    const ir::Axis& axis = d.axis(a);
+    if (inner.count(axis.name)) continue;
+    if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& m) { return m.op == OpKind::iota && m.axis == a; })) continue;
+    // The fewest outer indices that fill the GPU, a divisor of the axis's size.
+    const std::int64_t others = d.elements(n.over) / axis.size;
+    for (std::int64_t outer = 2; outer <= axis.size / kMinInner; ++outer) {
+      if (axis.size % outer != 0 || fill->now * others * outer < fill->target) continue;
+      inner[axis.name] = axis.size / outer;
+      lines.push_back(fmt::format("axis {} ({}) taken as {} x {} for {}: {} {} fill the GPU where {} cannot", axis.name, axis.size, outer,
+                                  axis.size / outer, d.label(id), fill->now * others * outer,
+                                  n.op == OpKind::contract ? "GEMM tiles" : "rows", fill->now));
+      break;
+    }
+  }
+  if (inner.empty()) return std::nullopt;
+  Variant v{d, std::move(lines)};
+  for (const auto& [name, size] : inner) {
+    auto [next, cut] = cut_axis(v.diagram, *v.diagram.find_axis(name), size);
+    v.diagram = std::move(next);
+    v.cut_axes.push_back(std::move(cut));
+  }
+  return v;
 }
 
 }  // namespace napkin::plan

@@ -25,12 +25,22 @@
 
 namespace napkin::plan {
 
+// An axis taken as two (cut_long_axes): the caller's axis `name` as `outer` x `inner`, `inner`
+// holding `inner_size` indices (name = outer * inner_size + inner). The kernels' tensors are
+// views of the caller's; a call whose `name` is not a multiple of inner_size is refused.
+struct AxisCut {
+  std::string name, outer, inner;
+  std::int64_t inner_size = 1;
+};
+
 struct Variant {
   ir::Diagram diagram;
   std::vector<std::string> moves;  // one line per move applied
   // Axes whose sizes the rewritten diagram holds as numbers (a norm's count of elements): a
   // kernel built from it is right at those sizes only.
   std::vector<std::string> sized_axes = {};
+  // Axes of the caller's tensors the rewritten diagram takes as two (cut_long_axes).
+  std::vector<AxisCut> cut_axes = {};
 };
 
 // Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the
@@ -61,15 +71,26 @@ struct MergedAxes {
 // merged diagram's inputs and outputs are its tensors' views, with the same data.
 MergedAxes merge_reduced_axes(const ir::Diagram& d);
 
-// A sum, max or logsumexp as nested reductions, one over each run of its axes, innermost first:
+// A sum, max or logsumexp as nested reductions, one over each run of its axes, innermost first
+// (a contraction: over its innermost run, then sums over the others):
 // sum(sum(X over y x) over n) (each then one row or column reduction), where
 //   - its operand holds the axes apart (BatchNorm's statistics over n y x of X[n c y x]);
 //   - a run cannot be one axis of the diagram (an index reads one: soft-argmax): one per axis;
 //   - min_rows > 0 and it leaves fewer than min_rows values (a loss summed over every axis, one
 //     row on one SM): its innermost run is cut so that the first reduction has min_rows rows
-//     (where it has two axes or more to cut between).
+//     (where it has two axes or more to cut between); a contraction, only so, where its result
+//     has fewer GEMM tiles than min_rows / 2.
 // A softmax whose axes split so is exp(S - logsumexp(S)), the logsumexp split. Exact in real
 // arithmetic; a sum is then added in another order.
 std::optional<Variant> split_reductions(const ir::Diagram& d, std::int64_t min_rows = 0);
+
+// A reduction over one long axis that leaves fewer than min_rows rows (a sum over x[n]), or a
+// contraction over one that leaves fewer GEMM tiles than min_rows / 2 (a weight gradient over
+// 131072 tokens into 8 tiles): that axis taken as two, outer x inner (AxisCut), the inner one
+// holding a divisor of its size, so that split_reductions then reduces over the inner axis first
+// with the outer one's rows beside it (split-K, with the partial sums in memory and added by a
+// second kernel in a fixed order). None where no axis is cut (no divisor fits, or an index reads
+// the axis).
+std::optional<Variant> cut_long_axes(const ir::Diagram& d, std::int64_t min_rows);
 
 }  // namespace napkin::plan

@@ -741,8 +741,9 @@ Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine&
     out.alternatives.push_back({std::move(*p), std::move(w)});
   }
   const std::vector<std::string> sized = split ? split->sized_axes : std::vector<std::string>{};
-  for (Plan* p : {&out.chosen}) p->merged_axes = merging.merges, p->sized_axes = sized;
-  for (auto& a : out.alternatives) a.plan.merged_axes = merging.merges, a.plan.sized_axes = sized;
+  const std::vector<AxisCut> cuts = split ? split->cut_axes : std::vector<AxisCut>{};
+  for (Plan* p : {&out.chosen}) p->merged_axes = merging.merges, p->sized_axes = sized, p->cut_axes = cuts;
+  for (auto& a : out.alternatives) a.plan.merged_axes = merging.merges, a.plan.sized_axes = sized, a.plan.cut_axes = cuts;
   if (!merge_moves.empty()) {
     out.chosen.moves.insert(out.chosen.moves.begin(), merge_moves.begin(), merge_moves.end());
     for (auto& a : out.alternatives) a.plan.moves.insert(a.plan.moves.begin(), merge_moves.begin(), merge_moves.end());
@@ -757,7 +758,21 @@ Result<Derivation> derive_plan(const ir::Diagram& written, const arch::Machine& 
   // Reductions that leave too few rows to fill the GPU, split for parallelism where that is
   // predicted faster (two launches and a small intermediate against one SM's bandwidth).
   const std::int64_t min_rows = 2 * m.sm_count.value;
-  const auto parallel = split_reductions(written, min_rows), plain = split_reductions(written);
+  // (An axis reduced alone is first cut in two where that lets the reduction fill the GPU.)
+  const auto cut = cut_long_axes(written, min_rows), plain = split_reductions(written);
+  auto parallel = split_reductions(cut ? cut->diagram : written, min_rows);
+  if (cut && !parallel) parallel = cut;
+  else if (cut) {
+    parallel->moves.insert(parallel->moves.begin(), cut->moves.begin(), cut->moves.end());
+    parallel->cut_axes = cut->cut_axes;
+    // A norm's count held as a number fixes the caller's axis, not its parts.
+    std::set<std::string> sized;
+    for (const std::string& a : parallel->sized_axes) {
+      const auto c = std::find_if(cut->cut_axes.begin(), cut->cut_axes.end(), [&](const AxisCut& x) { return a == x.outer || a == x.inner; });
+      sized.insert(c == cut->cut_axes.end() ? a : c->name);
+    }
+    parallel->sized_axes.assign(sized.begin(), sized.end());
+  }
   if (!parallel || (plain && parallel->diagram == plain->diagram)) return derive_split(written, m, options, plain);
   auto with = derive_split(written, m, options, parallel);
   auto without = derive_split(written, m, options, plain);

@@ -74,6 +74,9 @@ struct Plan {
   // Axes the kernels take as one (merge_reduced_axes): their diagrams' inputs and outputs are
   // views of the diagram's, each run of `parts` one axis `name`.
   std::vector<AxisMerge> merged_axes;
+  // Axes of the caller's tensors the kernels take as two (cut_long_axes), applied before the
+  // merges: a call whose size of a cut axis is not a multiple of its inner size is refused.
+  std::vector<AxisCut> cut_axes;
   // Axes whose sizes the kernels hold as numbers (a norm written as its statistics divides by its
   // count of elements): the library refuses a call at other sizes of them.
   std::vector<std::string> sized_axes;

@@ -19,7 +19,8 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "normalised_projection", "scaled_projection", "gated_softplus", "mask_output", "long_rows",
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
             "map_terms", "heads_inner", "biased_swiglu", "nchw_statistics", "grouped_bmm", "squared_error_loss",
-            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm", "group_norm", "channel_rmsnorm"]
+            "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm", "group_norm", "channel_rmsnorm",
+            "long_k_product", "global_norm"]
 
 
 def napkin_bin():
@@ -159,6 +160,29 @@ def test_a_norm_as_its_statistics_refuses_other_sizes(tmp_path):
     assert torch.allclose(Y.double(), want, rtol=2e-2, atol=2e-2)
     with pytest.raises(ValueError, match="axis c has size 72; the plan was built for 512"):
         k(X[:, :72].contiguous(), w[:72])
+
+
+def test_a_cut_axis_asks_for_a_multiple_of_its_inner_part(tmp_path):
+    """long_k_product cuts k (1M) into 256 x 4096 for split-K: the manifest says so, a call at
+    another multiple of 4096 matches float64 PyTorch (the partial products added in a fixed
+    order: two calls agree to the bit), and one at a k that is not a multiple is refused naming
+    the axis."""
+    torch = pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(REPO / "python"))
+    import napkin_kernels as nk
+    k = nk.load(library_for("long_k_product", tmp_path).parent)
+    axis = {a["name"]: a for a in k.inputs[0]["axes"]}["k"]
+    assert axis["role"] == "free" and axis["multiple_of"] == 4096, axis
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A = torch.randn(64, 5 * 4096, device="cuda", generator=g).bfloat16()
+    B = torch.randn(64, 5 * 4096, device="cuda", generator=g).bfloat16()
+    C = k(A, B)
+    want = A.double() @ B.double().t()
+    assert torch.allclose(C.double(), want, rtol=2e-2, atol=2e-2 * want.abs().max().item())
+    assert torch.equal(C, k(A, B))
+    with pytest.raises(ValueError, match="axis k has size 20000; the plan takes it as k_outer x k_inner"):
+        k(A[:, :20000].contiguous(), B[:, :20000].contiguous())
 
 
 def test_folded_cross_entropy_matches_pytorch(tmp_path):

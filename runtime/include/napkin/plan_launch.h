@@ -43,6 +43,15 @@ struct PlanMerge {
   const char* parts[NAPKIN_MAX_RANK];
 };
 
+// An axis of the caller's the plan's kernels take as two (plan::AxisCut): `name` as `outer` x
+// `inner`, `inner` of `inner_size` indices; a call whose `name` is not a multiple of it is refused.
+struct PlanCut {
+  const char* name;
+  const char* outer;
+  const char* inner;
+  int64_t inner_size;
+};
+
 // An axis whose size the plan's kernels hold as a number (plan::Plan::sized_axes: a norm written
 // as its statistics divides by its count of elements): a call at another size is refused.
 struct PlanSize {
@@ -62,6 +71,8 @@ struct PlanSpec {
   int merge_count;
   const PlanSize* sized;
   int sized_count;
+  const PlanCut* cuts;               // applied to the caller's tensors before the merges
+  int cut_count;
 };
 
 // Whether `t` is a param (kernel_abi.h): rank 0 and none of the diagram's inputs and outputs (a
@@ -71,6 +82,30 @@ inline bool is_plan_param(const PlanSpec& p, const napkin_tensor& t) {
   for (int i = 0; i < p.io_count; ++i)
     if (t.name != nullptr && std::strcmp(t.name, p.io[i].name) == 0) return false;
   return true;
+}
+
+// `t` (over `axes`, the caller's) with each cut axis as its outer and inner dims (`axes` too).
+// "" or the reason.
+inline std::string cut_view(napkin_tensor& t, std::vector<const char*>& axes, const PlanSpec& p) {
+  for (int c = 0; c < p.cut_count; ++c) {
+    const PlanCut& cut = p.cuts[c];
+    for (int i = 0; i < t.rank; ++i) {
+      if (std::strcmp(axes[static_cast<size_t>(i)], cut.name) != 0) continue;
+      if (t.rank >= NAPKIN_MAX_RANK)
+        return std::string("tensor '") + t.name + "': the plan takes its axis " + cut.name + " as two, past " +
+               std::to_string(NAPKIN_MAX_RANK) + " dims";
+      for (int j = t.rank; j > i + 1; --j) t.shape[j] = t.shape[j - 1], t.strides[j] = t.strides[j - 1];
+      t.shape[i + 1] = cut.inner_size;
+      t.strides[i + 1] = t.strides[i];
+      t.shape[i] /= cut.inner_size;
+      t.strides[i] *= cut.inner_size;
+      ++t.rank;
+      axes[static_cast<size_t>(i)] = cut.outer;
+      axes.insert(axes.begin() + i + 1, cut.inner);
+      break;
+    }
+  }
+  return "";
 }
 
 // `t` (over `axes`, the caller's) with each merge's parts as one dim, where it has them; the
@@ -134,18 +169,33 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
                     std::to_string(it->second->shape[a]) + ", expected " + std::to_string(s) + " as in the tensors before it");
     }
   }
+  // Cut axes: their parts' sizes, where the caller's size is a multiple of the inner one.
+  for (int c = 0; c < p.cut_count; ++c) {
+    const PlanCut& cut = p.cuts[c];
+    auto it = size.find(cut.name);
+    if (it == size.end()) continue;
+    if (it->second % cut.inner_size != 0)
+      return fail(std::string("axis ") + cut.name + " has size " + std::to_string(it->second) + "; the plan takes it as " + cut.outer +
+                  " x " + cut.inner + " with " + cut.inner + " = " + std::to_string(cut.inner_size) +
+                  " (to fill the GPU): a multiple of " + std::to_string(cut.inner_size) + " expected, or build the plan at this size");
+    size[cut.outer] = it->second / cut.inner_size;
+    size[cut.inner] = cut.inner_size;
+  }
   for (int i = 0; i < p.sized_count; ++i) {
     auto it = size.find(p.sized[i].name);
     if (it != size.end() && it->second != p.sized[i].size)
       return fail(std::string("axis ") + p.sized[i].name + " has size " + std::to_string(it->second) + "; the plan was built for " +
                   std::to_string(p.sized[i].size) + " (a norm written as its statistics divides by its count): build it at this size");
   }
-  // The kernels' views of the caller's tensors where axes merge (the merged axes' sizes too).
-  std::vector<napkin_tensor> views(static_cast<size_t>(p.merge_count > 0 ? p.io_count : 0));
+  // The kernels' views of the caller's tensors where axes are cut or merge (the merged axes'
+  // sizes too).
+  std::vector<napkin_tensor> views(static_cast<size_t>(p.merge_count > 0 || p.cut_count > 0 ? p.io_count : 0));
   for (size_t i = 0; i < views.size(); ++i) {
     const PlanTensor& t = p.io[i];
     views[i] = *by_name[t.name];
-    if (std::string e = merged_view(views[i], std::vector<const char*>(t.axes, t.axes + t.rank), p); !e.empty()) return fail(e);
+    std::vector<const char*> axes(t.axes, t.axes + t.rank);
+    if (std::string e = cut_view(views[i], axes, p); !e.empty()) return fail(e);
+    if (std::string e = merged_view(views[i], axes, p); !e.empty()) return fail(e);
     by_name[t.name] = &views[i];
   }
   for (int m = 0; m < p.merge_count; ++m) {
@@ -216,6 +266,11 @@ inline int32_t launch_plan(const PlanSpec& p, const napkin_tensor* tensors, int3
           for (int j = 0; j < p.merges[m].count; ++j) why += std::string(" ") + p.merges[m].parts[j];
           why += " taken as one)";
         }
+      for (int c = 0; c < p.cut_count; ++c)  // a cut axis's part named by the kernel, as the caller's axis
+        for (const char* part : {p.cuts[c].outer, p.cuts[c].inner})
+          if (std::strstr(inner, (std::string("axis ") + part + " ").c_str()) != nullptr)
+            why += std::string(" (") + part + ": a part of the axis " + p.cuts[c].name + ", taken as " + p.cuts[c].outer + " x " +
+                   p.cuts[c].inner + " with " + p.cuts[c].inner + " = " + std::to_string(p.cuts[c].inner_size) + ")";
       return fail(why);
     }
   }

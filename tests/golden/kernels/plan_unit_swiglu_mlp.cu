@@ -27,7 +27,9 @@ const napkin::PlanMerge kMerges[] = {
     {"", 0, {}}};
 const napkin::PlanSize kSized[] = {
     {"", 0}};
-const napkin::PlanSpec kPlan{kIO, 5, kIntermediates, 1, kKernels, 2, kNames, kMerges, 0, kSized, 0};
+const napkin::PlanCut kCuts[] = {
+    {"", "", "", 1}};
+const napkin::PlanSpec kPlan{kIO, 5, kIntermediates, 1, kKernels, 2, kNames, kMerges, 0, kSized, 0, kCuts, 0};
 
 constexpr char kManifest[] = (the manifest);
 

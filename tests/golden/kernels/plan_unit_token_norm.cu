@@ -23,7 +23,9 @@ const napkin::PlanMerge kMerges[] = {
     {"", 0, {}}};
 const napkin::PlanSize kSized[] = {
     {"", 0}};
-const napkin::PlanSpec kPlan{kIO, 3, kIntermediates, 0, kKernels, 1, kNames, kMerges, 1, kSized, 0};
+const napkin::PlanCut kCuts[] = {
+    {"", "", "", 1}};
+const napkin::PlanSpec kPlan{kIO, 3, kIntermediates, 0, kKernels, 1, kNames, kMerges, 1, kSized, 0, kCuts, 0};
 
 constexpr char kManifest[] = (the manifest);
 

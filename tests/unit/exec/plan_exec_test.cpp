@@ -194,6 +194,20 @@ TEST(PlanExec, ReductionsSplitIntoRunsMatch) {
                              "L = logsumexp(X over a)\nout P\nout L\n", m);
 }
 
+// An axis reduced alone, cut in two where the reduction leaves too few rows (plan::AxisCut): a
+// sum, a softmax and a logsumexp and a norm over one axis of 262144, and split-K (a contraction
+// over a long K into one tile), the caller's tensors viewed with the axis as two.
+TEST(PlanExec, AxesCutInTwoMatch) {
+  auto machine = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(machine.ok());
+  const arch::Machine& m = *machine;
+  expect_chosen_plan_matches("axes n=262144\nin g[n] f32\nss = sum(g * g over n)\nmx = max(g over n)\nout ss\nout mx\n", m);
+  expect_chosen_plan_matches("axes n=262144\nin x[n] bf16\ny = softmax(x over n) as bf16\nl = logsumexp(x over n)\n"
+                             "z = rmsnorm(x over n)\nout y\nout l\nout z\n", m);
+  expect_chosen_plan_matches("axes m=16 k=147456 n=24\nin A[m k] bf16\nin B[n k] bf16\nC = contract(A, B over k) * 0.5 as bf16\n"
+                             "out C[n m]\n", m);
+}
+
 TEST(PlanExec, AGemmOutputCopiedIntoTheOrderAskedMatches) {
   auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
   ASSERT_TRUE(m.ok());

@@ -1064,13 +1064,17 @@ TEST(Plan, APaddingThatWouldChangeASoftmaxSaysSoAndNamesTheMask) {
             std::string::npos) << norm.chosen.warnings[0];
 }
 
-// A plain sum over a row longer than registers hold (a 262144-element row) is one row kernel
-// (its rows re-read from L1/L2 in each pass where a pass needs them), predicted with one SM a
-// row where the rows are fewer than the SMs; a problem larger than the GPU's memory warns.
+// A plain sum over rows longer than registers hold (64 rows of 262144) fewer than the SMs: its
+// axis is cut in two (8 x 32768) so that 512 rows fill the GPU, then a column kernel sums the 8; a
+// problem larger than the GPU's memory warns.
 TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
   const auto d = derive(parse("axes t=64 v=262144\nin X[t v] f32\nZ = sum(X over v)\nout Z\n"));
-  EXPECT_EQ(kinds(d.chosen), (std::vector<K>{K::row_reduction}));
-  EXPECT_GT(d.chosen.predicted_s, 2 * 67.1e6 / 3.35e12);  // 64 of 132 SMs stream it
+  EXPECT_EQ(kinds(d.chosen), (std::vector<K>{K::row_reduction, K::column_reduction}));
+  ASSERT_EQ(d.chosen.cut_axes.size(), 1u);
+  EXPECT_EQ(d.chosen.cut_axes[0].name, "v");
+  EXPECT_EQ(d.chosen.cut_axes[0].inner_size, 32768);
+  EXPECT_LT(d.chosen.predicted_s, 2 * 67.1e6 / 3.35e12);  // better than 64 of 132 SMs streaming it
+  EXPECT_GT(d.chosen.predicted_s, 67.1e6 / 3.35e12);
   EXPECT_TRUE(d.chosen.warnings.empty());
   const auto huge = derive(parse("axes m=1000000 k=1000000 n=64\nin A[m k] bf16\nin B[k n] bf16\nY = contract(A, B over k) as bf16\nout Y\n"));
   ASSERT_EQ(huge.chosen.warnings.size(), 1u);
@@ -1204,15 +1208,27 @@ TEST(Plan, ANormAsItsStatisticsNamesTheAxesItsCountFixes) {
   EXPECT_TRUE(loss->chosen.sized_axes.empty());
 }
 
-// Fewer output tiles than SMs over a long K (a weight gradient): stream-K over every SM, not 8
-// tiles on 8 SMs.
-TEST(Plan, FewTilesOverALongKRunStreamK) {
+// Fewer output tiles than SMs over a long K (a weight gradient, 8 tiles): split-K, the K axis cut
+// in two (t = 64 x 2048), a GEMM batched over the 64 writing f32 partial products and a column
+// kernel adding them, not 8 tiles on 8 SMs; stream-K (its fix-ups one after another) is the
+// alternative, and so is one tile over a 1M K.
+TEST(Plan, FewTilesOverALongKAreSplitK) {
   auto r = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/weight_gradient.napkin")), h100());
   ASSERT_TRUE(r.ok()) << r.error().message;
-  ASSERT_EQ(r->chosen.kernels.size(), 1u);
-  ASSERT_TRUE(r->chosen.kernels[0].gemm.has_value());
-  EXPECT_TRUE(r->chosen.kernels[0].gemm->stream_k);
-  EXPECT_LT(r->chosen.predicted_s, 150e-6);
+  EXPECT_EQ(kinds(r->chosen), (std::vector<K>{K::gemm, K::column_reduction}));
+  ASSERT_EQ(r->chosen.cut_axes.size(), 1u);
+  EXPECT_EQ(r->chosen.cut_axes[0].name, "t");
+  EXPECT_EQ(r->chosen.cut_axes[0].inner_size, 2048);
+  EXPECT_LT(r->chosen.predicted_s, 110e-6);
+  ASSERT_FALSE(r->alternatives.empty());
+  const plan::Plan& stream_k = r->alternatives[0].plan;
+  EXPECT_EQ(stream_k.name, "reductions not split for parallelism");
+  ASSERT_EQ(stream_k.kernels.size(), 1u);
+  EXPECT_TRUE(stream_k.kernels[0].gemm && stream_k.kernels[0].gemm->stream_k);
+  auto one = plan::derive_plan(parse(testing::read_text(testing::source_dir() / "tests/diagrams/long_k_product.napkin")), h100());
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(kinds(one->chosen), (std::vector<K>{K::gemm, K::column_reduction}));
+  EXPECT_LT(one->chosen.predicted_s, 100e-6);  // 268 MB of HBM: 80 us
 }
 
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
