@@ -35,6 +35,8 @@ constexpr std::int64_t kSplitMinElements = std::int64_t{1} << 16;
 // to pay for writing it and reading it back).
 constexpr std::int64_t kTileValues = 128 * 128;
 constexpr std::int64_t kMinInner = 512;
+constexpr std::int64_t kRowWaves = 4;
+constexpr std::int64_t kLongRow = 8192;
 
 bool splittable_reduction(OpKind op) {
   return op == OpKind::reduce_sum || op == OpKind::reduce_max || op == OpKind::logsumexp || op == OpKind::softmax ||
@@ -1106,16 +1108,23 @@ std::optional<Variant> cut_long_axes(const ir::Diagram& d, std::int64_t min_rows
     const ir::Axis& axis = d.axis(a);
     if (inner.count(axis.name)) continue;
     if (std::any_of(d.nodes.begin(), d.nodes.end(), [&](const Node& m) { return m.op == OpKind::iota && m.axis == a; })) continue;
-    // The fewest outer indices that fill the GPU, a divisor of the axis's size.
+    // The fewest outer indices that fill the GPU, a divisor of the axis's size. A reduction's
+    // rows aim at kRowWaves times that where its rows keep kLongRow values (the row kernel then
+    // runs several short CTAs an SM, with a small last wave, not a few long ones); a GEMM's tiles
+    // at one wave (each more writes its partial tile).
     const std::int64_t others = d.elements(n.over) / axis.size;
-    for (std::int64_t outer = 2; outer <= axis.size / kMinInner; ++outer) {
-      if (axis.size % outer != 0 || fill->now * others * outer < fill->target) continue;
-      inner[axis.name] = axis.size / outer;
-      lines.push_back(fmt::format("axis {} ({}) taken as {} x {} for {}: {} {} fill the GPU where {} cannot", axis.name, axis.size, outer,
-                                  axis.size / outer, d.label(id), fill->now * others * outer,
-                                  n.op == OpKind::contract ? "GEMM tiles" : "rows", fill->now));
-      break;
-    }
+    auto fewest_outer = [&](std::int64_t target, std::int64_t min_inner) -> std::int64_t {
+      for (std::int64_t outer = 2; outer <= axis.size / min_inner; ++outer)
+        if (axis.size % outer == 0 && fill->now * others * outer >= target) return outer;
+      return 0;
+    };
+    std::int64_t outer = n.op == OpKind::contract ? 0 : fewest_outer(kRowWaves * fill->target, kLongRow);
+    if (outer == 0) outer = fewest_outer(fill->target, kMinInner);
+    if (outer == 0) continue;
+    inner[axis.name] = axis.size / outer;
+    lines.push_back(fmt::format("axis {} ({}) taken as {} x {} for {}: {} {} fill the GPU where {} cannot", axis.name, axis.size, outer,
+                                axis.size / outer, d.label(id), fill->now * others * outer,
+                                n.op == OpKind::contract ? "GEMM tiles" : "rows", fill->now));
   }
   if (inner.empty()) return std::nullopt;
   Variant v{d, std::move(lines)};

@@ -1065,14 +1065,14 @@ TEST(Plan, APaddingThatWouldChangeASoftmaxSaysSoAndNamesTheMask) {
 }
 
 // A plain sum over rows longer than registers hold (64 rows of 262144) fewer than the SMs: its
-// axis is cut in two (8 x 32768) so that 512 rows fill the GPU, then a column kernel sums the 8; a
-// problem larger than the GPU's memory warns.
+// axis is cut in two (32 x 8192) so that 2048 rows fill the GPU four times over, then a column
+// kernel sums the 32; a problem larger than the GPU's memory warns.
 TEST(Plan, LongRowsDeriveAndOversizedProblemsWarn) {
   const auto d = derive(parse("axes t=64 v=262144\nin X[t v] f32\nZ = sum(X over v)\nout Z\n"));
   EXPECT_EQ(kinds(d.chosen), (std::vector<K>{K::row_reduction, K::column_reduction}));
   ASSERT_EQ(d.chosen.cut_axes.size(), 1u);
   EXPECT_EQ(d.chosen.cut_axes[0].name, "v");
-  EXPECT_EQ(d.chosen.cut_axes[0].inner_size, 32768);
+  EXPECT_EQ(d.chosen.cut_axes[0].inner_size, 8192);
   EXPECT_LT(d.chosen.predicted_s, 2 * 67.1e6 / 3.35e12);  // better than 64 of 132 SMs streaming it
   EXPECT_GT(d.chosen.predicted_s, 67.1e6 / 3.35e12);
   EXPECT_TRUE(d.chosen.warnings.empty());
