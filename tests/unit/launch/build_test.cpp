@@ -164,6 +164,22 @@ TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
             std::string::npos) << fa1.out;
 }
 
+// Attention over keys held as two axes (an image's y x): the plan takes them as one, so the
+// kernel is one attention kernel built as a plan over views of K and V, with no refusal said.
+TEST(Build, AttentionOverKeysOfTwoAxesIsOneKernelOverViews) {
+  TempDir tmp("napkin_build_image_keys");
+  launch::BuildOptions o;
+  o.machine = "h100-sxm5";
+  o.out_dir = (tmp.path / "out").string();
+  o.compile = false;
+  const auto r = launch::build({(testing::source_dir() / "tests/diagrams/image_keys.napkin").string(), {}}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan of 1 kernel(s): attention"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("refuses"), std::string::npos) << r.out;
+  const std::string unit = testing::read_text(tmp.path / "out" / "kernel.cu");
+  EXPECT_NE(unit.find("{\"y_x\", 2, {\"y\", \"x\"}}"), std::string::npos) << unit;
+}
+
 // napkin run on a machine without a CUDA driver says so at once, before it compiles anything.
 TEST(Run, WithoutAGpuSaysSoBeforeCompiling) {
   if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
