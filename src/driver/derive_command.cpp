@@ -283,6 +283,18 @@ namespace {
 CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::optional<ir::Diagram>* attention);
 }  // namespace
 
+Result<plan::Derivation> derive_as_built(const ir::Diagram& d, const arch::Machine& m, plan::PlanOptions po, const std::string& file) {
+  if (auto src = read_source_file(file)) po.generates = emit::generates(std::move(*src));
+  auto derivation = plan::derive_plan(d, m, po);
+  if (!derivation && po.generates) {
+    plan::PlanOptions planner = po;
+    planner.generates = nullptr;
+    auto any = plan::derive_plan(d, m, planner);
+    if (any && plan::one_attention_kernel(any->chosen)) derivation = std::move(any);
+  }
+  return derivation;
+}
+
 // The derivation, and where its plan is one attention kernel that the kernel generator does not
 // take (K with a batch axis V lacks, paged keys), the generator's reason: `napkin build` refuses.
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& o) {
@@ -322,16 +334,7 @@ CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::
   plan::PlanOptions po;
   po.search = so;
   po.top = o.top;
-  if (auto src = read_source_file(args.file)) po.generates = emit::generates(std::move(*src));
-  auto derivation = plan::derive_plan(d, *m, po);
-  if (!derivation && po.generates) {
-    // Nothing that napkin build generates: one attention kernel by the planner's own rules (the
-    // paper's fp8 forward) is still the paper's derivation, printed with build's reason after it.
-    plan::PlanOptions planner = po;
-    planner.generates = nullptr;
-    auto any = plan::derive_plan(d, *m, planner);
-    if (any && plan::one_attention_kernel(any->chosen)) derivation = std::move(any);
-  }
+  auto derivation = derive_as_built(d, *m, po, args.file);
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!derivation) return failure(derivation.error(), o.json);
   const plan::Plan& chosen = derivation->chosen;

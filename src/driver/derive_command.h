@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "driver/driver.h"
+#include "plan/plan.h"
 #include "search/search.h"
 
 namespace napkin::driver {
@@ -26,6 +27,12 @@ struct DeriveOptions {
   bool pseudocode = false;                    // append the best schedule's pseudocode
 };
 CommandOutput derive(const DiagramArgs& args, const DeriveOptions& options);
+
+// The plan of `d` as napkin build derives it (only kernels its generators take; `file`'s source
+// for their refusals), or, where nothing they take runs the diagram but the planner's own rules
+// find one attention kernel (the paper's fp8 forward), that kernel: derive prints it with build's
+// reason, run-plan runs it.
+Result<plan::Derivation> derive_as_built(const ir::Diagram& d, const arch::Machine& m, plan::PlanOptions po, const std::string& file);
 
 // One iteration of a configuration on one SM as timeline lanes (tensor core, SFU, FMA, TMA).
 std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, double, double>>>>

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "driver/derive_command.h"
 #include "exec/executor.h"
 #include "exec/plan_exec.h"
 #include "plan/plan.h"
@@ -144,7 +145,7 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
   auto m = load_machine(options.machine);
   if (!m) return failure(m.error(), options.json);
   if (auto e = too_much_work(args, d, options.max_work)) return failure(*e, options.json);
-  auto derivation = plan::derive_plan(d, *m);
+  auto derivation = derive_as_built(d, *m, {}, args.file);
   if (!derivation) return failure(derivation.error(), options.json);
   const plan::Plan& p = derivation->chosen;
   const reference::TensorMap inputs = reference::random_inputs(d, options.seed);

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // `napkin run-schedule` and `napkin run-plan` as a user meets them: the comparison with the
 // reference, the transfer table, JSON that parses, and located errors for bad schedules.
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -77,6 +80,18 @@ TEST(ExecCli, RunPlanRunsEveryKernelAgainstTheReference) {
   r = run_napkin("run-plan examples/layernorm.napkin --machine no-such-gpu --set t=7");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no-such-gpu"), std::string::npos) << r.err;
+}
+
+// run-plan runs the plan derive prints and build builds: an output no kernel writes (fp8 from a
+// row kernel) is refused by all three alike, not run by the planner's rules alone.
+TEST(ExecCli, RunPlanRefusesWhatBuildRefuses) {
+  const auto file = (std::filesystem::temp_directory_path() / "napkin_run_plan_fp8.napkin").string();
+  std::ofstream(file) << "axes t=64 e=256\nin X[t e] bf16\ns = max(X over e)\nQx = X / s as fp8e4m3\nout Qx\n";
+  for (const std::string cmd : {"derive", "run-plan"}) {
+    auto r = run_napkin(cmd + " " + file + " --machine h100-sxm5");
+    EXPECT_EQ(r.exit_code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.err.find("output 'Qx' is fp8e4m3: row kernels write"), std::string::npos) << cmd << ": " << r.err;
+  }
 }
 
 }  // namespace
