@@ -634,6 +634,21 @@ Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine&
     moved.clear();
     std::vector<Variant> variants{{d, {}}};
     for (Variant& v : applicable_moves(d, recompute, relayout)) variants.push_back(std::move(v));
+    // Each single move followed by the moves it opens (a three-operand contraction split one way
+    // leaves a matrix-vector product that becomes a row reduction; split the other way, a GEMM).
+    const std::size_t singles = variants.size();
+    for (std::size_t i = 1; i < singles; ++i) {
+      Variant chain = variants[i];
+      for (int round = 0; round < 8; ++round) {
+        auto more = applicable_moves(chain.diagram, false, relayout);
+        if (more.empty()) break;
+        for (auto& mv : more[0].moves) chain.moves.push_back(mv);
+        chain.diagram = std::move(more[0].diagram);
+      }
+      if (chain.moves.size() > variants[i].moves.size() &&
+          !std::any_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.diagram == chain.diagram; }))
+        variants.push_back(std::move(chain));
+    }
     if (variants.size() > 1) {
       // The chain with recomputes and the chain of algebraic moves alone (a value two kernels would
       // each recompute may instead feed one kernel that fuses both consumers).

@@ -1231,6 +1231,18 @@ TEST(Plan, FewTilesOverALongKAreSplitK) {
   EXPECT_LT(one->chosen.predicted_s, 100e-6);  // 268 MB of HBM: 80 us
 }
 
+// A three-operand contraction (a trilinear form) derives whichever pair its sizes put first: the
+// split that needs a further move (a matrix-vector product as a row reduction) is followed by it.
+TEST(Plan, AThreeOperandContractionDerivesWhicheverPairComesFirst) {
+  for (const char* a : {"256", "128"}) {
+    SCOPED_TRACE(a);
+    auto r = plan::derive_plan(parse(std::string("axes t=4096 a=") + a + " b=256 c=256\nin X[t a] bf16\nin Y[t b] bf16\n"
+                                     "in W[a b c] bf16\nZ = contract(X, Y, W over a b) as bf16\nout Z\n"), h100());
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GE(r->chosen.moves.size(), 2u);
+  }
+}
+
 // A plan's refusal names an unnamed value by its op and place in the source, not by the name the
 // plan gives it at a kernel boundary ("t1").
 TEST(Plan, ARefusalNamesUnnamedValuesByTheirPlace) {
