@@ -417,6 +417,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     b.manifest = manifest_for(d, *form, b.derived, *m);
     emit::KernelProvenance prov{NAPKIN_VERSION, ir::diagram_key(d), args.file, b.derived.line};
     files.emplace_back("kernel.cu", emit::emit_attention_kernel(d, *form, prov, b.manifest.dump()));
+    b.warning = plan::memory_warning(d, *m);
   } else {
     // Not one attention kernel: the derived plan, a translation unit per kernel.
     plan::PlanOptions po;
