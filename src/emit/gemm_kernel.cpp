@@ -402,7 +402,7 @@ class Recogniser {
       for (NodeId o : x.operands) stack.push_back(o);
     }
     if (!cone_.count(f.contraction) || (f.contraction1 >= 0 && !cone_.count(f.contraction1)))
-      return refuse(out_loc_, fmt::format("the output '{}' does not read {}", d_.node(f.output).name,
+      return refuse(out_loc_, fmt::format("{} does not read {}", output_label(f.output),
                                           f.contraction1 >= 0 ? "both contractions" : "the contraction"));
     std::sort(f.params.begin(), f.params.end());
     std::sort(f.leaves.begin(), f.leaves.end(), [](const GemmLeaf& x, const GemmLeaf& y) { return x.node < y.node; });
@@ -494,7 +494,7 @@ class Recogniser {
     const char* tma = "TMA needs unit stride along M, N or K";
     if (auto e = layout_error(fmt::format("A '{}'", A.name), A.axes, {kM, kK}, tma); !e.empty()) return refuse(A.loc, e);
     if (auto e = layout_error(fmt::format("B '{}'", B.name), B.axes, {kN, kK}, tma); !e.empty()) return refuse(B.loc, e);
-    if (auto e = layout_error(fmt::format("the output '{}'", d_.node(f.output).name), f.out_axes, {kM, kN}, tma); !e.empty())
+    if (auto e = layout_error(output_label(f.output), f.out_axes, {kM, kN}, tma); !e.empty())
       return refuse(out_loc_, e);
     f.a_k_major = class_of(A.axes.back()) == kK;
     f.b_k_major = class_of(B.axes.back()) == kK;
@@ -517,6 +517,12 @@ class Recogniser {
       if (!e.empty()) return refuse(x.loc, e);
     }
     return GemmForm{};
+  }
+
+  // "the output 'C'", or "the output of the 'contract' at 5:5" for a value the source left unnamed.
+  std::string output_label(NodeId out) const {
+    const std::string label = d_.label(out);
+    return label.rfind("the ", 0) == 0 ? "the output of " + label : "the output " + label;
   }
 
   const ir::Diagram& d_;

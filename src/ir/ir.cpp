@@ -209,10 +209,13 @@ std::vector<NodeId> Diagram::users(NodeId n) const {
 
 std::string Diagram::label(NodeId n) const {
   const Node& nd = node(n);
-  // A plan names the unnamed values its kernels pass "t<id>" (plan::boundary_name): where such a
-  // value was written in the source, the op and its place say more to the user.
-  const bool generated = nd.name.size() > 1 && nd.name[0] == 't' &&
-                         std::all_of(nd.name.begin() + 1, nd.name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
+  // A plan names the unnamed values its kernels pass "t<id>" (plan::boundary_name), and their
+  // values before rounding "t<id>_unrounded": where such a value was written in the source, the
+  // op and its place say more to the user.
+  std::string_view stem = nd.name;
+  if (stem.size() > 10 && stem.substr(stem.size() - 10) == "_unrounded") stem.remove_suffix(10);
+  const bool generated = stem.size() > 1 && stem[0] == 't' &&
+                         std::all_of(stem.begin() + 1, stem.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
   if (!nd.name.empty() && !(generated && nd.loc.line > 0)) return "'" + nd.name + "'";
   std::string what = fmt::format("'{}'", op_symbol(nd.op));
   if (nd.op == OpKind::constant) what = "constant";

@@ -505,8 +505,10 @@ Plan assemble(const ir::Diagram& d, Partition& part, std::string name, std::vect
                                      std::vector<std::string> v;
                                      for (NodeId id = 0; id < static_cast<NodeId>(kernel.diagram.nodes.size()); ++id) {
                                        const ir::Node& n = kernel.diagram.node(id);
-                                       if (!n.name.empty() && n.op != OpKind::input && n.op != OpKind::constant)
-                                         v.push_back(kernel.diagram.label(id));
+                                       const std::string label = kernel.diagram.label(id);
+                                       if (!n.name.empty() && n.op != OpKind::input && n.op != OpKind::constant &&
+                                           std::find(v.begin(), v.end(), label) == v.end())
+                                         v.push_back(label);
                                      }
                                      return v;
                                    }(), ", "), f.why);

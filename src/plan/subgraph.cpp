@@ -472,7 +472,7 @@ Result<ir::Diagram> kernel_diagram(const ir::Diagram& d, const Owner& owner, con
     std::vector<AxisId> order;
     for (const std::string& a : bd.order) order.push_back(axis_named(a));
     ir::Value v = value.at(n);
-    if (bd.dtype != d.node(n).dtype) v = b.named(bd.name, b.cast(v, bd.dtype));
+    if (bd.dtype != d.node(n).dtype) v = b.named(bd.name, b.cast(v, bd.dtype, d.node(n).loc), d.node(n).loc);
     b.output(v, order);
   }
   return b.finish();
