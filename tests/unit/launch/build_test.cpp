@@ -40,12 +40,18 @@ std::string write_diagram(const TempDir& tmp, const std::string& text) {
   return p.string();
 }
 
-TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
-  TempDir tmp("napkin_build_manifest");
+// `napkin build --machine h100-sxm5 --no-compile -o DIR`'s options.
+launch::BuildOptions no_compile(const std::filesystem::path& dir) {
   launch::BuildOptions o;
   o.machine = "h100-sxm5";
-  o.out_dir = (tmp.path / "k").string();
+  o.out_dir = dir.string();
   o.compile = false;
+  return o;
+}
+
+TEST(Build, WritesTheKernelAndAManifestOfItsInputsParamsAndEstimate) {
+  TempDir tmp("napkin_build_manifest");
+  launch::BuildOptions o = no_compile(tmp.path / "k");
   const auto r = launch::build({example("sliding_window"), {}}, o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(tmp.path / "k" / "kernel.cu"));
@@ -71,10 +77,7 @@ TEST(Build, GoldenPlanUnits) {
                                    std::pair{"token_norm", (testing::source_dir() / "tests" / "diagrams" / "token_norm.napkin").string()}}) {
     SCOPED_TRACE(name);
     TempDir tmp(std::string("napkin_build_golden_") + name);
-    launch::BuildOptions o;
-    o.machine = "h100-sxm5";
-    o.out_dir = (tmp.path / "k").string();
-    o.compile = false;
+    launch::BuildOptions o = no_compile(tmp.path / "k");
     ASSERT_EQ(launch::build({path, {}}, o).exit_code, 0);
     std::string unit;
     std::istringstream lines(testing::read_text(tmp.path / "k" / "kernel.cu"));
@@ -91,10 +94,7 @@ TEST(Build, GoldenPlanUnits) {
 // behind, nor the earlier build's library (which would be loaded beside the new sources).
 TEST(Build, ARebuildRemovesTheUnitsOfALongerPlan) {
   TempDir tmp("napkin_build_stale");
-  launch::BuildOptions o;
-  o.machine = "h100-sxm5";
-  o.out_dir = (tmp.path / "k").string();
-  o.compile = false;
+  launch::BuildOptions o = no_compile(tmp.path / "k");
   ASSERT_EQ(launch::build({example("gelu_mlp"), {}}, o).exit_code, 0);
   ASSERT_TRUE(fs::exists(tmp.path / "k" / "kernel_1.cu"));
   std::ofstream(tmp.path / "k" / "libkernel.so") << "an earlier build's library";
@@ -142,10 +142,7 @@ TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
   TempDir tmp("napkin_build_why");
   // `napkin build --no-compile` of Q, K, V and `body`, into DIR/`dir`.
   auto build = [&](const std::string& dir, const std::string& body) {
-    launch::BuildOptions o;
-    o.machine = "h100-sxm5";
-    o.out_dir = (tmp.path / dir).string();
-    o.compile = false;
+    launch::BuildOptions o = no_compile(tmp.path / dir);
     return launch::build({write_diagram(tmp, "axes b=2 h=4 q=256 k=256 d=64\nin Q[b h q d] bf16\nin K[b h k d] bf16\n"
                                              "in V[b h k d] bf16\nS = contract(Q, K over d) * 0.125\n" + body),
                           {}},
@@ -168,10 +165,7 @@ TEST(Build, APlanInPlaceOfAnAttentionKernelSaysWhy) {
 // kernel is one attention kernel built as a plan over views of K and V, with no refusal said.
 TEST(Build, AttentionOverKeysOfTwoAxesIsOneKernelOverViews) {
   TempDir tmp("napkin_build_image_keys");
-  launch::BuildOptions o;
-  o.machine = "h100-sxm5";
-  o.out_dir = (tmp.path / "out").string();
-  o.compile = false;
+  launch::BuildOptions o = no_compile(tmp.path / "out");
   const auto r = launch::build({(testing::source_dir() / "tests/diagrams/image_keys.napkin").string(), {}}, o);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("plan of 1 kernel(s): attention"), std::string::npos) << r.out;
@@ -198,10 +192,7 @@ TEST(Run, WithoutAGpuSaysSoBeforeCompiling) {
 
 TEST(Build, RefusesWhatIsNotAttentionAndChecksItsArguments) {
   TempDir tmp("napkin_build_refuse");
-  launch::BuildOptions o;
-  o.machine = "h100-sxm5";
-  o.out_dir = (tmp.path / "k").string();
-  o.compile = false;
+  launch::BuildOptions o = no_compile(tmp.path / "k");
   // A GEMM-family diagram is a plan: one unit per kernel and the plan's own.
   const auto matmul = launch::build({example("matmul"), {}}, o);
   EXPECT_EQ(matmul.exit_code, 0) << matmul.err;
