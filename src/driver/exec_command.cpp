@@ -153,14 +153,27 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
   if (!expected) return failure(expected.error(), options.json);
   auto run = exec::execute_plan(p, d, inputs);
   if (!run) return failure(run.error(), options.json);
+  auto low = reference::evaluate(d, inputs, {reference::Arithmetic::low_precision});
+  if (!low) return failure(low.error(), options.json);
+  const reference::TensorMap& low_precision = *low;
 
   bool matches = true;
-  std::vector<std::pair<std::string, OutputError>> errors;
+  struct Checked {
+    std::string name;
+    OutputError error;
+    double tolerance;
+  };
+  std::vector<Checked> errors;
   for (const auto& [name, want] : *expected) {
     const auto it = run->outputs.find(name);
     const OutputError e = it == run->outputs.end() ? OutputError{INFINITY, INFINITY} : output_error(it->second, want);
-    matches = matches && e.scaled <= kPlanTolerance;
-    errors.emplace_back(name, e);
+    // The diagram's own arithmetic in its dtypes drifts from f64 over a deep chain (a bf16
+    // rounding in layer 1 grows with every layer): twice that drift is the tolerance where larger.
+    const auto own = low_precision.find(name);
+    const double drift = own == low_precision.end() ? 0.0 : output_error(own->second, want).scaled;
+    const double tolerance = std::isfinite(drift) ? std::max(kPlanTolerance, 2 * drift) : kPlanTolerance;
+    matches = matches && e.scaled <= tolerance;
+    errors.push_back({name, e, tolerance});
   }
   CommandOutput r;
   r.exit_code = matches ? 0 : 1;
@@ -168,8 +181,8 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
     json kernels = json::array(), outputs = json::array();
     for (std::size_t i = 0; i < p.kernels.size(); ++i)
       kernels.push_back({{"name", p.kernels[i].name}, {"ran", run->nests.at(i)}});
-    for (const auto& [name, e] : errors)
-      outputs.push_back({{"name", name}, {"max_abs_error", e.abs}, {"scaled_error", e.scaled}});
+    for (const Checked& c : errors)
+      outputs.push_back({{"name", c.name}, {"max_abs_error", c.error.abs}, {"scaled_error", c.error.scaled}, {"tolerance", c.tolerance}});
     r.out = json{{"ok", true},     {"file", args.file},         {"machine", m->name},  {"seed", options.seed},
                  {"moves", p.moves}, {"kernels", kernels},       {"outputs", outputs},  {"tolerance", kPlanTolerance},
                  {"matches", matches}}
@@ -183,11 +196,13 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
     out += fmt::format("  {}. {}\n     ran: {}\n", i + 1, p.kernels[i].name,
                        run->nests[i] == "reference" ? "the reference interpreter over the kernel's diagram (one pass over its rows)"
                                                     : run->nests[i]);
-  out += fmt::format("against the reference (seed {}), error over each output's largest magnitude (tolerance {}):\n",
+  out += fmt::format("against the reference (seed {}), error over each output's largest magnitude (tolerance {}, or twice the "
+                     "diagram's own drift in its dtypes where larger):\n",
                      options.seed, number(kPlanTolerance));
-  for (const auto& [name, e] : errors)
-    out += fmt::format("  {:<12} max abs error {:<10} scaled {:<10} {}\n", name, number(e.abs), number(e.scaled),
-                       e.scaled <= kPlanTolerance ? "match" : "MISMATCH");
+  for (const Checked& c : errors)
+    out += fmt::format("  {:<12} max abs error {:<10} scaled {:<10} {}{}\n", c.name, number(c.error.abs), number(c.error.scaled),
+                       c.error.scaled <= c.tolerance ? "match" : "MISMATCH",
+                       c.tolerance > kPlanTolerance ? fmt::format(" (tolerance {})", number(c.tolerance)) : "");
   r.out = out;
   return r;
 }
