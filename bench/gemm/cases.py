@@ -51,6 +51,8 @@ CASES.append(("weight_gradient", "tests/diagrams/weight_gradient.napkin", [], "g
 # second kernel), and the squared global norm of a flat 16M gradient (one sum over one axis, cut).
 CASES.append(("long_k_product", "tests/diagrams/long_k_product.napkin", [], "gemm"))
 CASES.append(("global_norm", "tests/diagrams/global_norm.napkin", [], "plan"))
+# Masked mean pooling of 64 x 512 x 768 token embeddings: one column kernel reading the mask per token.
+CASES.append(("masked_mean_pool", "tests/diagrams/masked_mean_pool.napkin", [], "plan"))
 # BatchNorm of an NCHW activation written out (X - mean recomputed where it is read).
 CASES.append(("batchnorm_nchw", "tests/diagrams/batchnorm_nchw.napkin", [], "plan"))
 

@@ -27,6 +27,9 @@ def inputs_for(kernel, torch, seed):
         if spec["dtype"] == "i32":  # class indices (a cross-entropy's targets) over the vocabulary
             out[spec["name"]] = torch.randint(0, sizes.get("v", 1000), shape, generator=g, device="cuda", dtype=torch.int32)
             continue
+        if spec["dtype"] == "bool":  # a mask keeping about 80 % (padding masks, dropped tokens)
+            out[spec["name"]] = torch.rand(shape, generator=g, device="cuda") < 0.8
+            continue
         dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec["dtype"]]
         x = torch.randn(shape, generator=g, device="cuda", dtype=torch.float32)
         name = spec["name"]
@@ -52,6 +55,12 @@ def torch_impl(case, torch, F):
         return lambda t, f32: (t["A"].float() @ t["B"].float().t()) if f32 else t["A"] @ t["B"].t()
     if case.startswith("global_norm"):
         return lambda t, f32: (t["g"].double() * t["g"].double()).sum().float() if f32 else (t["g"] * t["g"]).sum()
+    if case.startswith("masked_mean_pool"):
+        def f(t, f32):
+            X, m = (t["X"].float() if f32 else t["X"]), t["m"]
+            w = m.to(X.dtype).unsqueeze(-1)
+            return (X * w).sum(1) / w.sum(1)
+        return f
     if case.startswith(("gemm", "llama3")):
         return lambda t, f32: (t["A"].float() @ t["B"].float()) if f32 else t["A"] @ t["B"]
     if case.startswith("biased_swiglu"):
@@ -260,7 +269,7 @@ def main():
         plan = k.manifest.get("plan", {})
         flops, hbm = plan.get("flops", 0), 0
         for spec in k.inputs + k.manifest["outputs"]:
-            hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}[spec["dtype"]]
+            hbm += math.prod(x["size"] for x in spec["axes"]) * {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "bool": 1}[spec["dtype"]]
         roof = max(flops / gemm_rate, hbm / copy_bw)
         row.update(flops=flops, compulsory_bytes=hbm, roofline_s=roof)
         if hbm / copy_bw > flops / gemm_rate:

@@ -253,7 +253,10 @@ class Recogniser {
       if (x.op == OpKind::input) {
         RowRead read = RowRead::scalar;
         if (has_row(x)) {
-          if (x.axes.size() == 1) read = RowRead::along;
+          // (None of the inner axes: one value per step of r for all of a thread's columns, a mask
+          // m[b t] beside X[b t e].)
+          const bool lacks_inner = std::none_of(inner.begin(), inner.end(), [&](AxisId a) { return contains(x.axes, a); });
+          if (x.axes.size() == 1 || lacks_inner) read = RowRead::along;
           else if (after_r(x) == inner) read = RowRead::rows;
           else
             return refuse(id, fmt::format("input '{}' stores [{}] and '{}' [{}]: a column kernel reads the inputs that have {} along "
@@ -932,9 +935,10 @@ class Emitter {
         loads += fmt::format("        if (step + u * kDepth < end) {}[u].load({} + (step + u * kDepth) * a.s_{}_{});\n", r, pointer_.at(in.node),
                              x.name, rn_);
         known[in.node] = r + "[u][v]";
-      } else if (in.read == RowRead::along) {
-        along += fmt::format("      const auto {} = napkin::rows::get(a.{} + i_{} * a.s_{}_{});  // {}[{}]\n", r, x.name, rn_, x.name, rn_,
-                             x.name, rn_);
+      } else if (in.read == RowRead::along) {  // (its other axes, outer columns, at the thread's columns)
+        const std::string columns = column_offset(x.name, x.axes);
+        along += fmt::format("      const auto {} = napkin::rows::get(a.{}{} + i_{} * a.s_{}_{});  // {}[{}]\n", r, x.name,
+                             columns == "0" ? "" : " + (" + columns + ")", rn_, x.name, rn_, x.name, names_of(nd_, x.axes));
         known[in.node] = r;
       }
     }

@@ -974,9 +974,12 @@ std::string column_form_error(const ir::Diagram& kd, const Census& c, AxisId r, 
   cols.erase(r);
   const std::string what = fmt::format("a column kernel (reducing {} of {}[{}], not innermost)", kd.axis(r).name, p.name,
                                        axis_names(kd, p.axes));
+  const std::vector<AxisId> inner = after_r(p);
   for (NodeId n : c.inputs) {
     const Node& x = kd.node(n);
-    if (std::find(x.axes.begin(), x.axes.end(), r) != x.axes.end() && x.axes.size() > 1 && after_r(x) != after_r(p))
+    // (An input with none of the inner axes is read once per step of r: a mask m[b t].)
+    const bool lacks_inner = std::none_of(inner.begin(), inner.end(), [&](AxisId a) { return std::find(x.axes.begin(), x.axes.end(), a) != x.axes.end(); });
+    if (std::find(x.axes.begin(), x.axes.end(), r) != x.axes.end() && !lacks_inner && after_r(x) != inner)
       return fmt::format("input {}[{}] stores other axes after {}: {} reads its inputs along the same inner axes", x.name,
                          axis_names(kd, x.axes), kd.axis(r).name, what);
   }

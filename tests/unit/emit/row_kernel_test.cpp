@@ -119,6 +119,16 @@ out M
 out R
 )";
 
+// A column kernel reading a mask m[b t] that lacks the inner axis e: one value per step of t for
+// all of a thread's columns (masked mean pooling's sum).
+const char* kMaskedColumnSum = R"(axes b=64 t=512 e=768
+in X[b t e] bf16
+in m[b t] bool
+in n[b] f32
+Y = sum(select(m, X, 0) over t) / n as bf16
+out Y
+)";
+
 TEST(RowKernel, GoldenUnits) {
   struct Case {
     const char* stem;
@@ -131,6 +141,7 @@ TEST(RowKernel, GoldenUnits) {
       {"masked_softmax", kMaskedSoftmax, {8, 32}},  {"silu_mul", kSiluMul, {8, 32}},
       {"broadcast", kBroadcast, {8, 32}},           {"long_softmax", kLongSoftmax, {1, 1024}},
       {"column_statistics", kColumnStatistics, {1, 256, true}},
+      {"masked_column_sum", kMaskedColumnSum, {1, 256, true}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.stem);
