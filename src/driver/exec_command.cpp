@@ -162,6 +162,7 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
     std::string name;
     OutputError error;
     double tolerance;
+    bool overflows;  // the diagram's own arithmetic in its dtypes is not finite here
   };
   std::vector<Checked> errors;
   for (const auto& [name, want] : *expected) {
@@ -173,7 +174,7 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
     const double drift = own == low_precision.end() ? 0.0 : output_error(own->second, want).scaled;
     const double tolerance = std::isfinite(drift) ? std::max(kPlanTolerance, 2 * drift) : kPlanTolerance;
     matches = matches && e.scaled <= tolerance;
-    errors.push_back({name, e, tolerance});
+    errors.push_back({name, e, tolerance, !std::isfinite(drift)});
   }
   CommandOutput r;
   r.exit_code = matches ? 0 : 1;
@@ -203,6 +204,10 @@ CommandOutput run_plan(const DiagramArgs& args, const RunPlanOptions& options) {
     out += fmt::format("  {:<12} max abs error {:<10} scaled {:<10} {}{}\n", c.name, number(c.error.abs), number(c.error.scaled),
                        c.error.scaled <= c.tolerance ? "match" : "MISMATCH",
                        c.tolerance > kPlanTolerance ? fmt::format(" (tolerance {})", number(c.tolerance)) : "");
+  for (const Checked& c : errors)
+    if (c.overflows)
+      out += fmt::format("note: {}: the diagram's arithmetic in its own dtypes (the low-precision reference) is not finite either: a "
+                         "value overflows its dtype (a 16-bit value past 65504 in f16), as the kernels will compute it\n", c.name);
   r.out = out;
   return r;
 }

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "exec/executor.h"
+#include "ir/builder.h"
+#include "plan/subgraph.h"
 #include "sched/schedule.h"
 
 namespace napkin::exec {
@@ -102,6 +104,35 @@ void split_axes(Named& n, const std::vector<plan::AxisMerge>& merges, const ir::
   }
 }
 
+// A GEMM kernel's diagram with each operand it computes in 16 bits (a prologue: exp(X * 12)
+// before the contraction) rounded to that dtype, as the kernel rounds it for the tensor cores.
+Result<ir::Diagram> with_rounded_operands(const ir::Diagram& kd) {
+  std::set<ir::NodeId> rounded;
+  for (const ir::Node& n : kd.nodes)
+    if (n.op == ir::OpKind::contract)
+      for (ir::NodeId o : n.operands) {
+        const ir::Node& x = kd.node(o);
+        if (x.op != ir::OpKind::input && (x.dtype == DType::bf16 || x.dtype == DType::f16)) rounded.insert(o);
+      }
+  if (rounded.empty()) return kd;
+  ir::Builder b(kd.source_name);
+  for (const ir::Axis& a : kd.axes) b.axis(a.name, a.size, a.loc);
+  std::vector<ir::Value> value(kd.nodes.size());
+  for (ir::NodeId n = 0; n < static_cast<ir::NodeId>(kd.nodes.size()); ++n) {
+    const ir::Node& node = kd.node(n);
+    std::vector<ir::Value> ops;
+    for (ir::NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
+    ir::Value v = plan::replay_node(b, node, ops, [](ir::AxisId a) { return a; });
+    if (rounded.count(n)) v = b.cast(v, node.dtype, node.loc);
+    if (!node.name.empty() && node.op != ir::OpKind::input && node.op != ir::OpKind::constant) v = b.named(node.name, v, node.loc);
+    value[static_cast<std::size_t>(n)] = v;
+  }
+  for (const ir::Output& o : kd.outputs) b.output(value[static_cast<std::size_t>(o.node)], o.axes, o.loc);
+  auto r = b.finish();
+  if (!r) return r.error();
+  return std::move(*r);
+}
+
 }  // namespace
 
 Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, const reference::TensorMap& inputs) {
@@ -127,13 +158,15 @@ Result<PlanExecution> execute_plan(const plan::Plan& p, const ir::Diagram& d, co
     if (!nest) return nest.error();
     const std::optional<sched::Schedule>& schedule = *nest;
     reference::TensorMap result;
+    auto run = k.gemm ? with_rounded_operands(kd) : Result<ir::Diagram>(kd);
+    if (!run) return plain_error(fmt::format("kernel '{}': {}", k.name, run.error().message));
     if (schedule) {
-      auto r = execute(kd, *schedule, in);
+      auto r = execute(*run, *schedule, in);
       if (!r) return plain_error(fmt::format("kernel '{}': {}", k.name, r.error().message));
       result = std::move(r->outputs);
       out.nests.push_back(r->nest);
     } else {
-      auto r = reference::evaluate(kd, in);
+      auto r = reference::evaluate(*run, in);
       if (!r) return plain_error(fmt::format("kernel '{}': {}", k.name, r.error().message));
       result = std::move(*r);
       out.nests.push_back("reference");

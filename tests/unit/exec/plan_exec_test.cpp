@@ -208,6 +208,28 @@ TEST(PlanExec, AxesCutInTwoMatch) {
                              "out C[n m]\n", m);
 }
 
+// A GEMM's prologue value is rounded to its 16-bit dtype as the kernel rounds it for the tensor
+// cores: exp(X * 12) in f16 overflows there (X > 0.93), and so it does in the plan's run, where
+// the f64 reference stays finite.
+TEST(PlanExec, APrologueOperandIsRoundedAsTheTensorCoresReadIt) {
+  auto machine = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
+  ASSERT_TRUE(machine.ok());
+  auto p = ir::parse_diagram(SourceText{"t.napkin", "axes t=9 e=16 f=8\nin X[t e] f16\nin W[e f] f16\nF = exp(X * 12)\n"
+                                                    "Y = contract(F, W over e) * 0.0001\nout Y\n"});
+  ASSERT_TRUE(p.ok());
+  const ir::Diagram& d = p->diagram;
+  auto r = plan::derive_plan(d, *machine);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->chosen.kernels.size() == 1 && r->chosen.kernels[0].gemm);
+  const auto inputs = reference::random_inputs(d, 1);
+  auto want = reference::evaluate(d, inputs);
+  auto got = exec::execute_plan(r->chosen, d, inputs);
+  ASSERT_TRUE(want.ok() && got.ok());
+  const auto finite = [](const reference::Tensor& t) { return std::all_of(t.data.begin(), t.data.end(), [](double v) { return std::isfinite(v); }); };
+  EXPECT_TRUE(finite(want->at("Y")));
+  EXPECT_FALSE(finite(got->outputs.at("Y")));
+}
+
 TEST(PlanExec, AGemmOutputCopiedIntoTheOrderAskedMatches) {
   auto m = arch::load_machine((testing::source_dir() / "machines" / "h100-sxm5.toml").string());
   ASSERT_TRUE(m.ok());
