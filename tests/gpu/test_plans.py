@@ -20,7 +20,7 @@ EXAMPLES = ["matmul", "batched_matmul", "gelu_mlp", "swiglu_mlp", "rmsnorm_matmu
             "token_norm", "batch_statistics", "linear_cross_entropy", "folded_logits", "differential_attention",
             "map_terms", "heads_inner", "biased_swiglu", "nchw_statistics", "grouped_bmm", "squared_error_loss",
             "soft_argmax", "flat_index", "batchnorm_nchw", "weight_gradient", "permuted_bmm", "group_norm", "channel_rmsnorm",
-            "long_k_product", "global_norm", "image_keys", "masked_mean_pool"]
+            "long_k_product", "global_norm", "image_keys", "masked_mean_pool", "flat_softmax", "long_k_epilogue"]
 
 
 def napkin_bin():
