@@ -35,6 +35,8 @@ constexpr std::int64_t kSplitMinElements = std::int64_t{1} << 16;
 // to pay for writing it and reading it back).
 constexpr std::int64_t kTileValues = 128 * 128;
 constexpr std::int64_t kMinInner = 512;
+// A cut reduction aims at kRowWaves times the rows that fill the GPU, where rows of kLongRow
+// values or more remain (cut_long_axes).
 constexpr std::int64_t kRowWaves = 4;
 constexpr std::int64_t kLongRow = 8192;
 
