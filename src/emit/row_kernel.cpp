@@ -935,11 +935,15 @@ class Emitter {
         loads += fmt::format("        if (step + u * kDepth < end) {}[u].load({} + (step + u * kDepth) * a.s_{}_{});\n", r, pointer_.at(in.node),
                              x.name, rn_);
         known[in.node] = r + "[u][v]";
-      } else if (in.read == RowRead::along) {  // (its other axes, outer columns, at the thread's columns)
+      } else if (in.read == RowRead::along) {
+        // One value a step (its other axes, outer columns, at the thread's columns), loaded with
+        // the vectors of the step, not where it is used (a load's latency a step otherwise).
         const std::string columns = column_offset(x.name, x.axes);
-        along += fmt::format("      const auto {} = napkin::rows::get(a.{}{} + i_{} * a.s_{}_{});  // {}[{}]\n", r, x.name,
-                             columns == "0" ? "" : " + (" + columns + ")", rn_, x.name, rn_, x.name, names_of(nd_, x.axes));
-        known[in.node] = r;
+        s += fmt::format("  napkin::rows::compute_t<{}> {}[{}];  // {}[{}]\n", memory_type(x.dtype), r, kUnroll, x.name,
+                         names_of(nd_, x.axes));
+        loads += fmt::format("        if (step + u * kDepth < end) {}[u] = napkin::rows::get(a.{}{} + (step + u * kDepth) * a.s_{}_{});\n", r,
+                             x.name, columns == "0" ? "" : " + (" + columns + ")", x.name, rn_);
+        known[in.node] = r + "[u]";
       }
     }
     Writer w(nd_, known);

@@ -1049,11 +1049,13 @@ Family classify_rows(const ir::Diagram& kd, const Census& c, const arch::Machine
       }
     }
     // The kernel's rows are every axis but the reduced one; a reduction whose operand lacks one of
-    // them would be recomputed for each of its elements (its operand read again each time).
+    // them would be recomputed for each of its elements (its operand read again each time). Not
+    // in a column kernel: there each thread adds it into each of its columns from values it
+    // reads once per step anyway (a mask's count beside the masked sum).
     std::set<AxisId> row_axes;
     for (const Node& n : kd.nodes) row_axes.insert(n.axes.begin(), n.axes.end());
     row_axes.erase(*r);
-    for (NodeId n : c.reductions) {
+    for (NodeId n : p.columns ? std::vector<NodeId>{} : c.reductions) {
       std::set<AxisId> own;
       for (NodeId o : kd.node(n).operands) own.insert(kd.node(o).axes.begin(), kd.node(o).axes.end());
       for (AxisId x : row_axes)

@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
   napkin::rows::Acc<napkin::rows::Sum> acc1[kV];  // sum over t: 'S'
   const __nv_bfloat16* const gX = a.X + (c_c * a.s_X_c);  // X[t c] at this thread's columns
   napkin::rows::Vector<__nv_bfloat16, kV> rX[8];
+  napkin::rows::compute_t<float> rw[8];  // w[t]
   const int64_t begin = int64_t(blockIdx.y) * a.per_split_;
   const int64_t end = begin + a.per_split_ < a.length_ ? begin + a.per_split_ : a.length_;
   if (live)
@@ -50,15 +51,15 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         if (step + u * kDepth < end) rX[u].load(gX + (step + u * kDepth) * a.s_X_t);
+        if (step + u * kDepth < end) rw[u] = napkin::rows::get(a.w + (step + u * kDepth) * a.s_w_t);
       }
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int64_t i_t = step + u * kDepth;
         if (i_t >= end) break;
-      const auto rw = napkin::rows::get(a.w + i_t * a.s_w_t);  // w[t]
         #pragma unroll
         for (int v = 0; v < kV; ++v) {
-          const float v4 = rX[u][v] * rw;
+          const float v4 = rX[u][v] * rw[u];
           acc0[v].add(v4);
           const float v6 = rX[u][v] * rX[u][v];
           acc1[v].add(v6);

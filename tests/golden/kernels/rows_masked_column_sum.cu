@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
   napkin::rows::Acc<napkin::rows::Sum> acc0[kV];  // sum over t: the 'sum' at 5:5
   const __nv_bfloat16* const gX = a.X + (i_b * a.s_X_b + c_e * a.s_X_e);  // X[b t e] at this thread's columns
   napkin::rows::Vector<__nv_bfloat16, kV> rX[8];
+  napkin::rows::compute_t<uint8_t> rm[8];  // m[b t]
   const int64_t begin = int64_t(blockIdx.y) * a.per_split_;
   const int64_t end = begin + a.per_split_ < a.length_ ? begin + a.per_split_ : a.length_;
   if (live)
@@ -49,15 +50,15 @@ __global__ void __launch_bounds__(kCtaThreads) column_kernel(const Args a) {
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         if (step + u * kDepth < end) rX[u].load(gX + (step + u * kDepth) * a.s_X_t);
+        if (step + u * kDepth < end) rm[u] = napkin::rows::get(a.m + (i_b * a.s_m_b) + (step + u * kDepth) * a.s_m_t);
       }
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int64_t i_t = step + u * kDepth;
         if (i_t >= end) break;
-      const auto rm = napkin::rows::get(a.m + (i_b * a.s_m_b) + i_t * a.s_m_t);  // m[b t]
         #pragma unroll
         for (int v = 0; v < kV; ++v) {
-          const float v4 = rm ? rX[u][v] : 0.0f;
+          const float v4 = rm[u] ? rX[u][v] : 0.0f;
           acc0[v].add(v4);
         }
       }
