@@ -338,10 +338,10 @@ CommandOutput derive_text(const DiagramArgs& args, const DeriveOptions& o, std::
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!derivation) return failure(derivation.error(), o.json);
   const plan::Plan& chosen = derivation->chosen;
+  const bool one_attention_kernel = plan::one_attention_kernel(chosen);
   // (The kernel's own diagram where the plan rewrote the written one: keys over two axes as one.)
   if (chosen.kernels.size() == 1 && chosen.kernels[0].kind == plan::KernelKind::attention)
-    *attention = chosen.moves.empty() && chosen.merged_axes.empty() && chosen.cut_axes.empty() ? d : chosen.kernels[0].diagram;
-  const bool one_attention_kernel = plan::one_attention_kernel(chosen);
+    *attention = one_attention_kernel ? d : chosen.kernels[0].diagram;
   if (!one_attention_kernel) return derive_plan_output(args, d, *m, *derivation, plan_s, o);
   const sched::StreamingReport report = sched::analyse_streaming(d);
   auto r = search::search(d, report, *m, so);

@@ -10,6 +10,7 @@
 
 #include "exec/executor.h"
 #include "ir/builder.h"
+#include "plan/moves.h"
 #include "plan/subgraph.h"
 #include "sched/schedule.h"
 
@@ -115,21 +116,15 @@ Result<ir::Diagram> with_rounded_operands(const ir::Diagram& kd) {
         if (x.op != ir::OpKind::input && (x.dtype == DType::bf16 || x.dtype == DType::f16)) rounded.insert(o);
       }
   if (rounded.empty()) return kd;
-  ir::Builder b(kd.source_name);
-  for (const ir::Axis& a : kd.axes) b.axis(a.name, a.size, a.loc);
-  std::vector<ir::Value> value(kd.nodes.size());
-  for (ir::NodeId n = 0; n < static_cast<ir::NodeId>(kd.nodes.size()); ++n) {
+  auto r = plan::rebuild(kd, [&](ir::NodeId n, ir::Builder& b, const std::vector<ir::Value>& value) -> ir::Value {
+    if (!rounded.count(n)) return {};
     const ir::Node& node = kd.node(n);
     std::vector<ir::Value> ops;
     for (ir::NodeId o : node.operands) ops.push_back(value[static_cast<std::size_t>(o)]);
-    ir::Value v = plan::replay_node(b, node, ops, [](ir::AxisId a) { return a; });
-    if (rounded.count(n)) v = b.cast(v, node.dtype, node.loc);
-    if (!node.name.empty() && node.op != ir::OpKind::input && node.op != ir::OpKind::constant) v = b.named(node.name, v, node.loc);
-    value[static_cast<std::size_t>(n)] = v;
-  }
-  for (const ir::Output& o : kd.outputs) b.output(value[static_cast<std::size_t>(o.node)], o.axes, o.loc);
-  auto r = b.finish();
-  if (!r) return r.error();
+    const ir::Value v = b.cast(plan::replay_node(b, node, ops, [](ir::AxisId a) { return a; }), node.dtype, node.loc);
+    return node.name.empty() ? v : b.named(node.name, v, node.loc);
+  });
+  if (!r) return plain_error("a GEMM kernel's diagram with its 16-bit operands rounded is not a diagram");
   return std::move(*r);
 }
 

@@ -442,9 +442,7 @@ Result<Built> build_kernel(const DiagramArgs& args, const std::string& machine, 
     const plan::Plan& p = r->chosen;
     // One attention kernel of the diagram as written is the attention emitter's, which refused
     // it; one of a rewritten diagram (keys over two axes taken as one) is built as a plan.
-    if (p.kernels.size() == 1 && p.kernels[0].kind == plan::KernelKind::attention && p.moves.empty() && p.merged_axes.empty() &&
-        p.cut_axes.empty())
-      return form.error();
+    if (plan::one_attention_kernel(p)) return form.error();
     b.derived = {fmt::format("kernel plan on {}: {} kernel(s), predicted {:.4g} us", m->name, p.kernels.size(), p.predicted_s * 1e6),
                  p.predicted_s, ""};
     for (const std::string& w : p.warnings) b.warning += (b.warning.empty() ? "" : "\n  warning: ") + w;

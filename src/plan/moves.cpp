@@ -74,9 +74,8 @@ std::string fresh_name(const ir::Diagram& d, std::string base) {
   return base;
 }
 
-// Rebuilds `d` node by node; `replace` gives, for the nodes it knows, their new value from the
-// builder and the values of earlier nodes (it returns an invalid Value for the others).
-using Replace = std::function<ir::Value(NodeId, ir::Builder&, const std::vector<ir::Value>&)>;
+}  // namespace
+
 std::optional<ir::Diagram> rebuild(const ir::Diagram& d, const Replace& replace) {
   ir::Builder b(d.source_name);
   for (const ir::Axis& a : d.axes) b.axis(a.name, a.size, a.loc);
@@ -97,6 +96,8 @@ std::optional<ir::Diagram> rebuild(const ir::Diagram& d, const Replace& replace)
   if (!r) return std::nullopt;
   return std::move(*r);
 }
+
+namespace {
 
 bool single_use(const ir::Diagram& d, NodeId n) {
   if (d.users(n).size() != 1) return false;

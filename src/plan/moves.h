@@ -18,9 +18,12 @@
 //   contraction of three operands split into pairs: moves.cpp)
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/builder.h"
 #include "ir/ir.h"
 
 namespace napkin::plan {
@@ -42,6 +45,12 @@ struct Variant {
   // Axes of the caller's tensors the rewritten diagram takes as two (cut_long_axes).
   std::vector<AxisCut> cut_axes = {};
 };
+
+// Rebuilds `d` node by node; `replace` gives, for the nodes it knows, their new value from the
+// builder and the values of earlier nodes (it returns an invalid Value for the others, which are
+// replayed with their names).
+using Replace = std::function<ir::Value(ir::NodeId, ir::Builder&, const std::vector<ir::Value>&)>;
+std::optional<ir::Diagram> rebuild(const ir::Diagram& d, const Replace& replace);
 
 // Each move that applies to `d`, applied alone (one variant per place it applies; recomputes: the
 // first few alone and all together). `recompute`: whether to offer recomputes at all (they pay

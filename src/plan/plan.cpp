@@ -638,32 +638,30 @@ Result<Derivation> derive_split(const ir::Diagram& written, const arch::Machine&
     for (Variant& v : applicable_moves(d, recompute, relayout)) variants.push_back(std::move(v));
     // Each single move followed by the moves it opens (a three-operand contraction split one way
     // leaves a matrix-vector product that becomes a row reduction; split the other way, a GEMM).
+    // `v` followed by the first move that applies, again and again (at most 8).
+    auto followed = [&](Variant v, bool with_recomputes) {
+      for (int round = 0; round < 8; ++round) {
+        auto more = applicable_moves(v.diagram, with_recomputes, relayout);
+        if (more.empty()) break;
+        for (auto& mv : more[0].moves) v.moves.push_back(mv);
+        v.diagram = std::move(more[0].diagram);
+      }
+      return v;
+    };
+    auto is_new = [&](const Variant& x) {
+      return !std::any_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.diagram == x.diagram; });
+    };
     const std::size_t singles = variants.size();
     for (std::size_t i = 1; i < singles; ++i) {
-      Variant chain = variants[i];
-      for (int round = 0; round < 8; ++round) {
-        auto more = applicable_moves(chain.diagram, false, relayout);
-        if (more.empty()) break;
-        for (auto& mv : more[0].moves) chain.moves.push_back(mv);
-        chain.diagram = std::move(more[0].diagram);
-      }
-      if (chain.moves.size() > variants[i].moves.size() &&
-          !std::any_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.diagram == chain.diagram; }))
-        variants.push_back(std::move(chain));
+      Variant chain = followed(variants[i], false);
+      if (chain.moves.size() > variants[i].moves.size() && is_new(chain)) variants.push_back(std::move(chain));
     }
     if (variants.size() > 1) {
       // The chain with recomputes and the chain of algebraic moves alone (a value two kernels would
       // each recompute may instead feed one kernel that fuses both consumers).
       for (bool with_recomputes : {recompute, false}) {
-        Variant all{d, {}};
-        for (int round = 0; round < 8; ++round) {
-          auto more = applicable_moves(all.diagram, with_recomputes, relayout);
-          if (more.empty()) break;
-          for (auto& mv : more[0].moves) all.moves.push_back(mv);
-          all.diagram = std::move(more[0].diagram);
-        }
-        if (all.moves.size() > 1 && !std::any_of(variants.begin(), variants.end(), [&](const Variant& v) { return v.diagram == all.diagram; }))
-          variants.push_back(std::move(all));
+        Variant all = followed({d, {}}, with_recomputes);
+        if (all.moves.size() > 1 && is_new(all)) variants.push_back(std::move(all));
         if (!recompute) break;
       }
     }
